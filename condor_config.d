@@ -1,0 +1,1 @@
+glidein_ext/condor_config.d

@@ -1,0 +1,80 @@
+"""The startd cron job and the starter's job hooks (I/O edge over :mod:`refresh`).
+
+- ``cron``: every STARTD_CRON_GLIDEINEXT_PERIOD (and at once on reconfig, which the wrapper triggers
+  when `.site.ad` changes): drop jobs whose starter is gone, rewrite `.pilot.ad` (its mtime is the
+  heartbeat) and return the slot attributes to print.  Never raises.
+- ``prepare_job`` / ``job_exit``: GLIDEINEXT_HOOK_PREPARE_JOB and GLIDEINEXT_HOOK_JOB_EXIT, run by
+  the condor_starter with the job ad on stdin; they update the job table and `.pilot.ad` at once.
+  They never fail the job: problems are returned as messages for stderr (the StarterLog).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from glidein_ext.errors import GlideinExtError
+from glidein_ext.pilot import jobtable
+from glidein_ext.pilot.cronout import CronReport
+from glidein_ext.pilot.glidein import load_info
+from glidein_ext.pilot.jobad import job_cpus, job_id, job_start, parse_job_ad
+from glidein_ext.pilot.jobtimes import resolve_job_times
+from glidein_ext.pilot.pilotad import RunningJob
+from glidein_ext.pilot.procs import start_ticks
+from glidein_ext.pilot.refresh import refresh
+from glidein_ext.pilot.sitead import NO_ORDER
+
+MAX_JOB_AD_BYTES = 1024 * 1024
+
+
+def run_cron(start_dir: str | None, now: int, env: Mapping[str, str]) -> CronReport:
+    """One startd cron run; always returns a report, whatever failed."""
+    if not start_dir:
+        return CronReport(NO_ORDER, now, None, None, None, ("no --start-dir given",))
+    try:
+        result = refresh(start_dir, now, env, prune_dead_starters=True)
+    except Exception as exc:  # the output contract holds even for a bug: report it, exit 0
+        return CronReport(NO_ORDER, now, None, None, None, (f"internal error: {exc!r}",))
+    todie = result.info.todie if result.info else None
+    heartbeat = now if result.written else None
+    return CronReport(
+        result.order, now, todie, result.running_jobs, heartbeat, tuple(result.errors)
+    )
+
+
+def prepare_job(start_dir: str, job_ad_text: str, now: int, env: Mapping[str, str]) -> list[str]:
+    """Record a starting job; returns problems to log (empty when all went well)."""
+    problems: list[str] = []
+    ad = parse_job_ad(job_ad_text)
+    jid = job_id(ad)
+    if jid is None:
+        return ["job ad has neither GlobalJobId nor ClusterId/ProcId; job not tracked"]
+    try:
+        info = load_info(start_dir)
+        start = job_start(ad, now)
+        times = resolve_job_times(
+            ad, start, info.todie, info.expected_sources(), info.max_sources()
+        )
+        job = RunningJob(jid, job_cpus(ad), start, times.expected_end, times.max_end)
+        starter = os.getppid()
+        tracked = jobtable.TrackedJob(job, starter, start_ticks(starter))
+        jobtable.update_table(start_dir, lambda t: t.started(tracked))
+    except GlideinExtError as exc:
+        problems.append(str(exc))
+    problems.extend(refresh(start_dir, now, env).errors)
+    return problems
+
+
+def job_exit(start_dir: str, job_ad_text: str, now: int, env: Mapping[str, str]) -> list[str]:
+    """Forget an ending job; returns problems to log."""
+    problems: list[str] = []
+    jid = job_id(parse_job_ad(job_ad_text))
+    if jid is None:
+        problems.append("job ad has neither GlobalJobId nor ClusterId/ProcId")
+    else:
+        try:
+            jobtable.update_table(start_dir, lambda t: t.ended(jid))
+        except GlideinExtError as exc:
+            problems.append(str(exc))
+    problems.extend(refresh(start_dir, now, env).errors)
+    return problems

@@ -1,0 +1,40 @@
+"""Is a process still the one we recorded?  (/proc, with os.kill as the fallback.)
+
+A job hook records its parent -- the condor_starter of that job -- with the process start time, so a
+recycled pid is not mistaken for the starter.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def start_ticks(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat (start time in clock ticks since boot), or None if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may contain spaces: split after it.
+    tail = data[data.rfind(b")") + 2 :].split()
+    try:
+        return int(tail[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def is_alive(pid: int, ticks: int | None) -> bool:
+    """True if ``pid`` runs and (when ``ticks`` is known) started at ``ticks``."""
+    if pid <= 0:
+        return False
+    current = start_ticks(pid)
+    if current is not None:
+        return ticks is None or current == ticks
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,286 @@
+"""`glidein-ext wrapper`: start a glidein's HTCondor and keep its side of the handshake.
+
+Seed 003, "glideinWMS changes": the wrapper writes `.pilot.ad` with USED_FRACTION1k = 0 before the
+HTCondor daemons start; then condor_master runs with the glidein configuration (the shipped
+snippet ``condor_config.d/50-glidein-ext-glidein.config`` included), the startd cron and the job
+hooks keep `.pilot.ad` current, and the wrapper watches `.site.ad` (watchdog, inotify) so that a
+vacate request takes effect within seconds: it rewrites `.pilot.ad` and sends SIGHUP to
+condor_master, whose reconfig re-runs the startd cron at once
+(STARTD_CRON_GLIDEINEXT_RECONFIG_RERUN).
+SIGTERM, SIGINT and SIGQUIT are forwarded to condor_master; the wrapper exits when it does.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+from glidein_ext.adfile import write_text_atomic
+from glidein_ext.config import Settings
+from glidein_ext.errors import CondorError, UsageError
+from glidein_ext.pilot import jobtable
+from glidein_ext.pilot.glidein import GlideinInfo, ensure_state_dir, save_info, state_dir
+from glidein_ext.pilot.refresh import refresh
+from glidein_ext.pilot.sitead import SITE_AD_FILE
+
+# condor_master's exit status after DAEMON_SHUTDOWN: a normal end (glideinWMS treats it so too).
+DAEMON_SHUTDOWN_STATUS = 99
+SITE_AD_DEBOUNCE = 0.3
+_CHANGE_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed"})
+
+
+@dataclass(frozen=True)
+class WrapperConfig:
+    """How to start one glidein."""
+
+    start_dir: str
+    cpus: int
+    memory_mb: int
+    name: str
+    snippet: str
+    base_config: str | None = None
+    launcher: str | None = None
+    lifetime: int | None = None
+    retire_after: int | None = None
+    settings: Settings = field(default_factory=Settings)
+    extra_config: tuple[str, ...] = ()
+    condor_master: str = "condor_master"
+
+
+def _macro(value: str) -> str:
+    if "\n" in value:
+        raise UsageError(f"a configuration value may not contain a newline: {value!r}")
+    return value
+
+
+def render_condor_config(cfg: WrapperConfig, launcher: str, info: GlideinInfo) -> str:
+    """The glidein's condor_config (pure): base, identity and layout, the snippet, extras."""
+    local = os.path.join(state_dir(cfg.start_dir), "condor")
+    s = cfg.settings
+    lines = ["# Written by `glidein-ext wrapper`; regenerated at every start."]
+    if cfg.base_config:
+        lines.append(f"include : {_macro(cfg.base_config)}")
+    lines += [
+        "LOCAL_CONFIG_FILE =",
+        "LOCAL_CONFIG_DIR =",
+        f"LOCAL_DIR = {_macro(local)}",
+        "LOG = $(LOCAL_DIR)/log",
+        "EXECUTE = $(LOCAL_DIR)/execute",
+        "SPOOL = $(LOCAL_DIR)/spool",
+        "LOCK = $(LOG)",
+        "RUN = $(LOG)",
+        "DAEMON_LIST = MASTER STARTD",
+        "USE_SHARED_PORT = False",
+        f"MASTER_NAME = {_macro(cfg.name)}",
+        f"STARTD_NAME = {_macro(cfg.name)}",
+        f"NUM_CPUS = {cfg.cpus}",
+        f"MEMORY = {cfg.memory_mb}",
+        "NUM_SLOTS = 1",
+        "NUM_SLOTS_TYPE_1 = 1",
+        "SLOT_TYPE_1 = cpus=100%, mem=100%, disk=100%, swap=100%",
+        "SLOT_TYPE_1_PARTITIONABLE = True",
+        f'GLIDEIN_ExtName = "{_macro(cfg.name)}"',
+        "STARTD_ATTRS = $(STARTD_ATTRS) GLIDEIN_ExtName",
+    ]
+    if info.todie is not None:
+        lines += [f"GLIDEIN_ToDie = {info.todie}", "STARTD_ATTRS = $(STARTD_ATTRS) GLIDEIN_ToDie"]
+    if info.retire_time is not None:
+        lines += [
+            f"GLIDEIN_ToRetire = {info.retire_time}",
+            "STARTD_ATTRS = $(STARTD_ATTRS) GLIDEIN_ToRetire",
+        ]
+    lines += [
+        f"GLIDEIN_EXT_START_DIR = {_macro(cfg.start_dir)}",
+        f"GLIDEIN_EXT_BIN = {_macro(launcher)}",
+        f"GLIDEIN_EXT_CRON_PERIOD = {s.cron_period}",
+        f"GLIDEIN_EXT_DEADLINE_MARGIN = {s.deadline_margin}",
+        f"GLIDEIN_EXT_MAX_VACATE_TIME = {s.max_vacate_time}",
+        f"GLIDEIN_EXT_DEFAULT_RETIREMENT = {s.default_retirement}",
+        f"include : {_macro(cfg.snippet)}",
+    ]
+    lines += [_macro(line) for line in cfg.extra_config]
+    return "\n".join(lines) + "\n"
+
+
+def write_launcher(start_dir: str, env: Mapping[str, str]) -> str:
+    """A launcher script for HTCondor to run this same glidein-ext (same python, same path)."""
+    bindir = os.path.join(state_dir(start_dir), "bin")
+    os.makedirs(bindir, mode=0o755, exist_ok=True)
+    path = os.path.join(bindir, "glidein-ext")
+    body = ["#!/bin/sh"]
+    if env.get("PYTHONPATH"):
+        body.append(f"PYTHONPATH={shlex.quote(env['PYTHONPATH'])}; export PYTHONPATH")
+    body.append(f'exec {shlex.quote(sys.executable)} -m glidein_ext "$@"')
+    write_text_atomic(path, "\n".join(body) + "\n", mode=0o755)
+    return path
+
+
+class GlideinWrapper:
+    """Runs one glidein; :meth:`run` returns the exit status for the CLI."""
+
+    def __init__(
+        self,
+        cfg: WrapperConfig,
+        env: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.time,
+        log: Callable[[str], None] = lambda msg: None,
+    ) -> None:
+        self.cfg = cfg
+        self.env = dict(os.environ if env is None else env)
+        self.clock = clock
+        self.log = log
+        self._site_ad_changed = threading.Event()
+        self._master: subprocess.Popen[bytes] | None = None
+
+    def now(self) -> int:
+        return int(self.clock())
+
+    def prepare(self) -> str:
+        """Write glidein.json, the initial `.pilot.ad` and the condor config; return its path."""
+        cfg = self.cfg
+        if not os.path.isdir(cfg.start_dir):
+            raise UsageError(f"start dir {cfg.start_dir} is not a directory")
+        if not os.path.isfile(cfg.snippet):
+            raise UsageError(f"config snippet {cfg.snippet} not found")
+        if cfg.base_config and not os.path.isfile(cfg.base_config):
+            raise UsageError(f"base config {cfg.base_config} not found")
+        now = self.now()
+        info = GlideinInfo(
+            cpus=cfg.cpus,
+            start_time=now,
+            todie=now + cfg.lifetime if cfg.lifetime else None,
+            retire_time=now + cfg.retire_after if cfg.retire_after else None,
+            priority_factor=cfg.settings.priority_factor,
+            expected_end_sources=cfg.settings.expected_end_sources,
+            max_end_sources=cfg.settings.max_end_sources,
+            name=cfg.name,
+        )
+        ensure_state_dir(cfg.start_dir)
+        save_info(cfg.start_dir, info)
+        # A restarted glidein starts with no running job.
+        jobtable.update_table(cfg.start_dir, lambda t: jobtable.JobTable())
+        result = refresh(cfg.start_dir, now, self.env)
+        for problem in result.errors:
+            self.log(f"warning: {problem}")
+        launcher = cfg.launcher or write_launcher(cfg.start_dir, self.env)
+        config_path = os.path.join(state_dir(cfg.start_dir), "condor_config")
+        write_text_atomic(config_path, render_condor_config(cfg, launcher, info))
+        for sub in ("log", "execute", "spool"):
+            os.makedirs(os.path.join(state_dir(cfg.start_dir), "condor", sub), exist_ok=True)
+        return config_path
+
+    def run(self) -> int:
+        config_path = self.prepare()
+        env = dict(self.env)
+        env["CONDOR_CONFIG"] = config_path
+        pidfile = os.path.join(state_dir(self.cfg.start_dir), "condor", "master.pid")
+        try:
+            self._master = subprocess.Popen(
+                [self.cfg.condor_master, "-f", "-pidfile", pidfile], env=env
+            )
+        except OSError as exc:
+            raise CondorError(f"cannot start {self.cfg.condor_master}: {exc.strerror}") from exc
+        self.log(f"condor_master started (pid {self._master.pid}), config {config_path}")
+        previous = self._install_signal_handlers()
+        observer = self._watch_site_ad()
+        try:
+            status = self._supervise()
+        finally:
+            if observer is not None:
+                observer.stop()
+                observer.join(timeout=5)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        self._final_refresh()
+        if status == DAEMON_SHUTDOWN_STATUS:
+            self.log("HTCondor shut down by itself (DAEMON_SHUTDOWN): normal end")
+            return 0
+        self.log(f"condor_master exited with status {status}")
+        return status if status >= 0 else 128 - status
+
+    def _supervise(self) -> int:
+        master = self._master
+        assert master is not None
+        while True:
+            try:
+                return master.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                pass
+            if self._site_ad_changed.is_set():
+                time.sleep(SITE_AD_DEBOUNCE)
+                self._site_ad_changed.clear()
+                self.on_site_ad_change()
+
+    def on_site_ad_change(self) -> None:
+        """Rewrite `.pilot.ad` and make HTCondor re-run the startd cron now (SIGHUP = reconfig)."""
+        result = refresh(self.cfg.start_dir, self.now(), self.env)
+        order = result.order
+        self.log(
+            f".site.ad changed: retire={order.retire} deadline={order.deadline} "
+            f"source={order.source}" + (f" errors={result.errors}" if result.errors else "")
+        )
+        if self._master is not None and self._master.poll() is None:
+            self._master.send_signal(signal.SIGHUP)
+
+    def _final_refresh(self) -> None:
+        try:
+            jobtable.update_table(
+                self.cfg.start_dir, lambda t: jobtable.JobTable(last_job_start=t.last_job_start)
+            )
+            refresh(self.cfg.start_dir, self.now(), self.env)
+        except Exception as exc:  # the glidein is ending; log and go on
+            self.log(f"warning: final .pilot.ad update failed: {exc}")
+
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        forward: dict[int, int] = {
+            signal.SIGTERM: signal.SIGTERM,
+            signal.SIGINT: signal.SIGTERM,
+            signal.SIGQUIT: signal.SIGQUIT,
+            signal.SIGHUP: signal.SIGHUP,
+        }
+        previous: dict[int, Any] = {}
+
+        def handler(signum: int, frame: FrameType | None) -> None:
+            del frame
+            master = self._master
+            if master is not None and master.poll() is None:
+                self.log(f"forwarding signal {signum} as {forward[signum]} to condor_master")
+                master.send_signal(forward[signum])
+
+        for signum in forward:
+            previous[signum] = signal.signal(signum, handler)
+        return previous
+
+    def _watch_site_ad(self) -> Any:
+        """Start a watchdog observer on the start dir; None if watchdog is unavailable."""
+        try:
+            from watchdog.events import FileSystemEvent, FileSystemEventHandler
+            from watchdog.observers import Observer
+        except ImportError:
+            self.log("warning: watchdog not available; .site.ad is read every cron period only")
+            return None
+        changed = self._site_ad_changed
+
+        class SiteAdHandler(FileSystemEventHandler):
+            def on_any_event(self, event: FileSystemEvent) -> None:
+                # Reads (opened, closed_no_write) are not changes: our own reads would loop.
+                if event.event_type not in _CHANGE_EVENTS:
+                    return
+                paths = [event.src_path, getattr(event, "dest_path", "")]
+                if any(os.path.basename(str(p)) == SITE_AD_FILE for p in paths if p):
+                    changed.set()
+
+        observer = Observer()
+        observer.schedule(SiteAdHandler(), self.cfg.start_dir, recursive=False)
+        observer.daemon = True
+        observer.start()
+        return observer
