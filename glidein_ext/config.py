@@ -37,7 +37,7 @@ class Settings:
     max_end_sources: str = DEFAULT_MAX_END_SOURCES
     # Seconds before the deadline by which HTCondor must have vacated jobs (MAXJOBRETIREMENTTIME).
     deadline_margin: int = 60
-    # MACHINE_MAX_VACATE_TIME: seconds a job gets between the soft kill and the hard kill.
+    # MachineMaxVacateTime: seconds a job gets between the soft kill and the hard kill.
     max_vacate_time: int = 120
     # Retirement given to running jobs when draining without any deadline or ToDie (seconds).
     default_retirement: int = 7 * 24 * 3600

@@ -47,3 +47,7 @@ class CondorError(GlideinExtError):
 
 class StateError(GlideinExtError):
     """The glidein's persisted state (running jobs) could not be read or written."""
+
+
+class DhtError(GlideinExtError):
+    """The site DHT failed: no contact answered, a key was not found, or a message was too large."""

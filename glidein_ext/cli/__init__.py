@@ -18,6 +18,7 @@ from glidein_ext.errors import GlideinExtError
 # name -> "module:attribute"; one module per noun.
 _COMMANDS: dict[str, str] = {
     "cron": "glidein_ext.cli.cron:cron",
+    "init": "glidein_ext.cli.init:init",
     "hook": "glidein_ext.cli.hook:hook",
     "wrapper": "glidein_ext.cli.wrapper:wrapper",
     "pilot-ad": "glidein_ext.cli.pilotad:pilot_ad",

@@ -48,7 +48,7 @@ def default_snippet() -> str:
     default=None,
     help="Seconds before the deadline by which jobs must be gone.",
 )
-@click.option("--max-vacate-time", type=int, default=None, help="MACHINE_MAX_VACATE_TIME.")
+@click.option("--max-vacate-time", type=int, default=None, help="MachineMaxVacateTime (seconds).")
 @click.option("--config", "config_file", default=None, help="glidein-ext settings file (TOML).")
 @click.option(
     "--condor-config-line",

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 
 from glidein_ext.errors import GlideinExtError
 from glidein_ext.pilot import jobtable
 from glidein_ext.pilot.cronout import CronReport
-from glidein_ext.pilot.glidein import load_info
+from glidein_ext.pilot.glidein import load_info, save_info
 from glidein_ext.pilot.jobad import job_cpus, job_id, job_start, parse_job_ad
 from glidein_ext.pilot.jobtimes import resolve_job_times
 from glidein_ext.pilot.pilotad import RunningJob
@@ -24,15 +25,22 @@ from glidein_ext.pilot.procs import start_ticks
 from glidein_ext.pilot.refresh import refresh
 from glidein_ext.pilot.sitead import NO_ORDER
 
-MAX_JOB_AD_BYTES = 1024 * 1024
 
+def run_cron(
+    start_dir: str | None, now: int, env: Mapping[str, str], config_todie: str | None = None
+) -> CronReport:
+    """One startd cron run; always returns a report, whatever failed.
 
-def run_cron(start_dir: str | None, now: int, env: Mapping[str, str]) -> CronReport:
-    """One startd cron run; always returns a report, whatever failed."""
+    ``config_todie`` is GLIDEIN_ToDie as the HTCondor config knows it (glideinWMS computes it after
+    the custom scripts ran); a positive value different from glidein.json's is stored there.
+    """
     if not start_dir:
         return CronReport(NO_ORDER, now, None, None, None, ("no --start-dir given",))
+    problems: list[str] = []
     try:
+        problems.extend(_adopt_todie(start_dir, config_todie))
         result = refresh(start_dir, now, env, prune_dead_starters=True)
+        result.errors[:0] = problems
     except Exception as exc:  # the output contract holds even for a bug: report it, exit 0
         return CronReport(NO_ORDER, now, None, None, None, (f"internal error: {exc!r}",))
     todie = result.info.todie if result.info else None
@@ -40,6 +48,18 @@ def run_cron(start_dir: str | None, now: int, env: Mapping[str, str]) -> CronRep
     return CronReport(
         result.order, now, todie, result.running_jobs, heartbeat, tuple(result.errors)
     )
+
+
+def _adopt_todie(start_dir: str, todie: str | None) -> list[str]:
+    if todie is None or not todie.strip().isdigit() or int(todie) <= 0:
+        return []
+    try:
+        info = load_info(start_dir)
+        if info.todie != int(todie):
+            save_info(start_dir, replace(info, todie=int(todie)))
+    except GlideinExtError as exc:
+        return [str(exc)]
+    return []
 
 
 def prepare_job(start_dir: str, job_ad_text: str, now: int, env: Mapping[str, str]) -> list[str]:

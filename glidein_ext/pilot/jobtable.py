@@ -133,7 +133,9 @@ def locked(start_dir: str) -> Iterator[None]:
 def update_table(start_dir: str, change: Callable[[JobTable], JobTable]) -> JobTable:
     """Apply ``change`` to the table under the lock and store the result."""
     with locked(start_dir):
-        table = change(load_table(start_dir))
-        path, _ = _paths(start_dir)
-        write_text_atomic(path, json.dumps(table.to_json(), sort_keys=True) + "\n")
+        before = load_table(start_dir)
+        table = change(before)
+        if table is not before:  # unchanged tables are not rewritten (no fsync per cron run)
+            path, _ = _paths(start_dir)
+            write_text_atomic(path, json.dumps(table.to_json(), sort_keys=True) + "\n")
         return table

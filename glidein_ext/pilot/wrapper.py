@@ -28,13 +28,17 @@ from glidein_ext.adfile import write_text_atomic
 from glidein_ext.config import Settings
 from glidein_ext.errors import CondorError, UsageError
 from glidein_ext.pilot import jobtable
-from glidein_ext.pilot.glidein import GlideinInfo, ensure_state_dir, save_info, state_dir
-from glidein_ext.pilot.refresh import refresh
+from glidein_ext.pilot.glidein import GlideinInfo, state_dir
+from glidein_ext.pilot.refresh import current_order, refresh
+from glidein_ext.pilot.setup import init_glidein
 from glidein_ext.pilot.sitead import SITE_AD_FILE
 
 # condor_master's exit status after DAEMON_SHUTDOWN: a normal end (glideinWMS treats it so too).
 DAEMON_SHUTDOWN_STATUS = 99
 SITE_AD_DEBOUNCE = 0.3
+# Seconds the startd may be missing before a retiring glidein is ended (a crashed startd is
+# restarted by condor_master after 10 s; one that left by DAEMON_SHUTDOWN is not).
+STARTD_GONE_GRACE = 15.0
 _CHANGE_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed"})
 
 
@@ -88,6 +92,9 @@ def render_condor_config(cfg: WrapperConfig, launcher: str, info: GlideinInfo) -
         "NUM_SLOTS_TYPE_1 = 1",
         "SLOT_TYPE_1 = cpus=100%, mem=100%, disk=100%, swap=100%",
         "SLOT_TYPE_1_PARTITIONABLE = True",
+        # No start-up benchmarks: they take seconds of a glidein's life and delay the cron.
+        "BENCHMARKS_JOBLIST =",
+        "RunBenchmarks = False",
         f'GLIDEIN_ExtName = "{_macro(cfg.name)}"',
         "STARTD_ATTRS = $(STARTD_ATTRS) GLIDEIN_ExtName",
     ]
@@ -122,6 +129,59 @@ def write_launcher(start_dir: str, env: Mapping[str, str]) -> str:
     body.append(f'exec {shlex.quote(sys.executable)} -m glidein_ext "$@"')
     write_text_atomic(path, "\n".join(body) + "\n", mode=0o755)
     return path
+
+
+class StartdWatch:
+    """Notices that condor_master's condor_startd child has gone (checked every 2 s)."""
+
+    def __init__(self, master_pid: int) -> None:
+        self.master_pid = master_pid
+        self.seen = False
+        self.missing_since: float | None = None
+        self.next_check = 0.0
+
+    def reset(self) -> None:
+        self.seen = False
+        self.missing_since = None
+
+    def gone_for(self, now: float) -> float:
+        """Seconds since the startd (once seen) went missing; 0 while it runs or before it ran."""
+        if now >= self.next_check:
+            self.next_check = now + 2.0
+            if startd_running(self.master_pid):
+                self.seen, self.missing_since = True, None
+            elif self.seen and self.missing_since is None:
+                self.missing_since = now
+        return 0.0 if self.missing_since is None else now - self.missing_since
+
+
+def startd_running(master_pid: int) -> bool:
+    """Is a condor_startd among condor_master's children?"""
+    try:
+        import psutil
+    except ImportError:
+        return _startd_running_proc(master_pid)
+    try:
+        children = psutil.Process(master_pid).children()
+        return any(child.name() == "condor_startd" for child in children)
+    except psutil.Error:  # the master or a child vanished while we looked
+        return False
+
+
+def _startd_running_proc(master_pid: int) -> bool:
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                data = handle.read()
+        except OSError:
+            continue
+        name = data[data.find(b"(") + 1 : data.rfind(b")")]
+        fields = data[data.rfind(b")") + 2 :].split()
+        if name == b"condor_startd" and len(fields) > 1 and fields[1] == str(master_pid).encode():
+            return True
+    return False
 
 
 class GlideinWrapper:
@@ -164,11 +224,7 @@ class GlideinWrapper:
             max_end_sources=cfg.settings.max_end_sources,
             name=cfg.name,
         )
-        ensure_state_dir(cfg.start_dir)
-        save_info(cfg.start_dir, info)
-        # A restarted glidein starts with no running job.
-        jobtable.update_table(cfg.start_dir, lambda t: jobtable.JobTable())
-        result = refresh(cfg.start_dir, now, self.env)
+        result = init_glidein(cfg.start_dir, info, now, self.env)
         for problem in result.errors:
             self.log(f"warning: {problem}")
         launcher = cfg.launcher or write_launcher(cfg.start_dir, self.env)
@@ -210,6 +266,7 @@ class GlideinWrapper:
     def _supervise(self) -> int:
         master = self._master
         assert master is not None
+        watch = StartdWatch(master.pid)
         while True:
             try:
                 return master.wait(timeout=0.5)
@@ -219,6 +276,17 @@ class GlideinWrapper:
                 time.sleep(SITE_AD_DEBOUNCE)
                 self._site_ad_changed.clear()
                 self.on_site_ad_change()
+            if watch.gone_for(time.monotonic()) > STARTD_GONE_GRACE and self._retiring():
+                # The startd left by DAEMON_SHUTDOWN; condor_master would only notice at its next
+                # ad update (MASTER_UPDATE_INTERVAL, 5 min by default), so end it now.
+                self.log("the startd exited while retiring: shutting condor_master down")
+                master.send_signal(signal.SIGTERM)
+                watch.reset()
+
+    def _retiring(self) -> bool:
+        errors: list[str] = []
+        order, _ = current_order(self.cfg.start_dir, self.now(), self.env, None, errors)
+        return order.retire
 
     def on_site_ad_change(self) -> None:
         """Rewrite `.pilot.ad` and make HTCondor re-run the startd cron now (SIGHUP = reconfig)."""

@@ -1,0 +1,14 @@
+"""The site DHT: Kademlia with the changes of seed 000, section III.A and III.B.
+
+Pilots of one site form a Kademlia network (Maymounkov & Mazieres, 2002) over UDP:
+
+- ``ids``, ``contact``: 160-bit identifiers and the XOR metric (Kademlia section 2.1).
+- ``routing``: k-buckets with least-recently-seen expiration (seed III.A).
+- ``lookup``: the iterative node lookup (Kademlia section 2.3), as a pure state machine.
+- ``storage``: values that append and deduplicate per key, with owner and expiry (seed III.A).
+- ``regions``, ``aggregation``: broadcast over eight regions, reply aggregation (seed III.B).
+- ``replay``, ``protocol``: authenticated msgpack messages with a replay window (beyond the seed).
+- ``rpc``, ``broadcaster``, ``node``: the asyncio edges.
+
+Nothing happens at import.
+"""

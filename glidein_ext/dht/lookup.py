@@ -1,0 +1,85 @@
+"""The iterative node lookup as a pure state machine (Kademlia paper, section 2.3).
+
+The initiator keeps a shortlist ordered by distance to the target, asks up to ``alpha`` of the
+closest not-yet-asked candidates at a time, merges the contacts they return, and stops when the
+``width`` closest candidates that did not fail have all answered.  A value lookup may stop earlier:
+once values were found and the ``replication`` closest candidates have answered (with append,
+seed III.A, the values of those nodes are the key's replica list).  The async driver lives in
+``node.py``; this class only decides whom to ask next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from glidein_ext.dht.contact import Contact
+
+
+class Lookup:
+    """The shortlist of one lookup for ``target``."""
+
+    def __init__(
+        self,
+        target: int,
+        seeds: Iterable[Contact],
+        *,
+        own_id: int,
+        width: int,
+        alpha: int,
+        exclude: Iterable[int] = (),
+    ) -> None:
+        self.target = target
+        self.width = width
+        self.alpha = alpha
+        self._skip = {own_id, *exclude}
+        self._known: dict[int, Contact] = {}
+        self._asked: set[int] = set()
+        self._answered: set[int] = set()
+        self._failed: set[int] = set()
+        self.rounds = 0
+        self.add(seeds)
+
+    def add(self, contacts: Iterable[Contact]) -> None:
+        """Merge contacts learned from an answer; ourselves and excluded ids are ignored."""
+        for contact in contacts:
+            if contact.id not in self._skip and contact.id not in self._known:
+                self._known[contact.id] = contact
+
+    def _live_closest(self, count: int) -> list[Contact]:
+        live = [c for c in self._known.values() if c.id not in self._failed]
+        live.sort(key=lambda c: c.id ^ self.target)
+        return live[:count]
+
+    def next_batch(self) -> list[Contact]:
+        """Up to ``alpha`` unasked candidates among the ``width`` closest; counts a round."""
+        batch = [c for c in self._live_closest(self.width) if c.id not in self._asked]
+        batch = batch[: self.alpha]
+        if batch:
+            self.rounds += 1
+            self._asked.update(c.id for c in batch)
+        return batch
+
+    def answered(self, contact: Contact, contacts: Iterable[Contact]) -> None:
+        self._answered.add(contact.id)
+        self.add(contacts)
+
+    def failed(self, contact: Contact) -> None:
+        self._failed.add(contact.id)
+
+    def settled(self, count: int) -> bool:
+        """True when the ``count`` closest live candidates have all answered."""
+        return all(c.id in self._answered for c in self._live_closest(count))
+
+    @property
+    def done(self) -> bool:
+        return self.settled(self.width)
+
+    def closest(self, count: int) -> list[Contact]:
+        """The ``count`` closest candidates that answered."""
+        answered = [self._known[i] for i in self._answered]
+        answered.sort(key=lambda c: c.id ^ self.target)
+        return answered[:count]
+
+    @property
+    def queried(self) -> int:
+        return len(self._asked)

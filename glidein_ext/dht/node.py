@@ -1,0 +1,472 @@
+"""A DHT node: Kademlia over UDP with the seed's changes (seed 000, section III.A and III.B).
+
+The asyncio edge that ties the pure parts together: it answers the six RPCs (PING, STORE,
+FIND_NODE, FIND_VALUE, LEAVE, BROADCAST), runs iterative lookups (Kademlia section 2.3), joins
+with an id and site contacts given by the caller, stores with append (seed III.A), republishes
+(Kademlia section 2.5), leaves with LEAVE after handing its keys on (seed III.A), and broadcasts
+with aggregation (seed III.B).  Every task it starts is kept in a set and reaped with logging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import socket
+import time
+from collections.abc import Coroutine, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from glidein_ext.dht import ids, protocol
+from glidein_ext.dht.aggregation import Combine
+from glidein_ext.dht.broadcaster import Answer, Broadcaster, BroadcastResult
+from glidein_ext.dht.contact import Address, Contact
+from glidein_ext.dht.lookup import Lookup
+from glidein_ext.dht.protocol import Codec, Kind, Message, ProtocolError, WireValue
+from glidein_ext.dht.routing import RoutingTable
+from glidein_ext.dht.rpc import RpcEndpoint, RpcTimeout
+from glidein_ext.dht.settings import DhtSettings
+from glidein_ext.dht.stats import NodeStats
+from glidein_ext.dht.storage import Storage
+from glidein_ext.errors import DhtError
+
+log = logging.getLogger(__name__)
+
+MAX_CONTACTS_ON_WIRE = 256
+FOUND_VALUES_BUDGET = 48_000
+"""Bytes of values one FIND_VALUE answer carries at most, so that it fits in a datagram."""
+
+
+@dataclass(frozen=True, slots=True)
+class LookupResult:
+    """The outcome of one iterative lookup, with what the benchmark measures."""
+
+    contacts: list[Contact]
+    values: list[WireValue]
+    hops: int
+    queried: int
+
+
+class DhtNode:
+    """One member of a site's DHT."""
+
+    def __init__(
+        self,
+        key: bytes,
+        *,
+        node_id: int | None = None,
+        settings: DhtSettings | None = None,
+        read_only: bool = False,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.id = node_id if node_id is not None else ids.random_id()
+        if not 0 <= self.id < ids.ID_SPACE:
+            raise DhtError("a node id must be a 160-bit number")
+        self.settings = settings or DhtSettings()
+        self.read_only = read_only
+        self.stats = NodeStats()
+        self.table = RoutingTable(self.id, self.settings.k, self.settings.stale_after)
+        self.storage = Storage(self.settings.max_values_per_key)
+        self._rng = rng or random.Random()
+        self._codec = Codec(key, self.settings.auth_tag_bytes)
+        self._rpc = RpcEndpoint(
+            self._codec,
+            self.id,
+            self._handle,
+            replay_window=self.settings.replay_window,
+            stats=self.stats,
+            read_only=read_only,
+        )
+        self._broadcaster = Broadcaster(
+            self.id,
+            self.table,
+            self.settings,
+            self.stats,
+            request=self._call,
+            notify=self._rpc.notify,
+            spawn=self._spawn,
+            discover=self._neighbours,
+        )
+        self._tasks: set[asyncio.Task[None]] = set()
+        # What we published ourselves: key -> value -> lifetime.  Republished with a fresh
+        # lifetime by the owner (Kademlia section 2.5) until withdrawn.
+        self._published: dict[int, dict[bytes, float]] = {}
+        self._address: Address | None = None
+        self._closed = False
+
+    # --- life cycle ----------------------------------------------------------------------------
+
+    async def start(
+        self, host: str = "127.0.0.1", port: int = 0, maintenance: bool = True
+    ) -> Address:
+        """Bind the UDP socket; with ``maintenance``, republish and refresh periodically."""
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.create_datagram_endpoint(lambda: self._rpc, local_addr=(host, port))
+        except OSError as exc:
+            raise DhtError(f"cannot bind UDP {host}:{port}: {exc.strerror or exc}") from exc
+        self._address = self._rpc.address
+        if maintenance and not self.read_only:
+            self._spawn(self._maintain())
+        return self._address
+
+    async def __aenter__(self) -> DhtNode:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    @property
+    def address(self) -> Address:
+        if self._address is None:
+            raise DhtError("the node is not started")
+        return self._address
+
+    @property
+    def contact(self) -> Contact:
+        return Contact(self.id, *self.address)
+
+    async def close(self) -> None:
+        """Stop at once, without LEAVE (what a killed pilot looks like to the others)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._broadcaster.close()
+        self._rpc.close()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        if self._closed:
+            coro.close()
+            return
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._reap)
+
+    def _reap(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("DHT task failed", exc_info=task.exception())
+
+    async def _maintain(self) -> None:
+        period = self.settings.republish_interval
+        while True:
+            await asyncio.sleep(period * (0.75 + 0.5 * self._rng.random()))
+            self.storage.expire(time.monotonic())
+            await self.republish()
+            await self.refresh()
+
+    # --- joining and leaving -------------------------------------------------------------------
+
+    async def join(self, addresses: Iterable[Address]) -> int:
+        """Join through site contacts (seed III.A): ping them, look ourselves up, fill buckets.
+
+        Returns how many contacts answered; raises DhtError when none did.
+        """
+        loop = asyncio.get_running_loop()
+        resolved = [await _resolve(loop, address) for address in addresses]
+        answered = [c for c in await asyncio.gather(*map(self.ping, resolved)) if c is not None]
+        if not answered:
+            where = ", ".join(f"{h}:{p}" for h, p in resolved) or "no address given"
+            raise DhtError(f"no DHT contact answered ({where})")
+        if not self.read_only:
+            # Kademlia section 2.3: a lookup for our own id, then refresh the farther buckets.
+            await self.lookup(self.id)
+            await self.refresh(force=True)
+        return len(answered)
+
+    async def ping(self, address: Address) -> Contact | None:
+        """PING an address whose id we may not know; the contact that answered, if any."""
+        try:
+            msg = await self._rpc.request(address, Kind.PING, [], self.settings.rpc_timeout)
+        except RpcTimeout:
+            return None
+        contact = Contact(msg.sender, *address)
+        if not msg.read_only and msg.sender != self.id:
+            self.table.observe(contact)
+        return contact
+
+    async def refresh(self, force: bool = False) -> None:
+        """Look up a random id in each bucket not looked up for a while (Kademlia section 2.3)."""
+        interval = 0.0 if force else self.settings.republish_interval
+        indexes = self.table.buckets_to_refresh(time.monotonic(), interval)
+        targets = [self.table.random_id_in_bucket(i, self._rng) for i in indexes]
+        await asyncio.gather(*(self.lookup(t) for t in targets))
+
+    async def leave(self) -> None:
+        """Leave gracefully (seed III.A): hand our keys on, send LEAVE to our contacts, close."""
+        if self._closed:
+            return
+        now = time.monotonic()
+        keys = self.storage.keys()
+        for start in range(0, len(keys), 16):
+            await asyncio.gather(
+                *(self._store_elsewhere(key, now) for key in keys[start : start + 16])
+            )
+        timeout = self.settings.rpc_timeout
+        await asyncio.gather(
+            *(self._rpc.request(c.address, Kind.LEAVE, [], timeout) for c in self.table.contacts()),
+            return_exceptions=True,
+        )
+        await self.close()
+
+    # --- values --------------------------------------------------------------------------------
+
+    async def put(self, key: str | bytes, value: bytes, ttl: float | None = None) -> int:
+        """Append ``value`` to ``key`` on the ``replication`` closest nodes; how many stored it."""
+        if len(value) > self.settings.max_value_bytes:
+            raise DhtError(f"a value has at most {self.settings.max_value_bytes} bytes")
+        target = ids.key_id(key)
+        lifetime = self.settings.value_ttl if ttl is None else ttl
+        if not self.read_only:
+            self._published.setdefault(target, {})[value] = lifetime
+        found = await self.lookup(target)
+        return await self._store_at(target, [WireValue(value, self.id, lifetime)], found.contacts)
+
+    def withdraw(self, key: str | bytes, value: bytes) -> bool:
+        """Stop republishing ``value`` (say, a file left our cache); it then expires."""
+        target = ids.key_id(key)
+        values = self._published.get(target, {})
+        found = values.pop(value, None) is not None
+        if not values:
+            self._published.pop(target, None)
+        return found
+
+    async def get(self, key: str | bytes) -> list[bytes]:
+        """Every value stored under ``key`` (all the replicas' locations)."""
+        return [v.data for v in (await self.lookup(ids.key_id(key), find_value=True)).values]
+
+    async def republish(self, force: bool = False) -> int:
+        """Store values again at the closest nodes (Kademlia section 2.5); keys republished.
+
+        The values we published get a fresh lifetime, wherever they are held.  The values we hold
+        for others keep theirs; without ``force`` only keys nobody stored to us within the
+        republish interval are sent.
+        """
+        now = time.monotonic()
+        self.storage.expire(now)
+        for key, published in list(self._published.items()):
+            fresh = [WireValue(data, self.id, ttl) for data, ttl in published.items()]
+            found = await self.lookup(key)
+            await self._store_at(key, fresh, found.contacts)
+        keys = (
+            self.storage.keys()
+            if force
+            else self.storage.due_for_republish(now, self.settings.republish_interval)
+        )
+        for key in keys:
+            await self._store_elsewhere(key, now)
+            self.storage.mark_republished(key, now)
+        return len(keys) + len(self._published)
+
+    async def _store_elsewhere(self, key: int, now: float) -> None:
+        values = [WireValue(v.data, v.owner, v.ttl(now)) for v in self.storage.get(key, now)]
+        if values:
+            found = await self.lookup(key)
+            await self._store_at(key, values, found.contacts, include_self=False)
+
+    async def _store_at(
+        self,
+        key: int,
+        values: list[WireValue],
+        found: Sequence[Contact],
+        include_self: bool = True,
+    ) -> int:
+        candidates = list(found)
+        if include_self and not self.read_only:
+            candidates.append(self.contact)
+        candidates.sort(key=lambda c: c.id ^ key)
+        holders = candidates[: self.settings.replication]
+        now = time.monotonic()
+        body = [ids.to_bytes(key), [v.to_wire() for v in values]]
+        stored = 0
+        remote = []
+        for holder in holders:
+            if holder.id == self.id:
+                for v in values:
+                    self.storage.append(key, v.data, v.owner, v.ttl, now)
+                stored += 1
+            else:
+                remote.append(self._call(holder, Kind.STORE, body))
+        stored += sum(msg is not None for msg in await asyncio.gather(*remote))
+        return stored
+
+    # --- lookups -------------------------------------------------------------------------------
+
+    async def lookup(
+        self, target: int, *, find_value: bool = False, exclude: Iterable[int] = ()
+    ) -> LookupResult:
+        """The iterative lookup of Kademlia section 2.3, driven round by round."""
+        settings = self.settings
+        skip = set(exclude)
+        state = Lookup(
+            target,
+            self.table.closest(target, settings.k, skip),
+            own_id=self.id,
+            width=settings.k,
+            alpha=settings.alpha,
+            exclude=skip,
+        )
+        values: dict[bytes, WireValue] = {}
+        if find_value:
+            now = time.monotonic()
+            for held in self.storage.get(target, now):
+                values[held.data] = WireValue(held.data, held.owner, held.ttl(now))
+        kind = Kind.FIND_VALUE if find_value else Kind.FIND_NODE
+        body = [ids.to_bytes(target)]
+        while not (values and state.settled(settings.replication)):
+            batch = state.next_batch()
+            if not batch:
+                break
+            replies = await asyncio.gather(*(self._call(c, kind, body) for c in batch))
+            for contact, msg in zip(batch, replies, strict=True):
+                try:
+                    found, contacts = self._parse_found(msg, find_value)
+                except ProtocolError:
+                    state.failed(contact)
+                    continue
+                state.answered(contact, contacts)
+                for v in found:
+                    old = values.get(v.data)
+                    if old is None or old.ttl < v.ttl:
+                        values[v.data] = v
+        self.table.note_lookup(target, time.monotonic())
+        return LookupResult(
+            state.closest(settings.k), list(values.values()), state.rounds, state.queried
+        )
+
+    def _parse_found(
+        self, msg: Message | None, find_value: bool
+    ) -> tuple[list[WireValue], list[Contact]]:
+        if msg is None:
+            raise ProtocolError("no answer")
+        if find_value:
+            return protocol.parse_found(
+                msg.body,
+                MAX_CONTACTS_ON_WIRE,
+                self.settings.max_values_per_key,
+                self.settings.max_value_bytes,
+            )
+        (contacts,) = msg.body if len(msg.body) == 1 else (None,)
+        return [], protocol.parse_contacts(contacts, MAX_CONTACTS_ON_WIRE)
+
+    async def _neighbours(self, target: int, exclude: set[int]) -> list[Contact]:
+        """One FIND_NODE round to our ``alpha`` contacts closest to ``target``: what they know."""
+        asked = self.table.closest(target, self.settings.alpha, exclude)
+        body = [ids.to_bytes(target)]
+        replies = await asyncio.gather(*(self._call(c, Kind.FIND_NODE, body) for c in asked))
+        found: dict[int, Contact] = {}
+        for msg in replies:
+            try:
+                _, contacts = self._parse_found(msg, find_value=False)
+            except ProtocolError:
+                continue
+            for contact in contacts:
+                if contact.id not in exclude and contact.id != self.id:
+                    found[contact.id] = contact
+        return list(found.values())
+
+    # --- broadcast -----------------------------------------------------------------------------
+
+    def register_broadcast(self, topic: str, answer: Answer, combine: Combine) -> None:
+        """Answer broadcasts of ``topic`` with ``answer(payload)``; fold subtrees with ``combine``.
+
+        ``combine`` receives a list of answers or of already-combined answers, so it must be
+        associative (``sum``, a merge of dicts, ...).
+        """
+        self._broadcaster.register(topic, answer, combine)
+
+    async def broadcast(
+        self, topic: str, payload: Any, timeout: float | None = None
+    ) -> BroadcastResult:
+        """Send ``payload`` to every node of the site and return the aggregated answers."""
+        return await self._broadcaster.start(
+            topic, payload, self.settings.broadcast_timeout if timeout is None else timeout
+        )
+
+    # --- the RPC edge --------------------------------------------------------------------------
+
+    async def _call(self, contact: Contact, kind: Kind, body: list[Any]) -> Message | None:
+        """A request to a known contact; None (and one more failure on its record) on timeout."""
+        try:
+            msg = await self._rpc.request(contact.address, kind, body, self.settings.rpc_timeout)
+        except RpcTimeout:
+            self.table.record_failure(contact.id)
+            return None
+        if msg.sender != contact.id or msg.kind != kind:
+            # Another node now answers at that address: the contact we knew is gone.
+            self.table.remove(contact.id)
+            return None
+        if not msg.read_only:
+            self.table.observe(contact)
+        return msg
+
+    def _handle(self, msg: Message, address: Address) -> list[Any] | None:
+        """Answer one authenticated, fresh request (called by the RPC endpoint)."""
+        if msg.sender == self.id:
+            raise ProtocolError("a message claiming our own id")
+        if msg.kind == Kind.LEAVE:
+            self.table.remove(msg.sender)  # seed III.A: drop it at once
+            return []
+        sender = Contact(msg.sender, *address)
+        if not msg.read_only:
+            self.table.observe(sender)
+        settings = self.settings
+        match msg.kind:
+            case Kind.PING:
+                return []
+            case Kind.STORE:
+                key, values = protocol.parse_store(
+                    msg.body, settings.max_values_per_key, settings.max_value_bytes
+                )
+                now = time.monotonic()
+                added = sum(
+                    self.storage.append(key, v.data, v.owner, min(v.ttl, settings.value_ttl), now)
+                    for v in values
+                )
+                return [added]
+            case Kind.FIND_NODE:
+                target = protocol.parse_target(msg.body)
+                closest = self.table.closest(target, settings.k, (msg.sender,))
+                return [[protocol.contact_to_wire(c) for c in closest]]
+            case Kind.FIND_VALUE:
+                target = protocol.parse_target(msg.body)
+                closest = self.table.closest(target, settings.k, (msg.sender,))
+                return [
+                    self._values_on_wire(target),
+                    [protocol.contact_to_wire(c) for c in closest],
+                ]
+            case Kind.BROADCAST:
+                request = protocol.parse_broadcast(msg.body)
+                return [self._broadcaster.on_request(request, address)]
+            case Kind.BROADCAST_REPLY:
+                bid, value, complete, merged = protocol.parse_broadcast_reply(msg.body)
+                self._broadcaster.on_reply(msg.sender, bid, value, complete, merged)
+                return None
+        raise ProtocolError(f"unhandled kind {msg.kind}")
+
+    def _values_on_wire(self, key: int) -> list[list[Any]]:
+        now = time.monotonic()
+        out: list[list[Any]] = []
+        size = 0
+        for v in self.storage.get(key, now):
+            size += len(v.data) + 40
+            if size > FOUND_VALUES_BUDGET:
+                break
+            out.append(WireValue(v.data, v.owner, v.ttl(now)).to_wire())
+        return out
+
+
+async def _resolve(loop: asyncio.AbstractEventLoop, address: Address) -> Address:
+    """A host name to the numeric address its answers will come from."""
+    host, port = address
+    try:
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
+    except OSError as exc:
+        raise DhtError(f"cannot resolve {host}:{port}: {exc}") from exc
+    family_host = infos[0][4][0]
+    return (str(family_host), port)

@@ -1,0 +1,160 @@
+"""The routing table: k-buckets with least-recently-seen expiration.
+
+Kademlia paper, section 2.2: bucket i holds contacts at XOR distance [2**i, 2**(i+1)), at most k of
+them, ordered by the time they were last seen.  The paper keeps the oldest contacts when a bucket is
+full; seed 000, section III.A, changes this: "we apply a simple least-recently-seen expiration
+policy", because pilots have a roughly constant lifetime.  So a full bucket evicts its
+least-recently-seen contact to make room for the newcomer.  Evicted contacts wait in a small
+replacement cache (Kademlia section 4.1) and come back when a bucket loses a member.
+
+A contact is dropped at once when it sends LEAVE (seed III.A) and after ``stale_after``
+consecutive unanswered requests (Kademlia section 4.1).  Pure code: time is passed in.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import OrderedDict
+from collections.abc import Iterable
+
+from glidein_ext.dht.contact import Contact
+from glidein_ext.dht.ids import ID_BITS, bucket_index
+
+
+class RoutingTable:
+    """The k-buckets of one node."""
+
+    def __init__(self, own_id: int, k: int, stale_after: int = 3) -> None:
+        self.own_id = own_id
+        self.k = k
+        self.stale_after = stale_after
+        # One ordered map per bucket: least recently seen first.
+        self._buckets: list[OrderedDict[int, Contact]] = [OrderedDict() for _ in range(ID_BITS)]
+        self._replacements: list[OrderedDict[int, Contact]] = [
+            OrderedDict() for _ in range(ID_BITS)
+        ]
+        self._seen_seq: dict[int, int] = {}
+        self._all: dict[int, Contact] = {}
+        self._failures: dict[int, int] = {}
+        self._seq = 0
+        self._last_lookup: list[float] = [0.0] * ID_BITS
+
+    def __len__(self) -> int:
+        return len(self._seen_seq)
+
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self._seen_seq
+
+    def get(self, node_id: int) -> Contact | None:
+        return self._all.get(node_id)
+
+    def observe(self, contact: Contact) -> Contact | None:
+        """Record that ``contact`` was just heard from; return the contact evicted for it."""
+        index = bucket_index(self.own_id, contact.id)
+        if index < 0:
+            return None
+        bucket = self._buckets[index]
+        self._seq += 1
+        self._failures.pop(contact.id, None)
+        if contact.id in bucket:
+            bucket.pop(contact.id)
+            bucket[contact.id] = contact  # most recently seen goes last; address may change
+            self._seen_seq[contact.id] = self._seq
+            self._all[contact.id] = contact
+            return None
+        self._replacements[index].pop(contact.id, None)
+        evicted: Contact | None = None
+        if len(bucket) >= self.k:
+            # Seed III.A: expire the least-recently-seen contact, not the newcomer.
+            _, evicted = bucket.popitem(last=False)
+            del self._seen_seq[evicted.id]
+            del self._all[evicted.id]
+            self._failures.pop(evicted.id, None)
+            self._remember_replacement(index, evicted)
+        bucket[contact.id] = contact
+        self._seen_seq[contact.id] = self._seq
+        self._all[contact.id] = contact
+        return evicted
+
+    def remove(self, node_id: int) -> bool:
+        """Drop a contact now (it sent LEAVE, or went stale); promote a replacement."""
+        index = bucket_index(self.own_id, node_id)
+        self._failures.pop(node_id, None)
+        if index < 0:
+            return False
+        self._replacements[index].pop(node_id, None)
+        if self._buckets[index].pop(node_id, None) is None:
+            return False
+        del self._seen_seq[node_id]
+        del self._all[node_id]
+        replacements = self._replacements[index]
+        if replacements:
+            _, back = replacements.popitem(last=True)
+            self._seq += 1
+            self._buckets[index][back.id] = back
+            self._buckets[index].move_to_end(back.id, last=False)  # not seen lately: LRS end
+            self._seen_seq[back.id] = self._seq
+            self._all[back.id] = back
+        return True
+
+    def record_failure(self, node_id: int) -> bool:
+        """Count an unanswered request; return True when the contact was dropped as stale."""
+        if node_id not in self._seen_seq:
+            return False
+        count = self._failures.get(node_id, 0) + 1
+        if count >= self.stale_after:
+            self.remove(node_id)
+            return True
+        self._failures[node_id] = count
+        return False
+
+    def closest(self, target: int, count: int, exclude: Iterable[int] = ()) -> list[Contact]:
+        """Up to ``count`` contacts closest to ``target`` by XOR distance."""
+        skip = set(exclude)
+        pool = self._all.values()
+        if skip:
+            pool = [c for c in pool if c.id not in skip]  # type: ignore[assignment]
+        return heapq.nsmallest(count, pool, key=lambda c: c.id ^ target)
+
+    def contacts(self) -> list[Contact]:
+        """Every contact, most recently seen first."""
+        seq = self._seen_seq
+        return sorted(self._all.values(), key=lambda c: seq[c.id], reverse=True)
+
+    def bucket_sizes(self) -> dict[int, int]:
+        """Non-empty buckets: index -> number of contacts."""
+        return {i: len(b) for i, b in enumerate(self._buckets) if b}
+
+    def note_lookup(self, target: int, now: float) -> None:
+        """Remember that a lookup went through the bucket ``target`` falls in (Kademlia 2.3)."""
+        index = bucket_index(self.own_id, target)
+        if index >= 0:
+            self._last_lookup[index] = now
+
+    def buckets_to_refresh(self, now: float, interval: float) -> list[int]:
+        """Buckets, from the closest non-empty one outwards, without a lookup for ``interval``.
+
+        Kademlia section 2.3: buckets further away than the closest neighbour are refreshed;
+        the ones below it cover id ranges too small to hold other nodes.  Full buckets are left
+        out: a lookup there would find nobody we lack room for.
+        """
+        occupied = [i for i, b in enumerate(self._buckets) if b]
+        if not occupied:
+            return []
+        return [
+            i
+            for i in range(occupied[0], ID_BITS)
+            if now - self._last_lookup[i] >= interval and len(self._buckets[i]) < self.k
+        ]
+
+    def random_id_in_bucket(self, index: int, rng: random.Random) -> int:
+        """A random id whose distance to ours falls in bucket ``index``."""
+        low = 1 << index
+        return self.own_id ^ (low | rng.getrandbits(index) if index else low)
+
+    def _remember_replacement(self, index: int, contact: Contact) -> None:
+        replacements = self._replacements[index]
+        replacements[contact.id] = contact
+        while len(replacements) > self.k:
+            replacements.popitem(last=False)

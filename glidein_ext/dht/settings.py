@@ -1,0 +1,54 @@
+"""Tunable settings of a DHT node and their defaults (documented in docs/dht.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class DhtSettings:
+    """All knobs of the site DHT. Defaults follow the Kademlia paper and seed 000."""
+
+    k: int = 20
+    """Bucket size and lookup width (Kademlia section 2.2)."""
+    alpha: int = 3
+    """Lookup parallelism (Kademlia section 2.3)."""
+    replication: int = 3
+    """Nodes that store each key (seed III.A: "typically, three")."""
+    rpc_timeout: float = 1.0
+    """Seconds to wait for the answer to a request."""
+    stale_after: int = 3
+    """Consecutive unanswered requests after which a contact is dropped (Kademlia section 4.1)."""
+    value_ttl: float = 86400.0
+    """Lifetime in seconds of a published value unless its owner republishes it (Kademlia 2.5)."""
+    republish_interval: float = 3600.0
+    """Seconds between republishing stored keys and refreshing idle buckets (Kademlia 2.3, 2.5)."""
+    max_values_per_key: int = 256
+    """Replicas kept per key; the ones expiring first are dropped beyond it."""
+    max_value_bytes: int = 1024
+    """Largest value accepted by STORE."""
+    regions: int = 8
+    """Regions a node splits its broadcast range into (seed III.B); a power of two."""
+    broadcast_timeout: float = 5.0
+    """Default time the broadcast root waits for the aggregated answer."""
+    broadcast_hop_margin: float = 0.25
+    """Seconds each level of the broadcast tree answers before its parent gives up (seed III.B)."""
+    replay_window: float = 60.0
+    """Messages whose timestamp is further than this from the receiver's clock are dropped."""
+    auth_tag_bytes: int = 16
+    """Length of the truncated HMAC-SHA256 tag."""
+
+    def __post_init__(self) -> None:
+        if self.k < 1 or self.alpha < 1 or self.replication < 1:
+            raise ValueError("k, alpha and replication must be positive")
+        if self.regions < 2 or self.regions & (self.regions - 1):
+            raise ValueError("regions must be a power of two >= 2")
+        if not 8 <= self.auth_tag_bytes <= 32:
+            raise ValueError("auth_tag_bytes must be between 8 and 32")
+        if self.rpc_timeout <= 0 or self.broadcast_timeout <= 0 or self.replay_window <= 0:
+            raise ValueError("timeouts must be positive")
+
+    @property
+    def region_bits(self) -> int:
+        """Bits of id space consumed per broadcast level: log2(regions)."""
+        return self.regions.bit_length() - 1

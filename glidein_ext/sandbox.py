@@ -1,0 +1,236 @@
+"""The one boundary over the project's real HTCondor pool (``scripts/condor-sandbox``).
+
+The pool runs in a Debian trixie chroot (HTCondor 23.9) as the unprivileged user ``glidein``; this
+module starts and stops it, runs HTCondor's own tools inside it, and starts glideins there with
+``glidein-ext wrapper``.  The demo and the integration tests use it; nothing here is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from glidein_ext.errors import CondorError
+
+T = TypeVar("T")
+REPO = Path(__file__).resolve().parent.parent
+POOL_USER = "glidein"
+GLIDEIN_BASE_CONFIG = "/etc/condor/glidein-base.config"
+
+
+def default_script() -> Path:
+    override = os.environ.get("GLIDEIN_EXT_SANDBOX_SCRIPT")
+    return Path(override) if override else REPO / "scripts" / "condor-sandbox"
+
+
+def wait_for(probe: Callable[[], T | None], timeout: float, what: str, interval: float = 1.0) -> T:
+    """Call ``probe`` until it returns something truthy; CondorError naming ``what`` on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise CondorError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+@dataclass
+class Glidein:
+    """A glidein started by ``glidein-ext wrapper`` inside the chroot."""
+
+    name: str
+    start_dir: str  # path inside the chroot
+    host_dir: Path  # the same directory seen from the host
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise CondorError(f"glidein {self.name} still running after {timeout:.0f} s") from None
+
+    def stop(self) -> None:
+        """Graceful shutdown (SIGTERM: the startd withdraws its ads), then fast, then kill."""
+        for sig, grace in ((signal.SIGTERM, 30.0), (signal.SIGQUIT, 15.0), (signal.SIGKILL, 10.0)):
+            if self.process.poll() is not None:
+                return
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                continue
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+class CondorSandbox:
+    """The chroot pool: build, start, stop, and HTCondor commands run inside it."""
+
+    def __init__(self, script: Path | None = None) -> None:
+        self.script = script or default_script()
+        self._root: Path | None = None
+
+    def _call(self, args: Sequence[str], timeout: float, check: bool = True) -> str:
+        try:
+            proc = subprocess.run(
+                [str(self.script), *args],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            raise CondorError(f"condor-sandbox {' '.join(args)} timed out") from None
+        except OSError as exc:
+            raise CondorError(f"cannot run {self.script}: {exc.strerror}") from None
+        if check and proc.returncode != 0:
+            detail = (proc.stderr or proc.stdout).strip().splitlines()
+            last = detail[-1] if detail else f"exit {proc.returncode}"
+            raise CondorError(f"condor-sandbox {shlex.join(args)[:200]}: {last}")
+        return proc.stdout
+
+    @property
+    def root(self) -> Path:
+        if self._root is None:
+            self._root = Path(self._call(["path"], 30).strip())
+        return self._root
+
+    def build(self) -> None:
+        self._call(["build"], timeout=1800)
+
+    def start(self) -> None:
+        self._call(["start"], timeout=1800)
+
+    def stop(self) -> None:
+        self._call(["stop"], timeout=120)
+
+    def run(self, *cmd: str, timeout: float = 60, check: bool = True) -> str:
+        """Run ``cmd`` inside the chroot as the pool user; its stdout."""
+        return self._call(["exec", *cmd], timeout=timeout, check=check)
+
+    def host_path(self, chroot_path: str) -> Path:
+        return self.root / chroot_path.lstrip("/")
+
+    def make_dir(self, name: str) -> str:
+        """A fresh directory owned by the pool user under its home; returns its chroot path."""
+        path = f"/home/{POOL_USER}/{name}"
+        self._call(["root", "rm", "-rf", path], 60)
+        self._call(["root", "install", "-d", "-o", POOL_USER, "-g", POOL_USER, path], 60)
+        return path
+
+    def write_file(self, chroot_path: str, text: str) -> None:
+        host = self.host_path(chroot_path)
+        host.write_text(text)
+        self._call(["root", "chown", f"{POOL_USER}:{POOL_USER}", chroot_path], 60)
+
+    # --- HTCondor queries, through HTCondor's own tools ---
+
+    def _json(self, out: str) -> list[dict[str, Any]]:
+        out = out.strip()
+        if not out:
+            return []
+        data = json.loads(out)
+        return data if isinstance(data, list) else []
+
+    def status(self, constraint: str = "true") -> list[dict[str, Any]]:
+        return self._json(self.run("condor_status", "-constraint", constraint, "-json"))
+
+    def queue(self, constraint: str = "true") -> list[dict[str, Any]]:
+        return self._json(self.run("condor_q", "-allusers", "-constraint", constraint, "-json"))
+
+    def history(self, constraint: str) -> list[dict[str, Any]]:
+        return self._json(self.run("condor_history", "-constraint", constraint, "-json"))
+
+    def submit(self, directory: str, name: str, submit_text: str) -> int:
+        """Submit a submit description from ``directory``; returns the cluster id."""
+        path = f"{directory}/{name}.sub"
+        self.write_file(path, submit_text)
+        out = self.run(
+            "sh", "-c", f"cd {shlex.quote(directory)} && condor_submit -terse {name}.sub"
+        )
+        first = out.strip().split()[0]
+        return int(first.split(".")[0])
+
+    def remove(self, constraint: str) -> None:
+        self.run("condor_rm", "-constraint", constraint, check=False)
+
+    # --- glideins ---
+
+    def start_glidein(
+        self,
+        name: str,
+        cpus: int,
+        *,
+        memory_mb: int = 1024,
+        cron_period: int = 60,
+        lifetime: str = "2h",
+        extra_args: Sequence[str] = (),
+    ) -> Glidein:
+        """Start `glidein-ext wrapper` in a fresh start dir; wait until its slot is in the pool.
+
+        The glidein's name gets a unique suffix, so that ads a dead glidein left in the collector
+        never match a new one.
+        """
+        name = f"{name}-{os.getpid()}-{int(time.time() * 1000) % 100000}"
+        start_dir = self.make_dir(name)
+        log_path = self.host_path(f"{start_dir}.wrapper.log")
+        args = [
+            "exec",
+            "glidein-ext",
+            "wrapper",
+            "--start-dir",
+            start_dir,
+            "--name",
+            name,
+            "--cpus",
+            str(cpus),
+            "--memory",
+            str(memory_mb),
+            "--base-config",
+            GLIDEIN_BASE_CONFIG,
+            "--cron-period",
+            str(cron_period),
+            "--lifetime",
+            lifetime,
+            *extra_args,
+        ]
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen(
+                [str(self.script), *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        glidein = Glidein(name, start_dir, self.host_path(start_dir), process, log_path)
+
+        def joined() -> list[dict[str, Any]]:
+            if not glidein.running():
+                raise CondorError(f"glidein {name} exited: {glidein.log()[-500:]}")
+            # Ready once the startd cron has published its first run.
+            return self.status(f'GLIDEIN_ExtName == "{name}" && GLIDEIN_RetireNow =!= undefined')
+
+        try:
+            wait_for(joined, 90, f"glidein {name} in condor_status")
+        except CondorError as exc:
+            glidein.stop()
+            detail = glidein.log()[-500:]
+            raise CondorError(f"glidein {name} did not join the pool: {detail}") from exc
+        return glidein

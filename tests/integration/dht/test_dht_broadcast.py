@@ -1,0 +1,111 @@
+"""Broadcast with aggregation on real networks (seed III.B)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+from glidein_ext.dht.node import DhtNode
+from glidein_ext.dht.testnet import network
+
+
+def register_sum(nodes: list[DhtNode]) -> dict[int, int]:
+    """Each node answers a distinct number times the payload's scale; returns id -> number."""
+    answers = {}
+    for i, node in enumerate(nodes):
+        answers[node.id] = 1000 + i
+
+        def answer(payload: dict[str, int], number: int = 1000 + i) -> int:
+            return number * payload["scale"]
+
+        node.register_broadcast("sum", answer, sum)
+    return answers
+
+
+def merge(parts: list[dict[str, int]]) -> dict[str, int]:
+    return {k: v for part in parts for k, v in part.items()}
+
+
+def test_broadcast_reaches_every_node_once_with_n_minus_1_messages() -> None:
+    async def scenario() -> None:
+        async with network(120, seed=21) as nodes:
+            answers = register_sum(nodes)
+            for round_ in (1, 2):
+                for node in nodes:
+                    node.stats.broadcasts_forwarded = 0
+                result = await nodes[round_].broadcast("sum", {"scale": round_}, timeout=5)
+                assert result.value == round_ * sum(answers.values())
+                assert result.complete
+                assert {n.stats.broadcasts_handled for n in nodes} == {round_}
+                assert sum(n.stats.broadcasts_forwarded for n in nodes) == len(nodes) - 1
+                assert sum(n.stats.broadcast_duplicates for n in nodes) == 0
+
+    asyncio.run(scenario())
+
+
+def test_broadcast_with_ten_percent_killed_returns_the_live_answers_in_time() -> None:
+    async def scenario() -> None:
+        async with network(100, seed=22) as nodes:
+            answers = register_sum(nodes)
+            rng = random.Random(22)
+            killed = rng.sample(nodes[1:], 10)
+            for node in killed:
+                await node.close()
+            live = [n for n in nodes if n not in killed]
+            started = time.monotonic()
+            result = await nodes[0].broadcast("sum", {"scale": 1}, timeout=4)
+            assert time.monotonic() - started < 4.5
+            assert result.value == sum(answers[n.id] for n in live)
+            assert {n.stats.broadcasts_handled for n in live} == {1}
+
+    asyncio.run(scenario())
+
+
+def test_slow_answers_time_out_and_the_root_returns_what_it_has() -> None:
+    async def scenario() -> None:
+        async with network(30, seed=23) as nodes:
+            answers = register_sum(nodes)
+            slow = nodes[7]
+            answered = asyncio.Event()
+
+            async def too_slow(payload: object) -> int:
+                await asyncio.sleep(2)
+                answered.set()
+                return 1
+
+            slow.register_broadcast("sum", too_slow, sum)
+            started = time.monotonic()
+            result = await nodes[0].broadcast("sum", {"scale": 1}, timeout=1)
+            assert time.monotonic() - started < 1.3  # the slow node's parents gave up in time
+            assert not answered.is_set()
+            assert result.value == sum(answers.values()) - answers[slow.id]
+            assert not result.complete
+            await answered.wait()
+            await asyncio.sleep(0.01)
+            assert slow.stats.broadcast_late_replies == 1  # its answer came too late: dropped
+
+    asyncio.run(scenario())
+
+
+def test_async_answers_and_nodes_without_the_topic() -> None:
+    async def scenario() -> None:
+        async with network(25, seed=24) as nodes:
+            for node in nodes[:20]:
+
+                async def answer(payload: object, ident: int = node.id) -> dict[str, int]:
+                    await asyncio.sleep(0.01)
+                    return {format(ident, "x"): 1}
+
+                node.register_broadcast("who", answer, merge)
+            result = await nodes[0].broadcast("who", None, timeout=3)
+            # Nodes 20-24 have no handler: they forward, and pass their subtrees' parts up.
+            assert set(result.value) == {format(n.id, "x") for n in nodes[:20]}
+            assert result.complete
+            assert {n.stats.broadcasts_handled for n in nodes} == {1}
+            # A root without the topic gets the uncombined parts.
+            parts = await nodes[24].broadcast("who", None, timeout=3)
+            assert isinstance(parts.value, list)
+            assert merge(parts.value) == result.value
+
+    asyncio.run(scenario())

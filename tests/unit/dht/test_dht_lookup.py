@@ -1,0 +1,91 @@
+"""The iterative lookup (Kademlia section 2.3), driven synchronously over a model network."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from glidein_ext.dht.contact import Contact
+from glidein_ext.dht.ids import ID_BITS
+from glidein_ext.dht.lookup import Lookup
+from glidein_ext.dht.routing import RoutingTable
+
+K = 8
+
+
+def network(n: int, seed: int) -> dict[int, RoutingTable]:
+    rng = random.Random(seed)
+    ids = [rng.getrandbits(ID_BITS) for _ in range(n)]
+    tables = {}
+    for own in ids:
+        table = RoutingTable(own, K)
+        others = [i for i in ids if i != own]
+        rng.shuffle(others)
+        for ident in others:
+            table.observe(Contact(ident, "h", 1))
+        tables[own] = table
+    return tables
+
+
+def drive(lookup: Lookup, tables: dict[int, RoutingTable], dead: set[int]) -> None:
+    while batch := lookup.next_batch():
+        for contact in batch:
+            if contact.id in dead:
+                lookup.failed(contact)
+            else:
+                lookup.answered(contact, tables[contact.id].closest(lookup.target, K))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_finds_the_true_closest(seed: int) -> None:
+    tables = network(300, seed)
+    rng = random.Random(seed)
+    own = rng.choice(list(tables))
+    target = rng.getrandbits(ID_BITS)
+    lookup = Lookup(target, tables[own].closest(target, K), own_id=own, width=K, alpha=3)
+    drive(lookup, tables, set())
+    expected = sorted((i for i in tables if i != own), key=lambda i: i ^ target)[:K]
+    assert [c.id for c in lookup.closest(K)] == expected
+    assert lookup.done
+    assert 1 <= lookup.rounds <= lookup.queried
+    assert lookup.queried < 60  # far fewer than the 300 nodes
+
+
+def test_dead_nodes_are_passed_over() -> None:
+    tables = network(300, 7)
+    rng = random.Random(7)
+    ids = list(tables)
+    own = ids[0]
+    target = rng.getrandbits(ID_BITS)
+    truly_closest = sorted(ids[1:], key=lambda i: i ^ target)
+    dead = set(truly_closest[:3])
+    lookup = Lookup(target, tables[own].closest(target, K), own_id=own, width=K, alpha=3)
+    drive(lookup, tables, dead)
+    found = [c.id for c in lookup.closest(K)]
+    # Answers name the dead nodes too (nobody knows yet), so the width may not be filled up.
+    assert len(found) >= K - len(dead)
+    assert found == [i for i in truly_closest if i not in dead][: len(found)]
+
+
+def test_settled_counts_only_the_closest_candidates() -> None:
+    target = 0
+    near, far = Contact(1, "h", 1), Contact(1 << 100, "h", 2)
+    lookup = Lookup(target, [far, near], own_id=1 << 150, width=2, alpha=1)
+    assert lookup.next_batch() == [near]
+    lookup.answered(near, [])
+    assert lookup.settled(1)
+    assert not lookup.settled(2)
+    assert not lookup.done
+    assert lookup.next_batch() == [far]
+    lookup.answered(far, [])
+    assert lookup.done
+    assert lookup.next_batch() == []
+
+
+def test_self_and_excluded_ids_are_never_asked() -> None:
+    own = Contact(5, "h", 1)
+    other = Contact(6, "h", 2)
+    gone = Contact(7, "h", 3)
+    lookup = Lookup(0, [own, other, gone], own_id=5, width=8, alpha=3, exclude=[7])
+    assert lookup.next_batch() == [other]
