@@ -126,6 +126,10 @@ class CondorSandbox:
         """Run ``cmd`` inside the chroot as the pool user; its stdout."""
         return self._call(["exec", *cmd], timeout=timeout, check=check)
 
+    def run_root(self, *cmd: str, timeout: float = 60, check: bool = True) -> str:
+        """Run ``cmd`` inside the chroot as root; its stdout."""
+        return self._call(["root", *cmd], timeout=timeout, check=check)
+
     def host_path(self, chroot_path: str) -> Path:
         return self.root / chroot_path.lstrip("/")
 

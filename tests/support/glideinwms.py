@@ -1,0 +1,77 @@
+"""A minimal stand-in for the glideinWMS side of the custom-script protocol.
+
+glideinWMS gives a custom script a glidein_config file, whose ADD_CONFIG_LINE_SOURCE entry names a
+shell file defining add_config_line and add_condor_vars_line, whose ERROR_GEN_PATH entry names the
+error_gen tool, and whose CONDOR_VARS_FILE entry names the condor vars file.  These are written here
+following the documented interface (glideinWMS "Custom Scripts"), so the script's protocol can be
+exercised without a factory; the HTCondor side is real in the integration test.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ADD_CONFIG_LINE_SOURCE = """\
+# add_config_line KEY VALUE: replace KEY's line in $glidein_config
+add_config_line() {
+    grep -v "^$1 " "$glidein_config" > "$glidein_config.tmp" || true
+    echo "$1 $2" >> "$glidein_config.tmp"
+    mv "$glidein_config.tmp" "$glidein_config"
+}
+# add_condor_vars_line NAME TYPE DEFAULT CONDOR_NAME REQUIRED EXPORT JOB_ENV
+add_condor_vars_line() {
+    echo "$1 $2 $3 $4 $5 $6 $7" >> "$condor_vars_file"
+}
+"""
+
+ERROR_GEN = """\
+#!/bin/sh
+# Records how it was called, one argument per line, then a separator.
+for arg in "$@"; do echo "$arg"; done >> "$(dirname "$0")/error_gen.calls"
+echo "--" >> "$(dirname "$0")/error_gen.calls"
+"""
+
+
+def make_glidein_config(base: Path, entries: dict[str, str]) -> Path:
+    """Write the helpers and a glidein_config under ``base``; returns the glidein_config path."""
+    helpers = base / "gwms"
+    helpers.mkdir(parents=True, exist_ok=True)
+    (helpers / "add_config_line.source").write_text(ADD_CONFIG_LINE_SOURCE)
+    error_gen = helpers / "error_gen.sh"
+    error_gen.write_text(ERROR_GEN)
+    error_gen.chmod(0o755)
+    (helpers / "condor_vars.lst").write_text("")
+    config = base / "glidein_config"
+    lines = {
+        "ADD_CONFIG_LINE_SOURCE": str(helpers / "add_config_line.source"),
+        "ERROR_GEN_PATH": str(error_gen),
+        "CONDOR_VARS_FILE": str(helpers / "condor_vars.lst"),
+        **entries,
+    }
+    config.write_text("".join(f"{k} {v}\n" for k, v in lines.items()))
+    return config
+
+
+def error_gen_calls(base: Path) -> list[list[str]]:
+    path = base / "gwms" / "error_gen.calls"
+    if not path.exists():
+        return []
+    calls: list[list[str]] = [[]]
+    for line in path.read_text().splitlines():
+        if line == "--":
+            calls.append([])
+        else:
+            calls[-1].append(line)
+    return [c for c in calls if c]
+
+
+def config_values(config: Path) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for line in config.read_text().splitlines():
+        key, _, value = line.partition(" ")
+        values[key] = value
+    return values
+
+
+def condor_vars(base: Path) -> list[list[str]]:
+    return [line.split() for line in (base / "gwms" / "condor_vars.lst").read_text().splitlines()]
