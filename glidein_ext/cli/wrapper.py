@@ -57,6 +57,11 @@ def default_snippet() -> str:
     help="Extra HTCondor config line (repeatable), after the snippet.",
 )
 @click.option("--condor-master", default="condor_master", show_default=True)
+@click.option(
+    "--static-slots",
+    is_flag=True,
+    help="One static slot per CPU instead of one partitionable slot.",
+)
 def wrapper(
     start_dir: str,
     cpus: int | None,
@@ -74,6 +79,7 @@ def wrapper(
     config_file: str | None,
     extra: tuple[str, ...],
     condor_master: str,
+    static_slots: bool,
 ) -> None:
     """Write .pilot.ad, start condor_master with the glidein config, obey .site.ad."""
     from glidein_ext.config import load_settings
@@ -103,6 +109,7 @@ def wrapper(
         settings=settings,
         extra_config=extra,
         condor_master=condor_master,
+        static_slots=static_slots,
     )
 
     def log(message: str) -> None:

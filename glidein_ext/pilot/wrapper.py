@@ -58,12 +58,30 @@ class WrapperConfig:
     settings: Settings = field(default_factory=Settings)
     extra_config: tuple[str, ...] = ()
     condor_master: str = "condor_master"
+    static_slots: bool = False
 
 
 def _macro(value: str) -> str:
     if "\n" in value:
         raise UsageError(f"a configuration value may not contain a newline: {value!r}")
     return value
+
+
+def _slot_layout(cfg: WrapperConfig) -> list[str]:
+    """One partitionable slot with every resource (the default), or one static slot per CPU."""
+    if cfg.static_slots:
+        return [
+            f"NUM_SLOTS = {cfg.cpus}",
+            f"NUM_SLOTS_TYPE_1 = {cfg.cpus}",
+            "SLOT_TYPE_1 = cpus=1",
+            "SLOT_TYPE_1_PARTITIONABLE = False",
+        ]
+    return [
+        "NUM_SLOTS = 1",
+        "NUM_SLOTS_TYPE_1 = 1",
+        "SLOT_TYPE_1 = cpus=100%, mem=100%, disk=100%, swap=100%",
+        "SLOT_TYPE_1_PARTITIONABLE = True",
+    ]
 
 
 def render_condor_config(cfg: WrapperConfig, launcher: str, info: GlideinInfo) -> str:
@@ -88,10 +106,7 @@ def render_condor_config(cfg: WrapperConfig, launcher: str, info: GlideinInfo) -
         f"STARTD_NAME = {_macro(cfg.name)}",
         f"NUM_CPUS = {cfg.cpus}",
         f"MEMORY = {cfg.memory_mb}",
-        "NUM_SLOTS = 1",
-        "NUM_SLOTS_TYPE_1 = 1",
-        "SLOT_TYPE_1 = cpus=100%, mem=100%, disk=100%, swap=100%",
-        "SLOT_TYPE_1_PARTITIONABLE = True",
+        *_slot_layout(cfg),
         # No start-up benchmarks: they take seconds of a glidein's life and delay the cron.
         "BENCHMARKS_JOBLIST =",
         "RunBenchmarks = False",

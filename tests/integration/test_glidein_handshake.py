@@ -331,3 +331,31 @@ def test_hostile_site_ads_are_never_obeyed_or_published(
         90,
         "a job to run on the glidein",
     )
+
+
+def test_static_slots_leave_only_when_no_job_runs(
+    sandbox: CondorSandbox, started: list[Glidein]
+) -> None:
+    # Two static slots: one runs a job, the other is idle.  Retiring must not shut the startd
+    # down while the job runs, only after it finished normally.
+    glidein = sandbox.start_glidein("g-static", 2, cron_period=5, extra_args=["--static-slots"])
+    started.append(glidein)
+    assert len(sandbox.status(f'GLIDEIN_ExtName == "{glidein.name}"')) == 2
+    tag = f"{glidein.name}-static"
+    sandbox.submit(glidein.start_dir, tag, job_submit(glidein.name, [(30, 1, 1, 10)], tag))
+    wait_for(
+        lambda: [j["JobStatus"] for j in tagged_jobs(sandbox, tag)] == [RUNNING], 90, "job running"
+    )
+    site_ad_write(sandbox, glidein, "--vacate")
+    wait_for(
+        lambda: (f := slot_attr(sandbox, glidein.name, "GLIDEIN_RetireNow")) and all(f),
+        20,
+        "RetireNow on both slots",
+        interval=0.5,
+    )
+    time.sleep(8)
+    assert glidein.running(), "the startd left while a job still ran"
+    assert [j["JobStatus"] for j in tagged_jobs(sandbox, tag)] == [RUNNING]
+    assert glidein.wait(timeout=120) == 0
+    done = sandbox.history(f'GlideinExtTest == "{tag}"')
+    assert [(j["JobStatus"], j["ExitCode"]) for j in done] == [(COMPLETED, 0)]
