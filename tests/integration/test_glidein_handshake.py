@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -88,6 +89,14 @@ def test_config_snippet_parses_in_htcondor(sandbox: CondorSandbox, started: list
     assert ads and all(ad["GLIDEIN_RetireNow"] is False for ad in ads)
     assert all(ad["GLIDEIN_RetireSource"] == "none" for ad in ads)
     assert all(ad["GLIDEIN_ExtError"] == "" for ad in ads)
+    # SIGTERM to the wrapper reaches condor_master (graceful shutdown); the wrapper then exits.
+    glidein.process.send_signal(signal.SIGTERM)
+    assert glidein.wait(timeout=60) == 0
+    master_log = (glidein.host_dir / ".glidein-ext/condor/log/MasterLog").read_text(
+        errors="replace"
+    )
+    assert "Got SIGTERM" in master_log
+    assert "forwarding signal 15" in glidein.log()
 
 
 def test_running_jobs_are_in_pilot_ad_and_heartbeat_advances(
@@ -331,6 +340,13 @@ def test_hostile_site_ads_are_never_obeyed_or_published(
         90,
         "a job to run on the glidein",
     )
+    # SIGQUIT is forwarded as SIGQUIT: HTCondor's fast shutdown.
+    glidein.process.send_signal(signal.SIGQUIT)
+    glidein.wait(timeout=60)
+    master_log = (glidein.host_dir / ".glidein-ext/condor/log/MasterLog").read_text(
+        errors="replace"
+    )
+    assert "Got SIGQUIT" in master_log
 
 
 def test_static_slots_leave_only_when_no_job_runs(
