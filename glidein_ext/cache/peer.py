@@ -1,0 +1,378 @@
+"""The peer file server and client: pilots of one site fetch each other's cached files.
+
+Seed 000, III.A: "every pilot runs a simple file server accepting requests from other peers";
+a pilot that finds a replica's location fetches the file and adds it to its own cache, and the
+job falls back to the SE on failure.  Here:
+
+- ``GET``/``HEAD /cache/<percent-encoded LFN>`` serve a cached file; ``Range: bytes=`` (one
+  range) gives ``206``; the whole file comes with ``Digest: adler32=<8 hex>`` (RFC 3230, the
+  form dCache uses);
+- every request is authenticated with the site key (:mod:`glidein_ext.cache.peerauth`): 401
+  otherwise;
+- at most ``max_transfers`` transfers run at once; more get ``503`` with ``Retry-After`` (the
+  client then moves on to the next source);
+- the body is sent with ``socket.sendfile`` (zero copy);
+- the client streams into the cache's atomic writer, checks the size and adler32 against the
+  expected values (the catalog's or the SE's; the server's Digest when none is known), and
+  raises TransferError on any failure, so the caller falls back to the SE.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import logging
+import os
+import queue
+import re
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from glidein_ext.cache import peerauth
+from glidein_ext.cache.checksum import (
+    ADLER32_START,
+    FileMeta,
+    adler32_bytes,
+    adler32_file,
+    format_adler32,
+    parse_adler32,
+)
+from glidein_ext.cache.httprange import Unsatisfiable, parse_range
+from glidein_ext.cache.store import CacheStore, check_lfn
+from glidein_ext.errors import CacheError, TransferError
+
+log = logging.getLogger(__name__)
+
+PREFIX = "/cache"
+DEFAULT_MAX_TRANSFERS = 8
+DEFAULT_TIMEOUT = 30.0
+READ_CHUNK = 4 * 1024 * 1024
+PIPELINE_BUFFERS = 3
+Address = tuple[str, int]
+_DIGEST = re.compile(r"(?:^|,)\s*adler32=([0-9A-Fa-f]{8})\s*(?:,|$)")
+
+
+def url_path(lfn: str) -> str:
+    """The request path for ``lfn``."""
+    return PREFIX + urllib.parse.quote(check_lfn(lfn), safe="/")
+
+
+class _DigestMemo:
+    """adler32 of served files, remembered by (inode, size, mtime) so a file is read once."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._values: dict[tuple[int, int, int, int], int] = {}
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def get(self, path: Path, st: os.stat_result) -> int:
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        with self._lock:
+            value = self._values.get(key)
+        if value is None:
+            value = adler32_file(path)
+            with self._lock:
+                if len(self._values) >= self._limit:
+                    self._values.clear()
+                self._values[key] = value
+        return value
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = False  # server_close() joins the handler threads: they have an owner
+    block_on_close = True
+
+    def __init__(self, address: Address, peer: PeerServer) -> None:
+        self.peer = peer
+        super().__init__(address, _Handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+    timeout = DEFAULT_TIMEOUT
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("peer %s: " + format, self.address_string(), *args)
+
+    def do_HEAD(self) -> None:
+        self._serve(send_body=False)
+
+    def do_GET(self) -> None:
+        self._serve(send_body=True)
+
+    def _fail(self, status: HTTPStatus, extra: dict[str, str] | None = None) -> None:
+        body = f"{status.value} {status.phrase}\n".encode()
+        self.send_response(status)
+        for name, value in (extra or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _serve(self, *, send_body: bool) -> None:
+        peer = self.server.peer
+        if not peerauth.verify(
+            peer.key, self.headers.get("Authorization"), self.command, self.path, peer.clock()
+        ):
+            self._fail(HTTPStatus.UNAUTHORIZED, {"WWW-Authenticate": peerauth.SCHEME})
+            return
+        raw = self.path
+        if not raw.startswith(PREFIX + "/"):
+            self._fail(HTTPStatus.NOT_FOUND)
+            return
+        lfn = urllib.parse.unquote(raw[len(PREFIX) :])
+        try:
+            path = peer.store.peek(lfn)
+        except CacheError:
+            self._fail(HTTPStatus.BAD_REQUEST)
+            return
+        if path is None:
+            self._fail(HTTPStatus.NOT_FOUND)
+            return
+        if not peer.slots.acquire(blocking=False):
+            self._fail(HTTPStatus.SERVICE_UNAVAILABLE, {"Retry-After": "1"})
+            return
+        try:
+            self._send_file(path, send_body=send_body)
+        finally:
+            peer.slots.release()
+
+    def _send_file(self, path: Path, *, send_body: bool) -> None:
+        peer = self.server.peer
+        try:
+            handle = path.open("rb")
+        except OSError:  # evicted between the lookup and the open
+            self._fail(HTTPStatus.NOT_FOUND)
+            return
+        with handle:
+            st = os.fstat(handle.fileno())
+            try:
+                wanted = parse_range(self.headers.get("Range"), st.st_size)
+            except Unsatisfiable:
+                self._fail(
+                    HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE,
+                    {"Content-Range": f"bytes */{st.st_size}"},
+                )
+                return
+            if wanted is None:
+                first, count = 0, st.st_size
+                self.send_response(HTTPStatus.OK)
+                if peer.send_digest:
+                    digest = format_adler32(peer.digests.get(path, st))
+                    self.send_header("Digest", f"adler32={digest}")
+            else:
+                first, count = wanted[0], wanted[1] - wanted[0] + 1
+                self.send_response(HTTPStatus.PARTIAL_CONTENT)
+                self.send_header("Content-Range", f"bytes {wanted[0]}-{wanted[1]}/{st.st_size}")
+            self.send_header("Accept-Ranges", "bytes")
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(count))
+            self.send_header("Connection", "close")  # one transfer per connection
+            self.end_headers()
+            if send_body and count:
+                self.connection.sendfile(handle, first, count)
+            with peer.stats_lock:
+                peer.bytes_sent += count if send_body else 0
+                peer.requests += 1
+
+
+class PeerServer:
+    """A pilot's file server over its cache; ``start()``/``stop()`` or use as a context manager."""
+
+    def __init__(
+        self,
+        store: CacheStore,
+        key: bytes,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        max_transfers: int = DEFAULT_MAX_TRANSFERS,
+        send_digest: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if max_transfers < 1:
+            raise CacheError(f"max_transfers must be at least 1, got {max_transfers}")
+        self.store = store
+        self.key = key
+        self.clock = clock
+        self.send_digest = send_digest
+        self.slots = threading.BoundedSemaphore(max_transfers)
+        self.digests = _DigestMemo()
+        self.stats_lock = threading.Lock()
+        self.bytes_sent = 0
+        self.requests = 0
+        self._bind = (host, port)
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def address(self) -> Address:
+        if self._server is None:
+            raise CacheError("the peer file server is not running")
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+    def start(self) -> Address:
+        if self._server is not None:
+            return self.address
+        try:
+            self._server = _Server(self._bind, self)
+        except OSError as exc:
+            raise CacheError(f"cannot bind the peer file server to {self._bind}: {exc}") from exc
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.2},
+            name="peer-file-server",
+        )
+        self._thread.start()
+        return self.address
+
+    def stop(self) -> None:
+        server, thread = self._server, self._thread
+        if server is None or thread is None:
+            return
+        server.shutdown()
+        thread.join()
+        server.server_close()
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> PeerServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class PeerClient:
+    """Fetches files from peer file servers into a cache, checking size and adler32."""
+
+    def __init__(
+        self,
+        key: bytes,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.key = key
+        self.timeout = timeout
+        self.clock = clock
+
+    def _request(
+        self, address: Address, method: str, lfn: str, headers: dict[str, str] | None = None
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        path = url_path(lfn)
+        all_headers = {
+            "Authorization": peerauth.authorization(self.key, method, path, self.clock())
+        }
+        all_headers.update(headers or {})
+        conn = http.client.HTTPConnection(address[0], address[1], timeout=self.timeout)
+        try:
+            conn.request(method, path, headers=all_headers)
+            return conn, conn.getresponse()
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            raise TransferError(f"peer {address[0]}:{address[1]}: {method} {lfn}: {exc}") from exc
+
+    def fetch(
+        self,
+        address: Address,
+        lfn: str,
+        store: CacheStore,
+        expected: FileMeta | None = None,
+    ) -> Path:
+        """Copy ``lfn`` from the peer at ``address`` into ``store``; verified or TransferError."""
+        where = f"peer {address[0]}:{address[1]}: {lfn}"
+        conn, resp = self._request(address, "GET", lfn)
+        with contextlib.closing(conn):
+            if resp.status != HTTPStatus.OK:
+                raise TransferError(f"{where}: HTTP {resp.status} {resp.reason}")
+            length_text = resp.getheader("Content-Length")
+            if length_text is None or not length_text.isdigit():
+                raise TransferError(f"{where}: no Content-Length")
+            length = int(length_text)
+            if expected is None:
+                expected = _served_meta(resp.getheader("Digest"), length, where)
+            elif length != expected.size:
+                raise TransferError(
+                    f"{where}: offered size {length} bytes, expected {expected.size}"
+                )
+            with store.writer(lfn, length) as out:
+                got = _copy_body(resp, out.write, length, where)
+                expected.check(got.size, got.adler32, where)
+        return store.path_of(lfn)
+
+    def fetch_range(self, address: Address, lfn: str, first: int, last: int) -> bytes:
+        """Bytes ``first..last`` (inclusive) of ``lfn`` from the peer (a 206 answer)."""
+        where = f"peer {address[0]}:{address[1]}: {lfn}"
+        conn, resp = self._request(address, "GET", lfn, {"Range": f"bytes={first}-{last}"})
+        with contextlib.closing(conn):
+            try:
+                body = resp.read()
+            except (OSError, http.client.HTTPException) as exc:
+                raise TransferError(f"{where}: {exc}") from exc
+            if resp.status != HTTPStatus.PARTIAL_CONTENT:
+                raise TransferError(f"{where}: HTTP {resp.status} {resp.reason}")
+            return body
+
+
+def _served_meta(digest: str | None, length: int, where: str) -> FileMeta:
+    match = _DIGEST.search(digest or "")
+    if match is None:
+        raise TransferError(f"{where}: no expected checksum and no adler32 Digest from the peer")
+    return FileMeta(length, parse_adler32(match.group(1)))
+
+
+def _copy_body(
+    resp: http.client.HTTPResponse, write: Callable[[memoryview], object], length: int, where: str
+) -> FileMeta:
+    """Receive ``length`` bytes into ``write``; adler32 runs on a helper thread meanwhile.
+
+    zlib releases the GIL while it sums a large buffer, so on two cores the checksum overlaps
+    the receiving and writing; buffers circulate through ``free`` and ``full`` queues.
+    """
+    free: queue.Queue[bytearray] = queue.Queue()
+    full: queue.Queue[tuple[bytearray, int] | None] = queue.Queue()
+    for _ in range(PIPELINE_BUFFERS):
+        free.put(bytearray(READ_CHUNK))
+    result = [ADLER32_START]
+
+    def checksum() -> None:
+        value = ADLER32_START
+        while (item := full.get()) is not None:
+            buf, n = item
+            value = adler32_bytes(memoryview(buf)[:n], value)
+            free.put(buf)
+        result[0] = value
+
+    summer = threading.Thread(target=checksum, name="peer-adler32")
+    summer.start()
+    size = 0
+    try:
+        while size < length:
+            buf = free.get()
+            view = memoryview(buf)
+            n = resp.readinto(view[: min(READ_CHUNK, length - size)])
+            if not n:
+                free.put(buf)
+                break
+            write(view[:n])
+            full.put((buf, n))
+            size += n
+    except (OSError, http.client.HTTPException) as exc:
+        raise TransferError(f"{where}: transfer broken after {size} bytes: {exc}") from exc
+    finally:
+        full.put(None)
+        summer.join()
+    return FileMeta(size, result[0])

@@ -1,0 +1,106 @@
+"""`glidein-ext tfc` and `glidein-ext cache`: output, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from glidein_ext.cache.store import CacheStore
+from glidein_ext.cli import main
+
+CATALOG = str(Path(__file__).resolve().parents[2] / "data" / "T1_CH_CERN_storage.xml")
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = 0
+    try:
+        main(argv)
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_lfn2pfn_prints_one_pfn_per_lfn(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        [
+            "tfc",
+            "lfn2pfn",
+            "--catalog",
+            CATALOG,
+            "--protocol",
+            "srmv2",
+            "--destination",
+            "T2_CH_CERN",
+            "/store/data/a",
+            "/store/user/u/b",
+        ],
+        capsys,
+    )
+    assert code == 0
+    assert out.splitlines() == [
+        "srm://srm-eoscms.cern.ch:8443/srm/v2/server?SFN=/castor/cern.ch/cms/store/data/a",
+        "srm://srm-eoscms.cern.ch:8443/srm/v2/server?SFN=/eos/cms/store/user/u/b",
+    ]
+
+
+def test_unmatched_name_is_an_error_line_and_nonzero(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        ["tfc", "lfn2pfn", "--catalog", CATALOG, "--protocol", "nosuch", "/store/a"], capsys
+    )
+    assert code == 1 and out == ""
+    assert (
+        err.strip() == "glidein-ext: error: no lfn-to-pfn rule of protocol nosuch matches /store/a"
+    )
+    code, _, err = run(
+        ["tfc", "pfn2lfn", "--catalog", CATALOG, "--protocol", "direct", "/x"], capsys
+    )
+    assert code == 1 and "no pfn-to-lfn rule" in err and "Traceback" not in err
+
+
+def test_pfn2lfn_with_protocol_list(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        [
+            "tfc",
+            "pfn2lfn",
+            "--catalog",
+            CATALOG,
+            "--protocol",
+            "nosuch,rfio",
+            "rfio:/castor/cern.ch/cms/store/x",
+        ],
+        capsys,
+    )
+    assert code == 0 and out == "/store/x\n"
+
+
+def test_missing_catalog_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(
+        ["tfc", "lfn2pfn", "--catalog", str(tmp_path / "none.xml"), "--protocol", "p", "/store/a"],
+        capsys,
+    )
+    assert code == 1 and err.startswith("glidein-ext: error: cannot read the catalog")
+
+
+def test_cache_ls_and_evict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = CacheStore(tmp_path, 1000, fsync=False)
+    store.insert_bytes("/store/a", b"a" * 10)
+    store.insert_bytes("/store/b", b"b" * 20)
+    store.insert_bytes("/store/c", b"c" * 30)
+    store.pin("/store/a")
+    code, out, _ = run(["cache", "ls", str(tmp_path)], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[-1] == "3 files, 60 bytes"
+    assert "pinned" in lines[0] and lines[0].endswith("/store/a")
+    code, out, _ = run(["cache", "evict", str(tmp_path), "--free", "15"], capsys)
+    assert code == 0 and out == "evicted /store/b\n"  # a is pinned, b is next LRU
+    code, _, err = run(["cache", "evict", str(tmp_path), "/store/a"], capsys)
+    assert code == 1 and "in use by a running job" in err
+    code, _, err = run(["cache", "evict", str(tmp_path)], capsys)
+    assert code == 2 and "exactly one" in err
+    code, out, _ = run(["cache", "evict", str(tmp_path), "--all"], capsys)
+    assert out == "evicted /store/c\n"
+    code, _, err = run(["cache", "ls", str(tmp_path / "nope")], capsys)
+    assert code == 1 and "not a cache directory" in err
