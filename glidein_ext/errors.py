@@ -51,3 +51,57 @@ class StateError(GlideinExtError):
 
 class DhtError(GlideinExtError):
     """The site DHT failed: no contact answered, a key was not found, or a message was too large."""
+
+
+class CacheError(GlideinExtError):
+    """The worker-node data cache (seed 001, IV.B-IV.D) cannot do what was asked."""
+
+
+class CacheFullError(CacheError):
+    """A file does not fit: larger than the cache, or the space is held by pinned files."""
+
+
+class CatalogError(GlideinExtError):
+    """A Trivial File Catalog (storage.xml / storage.json) is malformed or has no matching rule."""
+
+
+class TransferError(GlideinExtError):
+    """A file transfer (peer file server or storage element) failed or delivered bad data."""
+
+
+class ClassAdError(GlideinExtError):
+    """A ClassAd expression or ad could not be parsed (seed 001 IV-E: Requirements and Rank)."""
+
+
+class TaskQueueError(GlideinExtError):
+    """The Task Queue service refused a request, failed, or could not be reached (seed 001 IV)."""
+
+
+class WorkflowError(TaskQueueError):
+    """A workflow file is malformed; ``task`` and ``field`` say where (nothing was submitted)."""
+
+    exit_code = 2
+
+    def __init__(self, reason: str, task: str | None = None, field: str | None = None) -> None:
+        self.reason = reason
+        self.task = task
+        self.field = field
+        where = []
+        if task is not None:
+            where.append(f"task {task!r}")
+        if field is not None:
+            where.append(f"field {field!r}")
+        prefix = ", ".join(where)
+        super().__init__(f"{prefix}: {reason}" if prefix else reason)
+
+
+class PilotCheckError(GlideinExtError):
+    """A pilot's environment check failed; the pilot runs nothing (seed 001 IV)."""
+
+
+class TaskQueueNotFound(TaskQueueError):
+    """The Task Queue knows no such pilot, task or workflow (or the pilot is gone)."""
+
+
+class TaskQueueAuthError(TaskQueueError):
+    """A request to the Task Queue had no valid token for what it asked."""
