@@ -1,0 +1,137 @@
+"""Choosing the cooperative victims (pure; seed 003, "Selecting the cooperative victim" and
+"Additional goodies - Current state").
+
+Input: the pilots (slot, owner, CPUs, PILOT_* values), the users' effective priorities (the
+negotiator's numbers: higher is less privileged), the CPUs needed and the policy.  Rules:
+
+1. Pilots with a stale heartbeat are listed apart as hard-kill candidates: they are not expected
+   to cooperate, and do not count as draining.
+2. Pilots already draining (CAN_POSTPONE_LAST_JOB false, or the site already asked) count toward
+   the need first; if they cover it, no new victim is chosen.
+3. Otherwise victims come from the least privileged user first (worst effective priority).  A user
+   the negotiator does not know counts as the most privileged (priority 0.5, HTCondor's best):
+   the site does not evict what it cannot rank.
+4. Within a user, by the policy key: ``waste`` = ADD_FINAL_EXP_WASTE1k ascending, ``completion`` =
+   LAST_EXP_JOB_END ascending (an idle pilot, USED_FRACTION1k = 0, completes now); a pilot
+   without the value comes last.  Ties: PRIORITY_FACTOR ascending (higher means the owner wants
+   to keep it; missing = 0), then slot name.
+5. Stop as soon as the chosen CPUs cover what the draining pilots do not.
+
+Every choice carries a one-line reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+from glidein_ext.site.pilots import Pilot
+
+BEST_PRIORITY = 0.5  # HTCondor's minimum effective user priority
+
+
+class Policy(Enum):
+    WASTE = "waste"
+    COMPLETION = "completion"
+
+
+@dataclass(frozen=True)
+class Choice:
+    pilot: Pilot
+    reason: str
+
+
+@dataclass(frozen=True)
+class Selection:
+    cpus_needed: int
+    policy: Policy
+    victims: tuple[Choice, ...] = field(default_factory=tuple)
+    draining: tuple[Choice, ...] = field(default_factory=tuple)
+    hard_kill: tuple[Choice, ...] = field(default_factory=tuple)
+
+    @property
+    def cpus_draining(self) -> int:
+        return sum(c.pilot.cpus for c in self.draining)
+
+    @property
+    def cpus_chosen(self) -> int:
+        return sum(c.pilot.cpus for c in self.victims)
+
+    @property
+    def satisfied(self) -> bool:
+        return self.cpus_draining + self.cpus_chosen >= self.cpus_needed
+
+
+def priority_of(owner: str, userprio: Mapping[str, float]) -> float:
+    return userprio.get(owner, BEST_PRIORITY)
+
+
+def policy_value(pilot: Pilot, policy: Policy) -> float:
+    """The pilot's key under ``policy``; +inf when unknown (it sorts last)."""
+    if policy is Policy.WASTE:
+        return math.inf if pilot.waste1k is None else float(pilot.waste1k)
+    if pilot.last_exp_job_end is not None:
+        return float(pilot.last_exp_job_end)
+    return 0.0 if pilot.used1k == 0 else math.inf
+
+
+def sort_key(
+    pilot: Pilot, userprio: Mapping[str, float], policy: Policy
+) -> tuple[float, float, int, str]:
+    return (
+        -priority_of(pilot.owner, userprio),
+        policy_value(pilot, policy),
+        pilot.priority_factor or 0,
+        pilot.slot,
+    )
+
+
+def _describe_key(pilot: Pilot, policy: Policy) -> str:
+    value = policy_value(pilot, policy)
+    shown = "unknown" if math.isinf(value) else str(int(value))
+    name = "ADD_FINAL_EXP_WASTE1k" if policy is Policy.WASTE else "LAST_EXP_JOB_END"
+    return f"{name} {shown}, PRIORITY_FACTOR {pilot.priority_factor or 0}"
+
+
+def choose_victims(
+    pilots: Iterable[Pilot], userprio: Mapping[str, float], cpus_needed: int, policy: Policy
+) -> Selection:
+    """Apply the rules of the module docstring."""
+    everyone = sorted(pilots, key=lambda p: p.slot)
+    hard_kill = tuple(
+        Choice(p, f"heartbeat {p.heartbeat_age} s old: stale, hard-kill candidate")
+        for p in everyone
+        if p.stale
+    )
+    live = [p for p in everyone if not p.stale]
+    draining: list[Choice] = []
+    covered = 0
+    for p in live:
+        if p.draining:
+            covered += p.cpus
+            why = "CAN_POSTPONE_LAST_JOB false" if p.can_postpone is False else "site asked"
+            draining.append(
+                Choice(p, f"already draining ({why}): {p.cpus} CPUs, {covered}/{cpus_needed}")
+            )
+    victims: list[Choice] = []
+    if covered < cpus_needed:
+        candidates = sorted(
+            (p for p in live if not p.draining), key=lambda p: sort_key(p, userprio, policy)
+        )
+        owners = sorted({p.owner for p in candidates}, key=lambda o: -priority_of(o, userprio))
+        for p in candidates:
+            if covered >= cpus_needed:
+                break
+            covered += p.cpus
+            rank = owners.index(p.owner) + 1
+            victims.append(
+                Choice(
+                    p,
+                    f"user {p.owner} (priority {priority_of(p.owner, userprio):g}, "
+                    f"least-privileged rank {rank} of {len(owners)}); {_describe_key(p, policy)}; "
+                    f"{p.cpus} CPUs, {covered}/{cpus_needed}",
+                )
+            )
+    return Selection(cpus_needed, policy, tuple(victims), tuple(draining), hard_kill)
