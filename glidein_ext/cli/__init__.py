@@ -25,6 +25,11 @@ _COMMANDS: dict[str, str] = {
     "site-ad": "glidein_ext.cli.sitead:site_ad",
     "demo": "glidein_ext.cli.demo:demo",
     "dht": "glidein_ext.cli.dht:dht",
+    "tq": "glidein_ext.cli.tq:tq",
+    "pilot": "glidein_ext.cli.pilot:pilot",
+    "cache": "glidein_ext.cli.cache:cache",
+    "tfc": "glidein_ext.cli.tfc:tfc",
+    "site": "glidein_ext.cli.site:site",
 }
 
 

@@ -1,0 +1,319 @@
+"""Task Queue benchmarks: matching one request against 10,000 queued tasks, and a pilot burst.
+
+    .venv/bin/python bench/tq_bench.py [--quick]
+
+1. Matching (seed 001 IV-E).  10,000 queued tasks in a realistic number of match groups (distinct
+   Requirements/Rank), each reading one or two LFNs; one pilot with cached files asks for a task.
+   Shown beside the naive way, in the same run: classad2 ``symmetricMatch`` + Rank on every task's
+   own ad.  Cold is a pilot's first request (every group evaluated), warm a later one (verdicts
+   cached per pilot and group); the worst case gives every task its own Requirements.
+   Target: under 20 ms per request.
+2. Burst.  A real `glidein-ext tq serve` on 127.0.0.1 (SQLite file) and N pilots (1,500) that all
+   register, ask for a task and report it over real HTTP at once.  Errors must be 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from glidein_ext import classads
+from glidein_ext.tq.matcher import Matcher, pilot_ad, task_ad
+from glidein_ext.tq.models import MatchSpec, PilotInfo, QueuedTask
+
+TARGET_MS = 20.0
+SITES = ["T0_CH_CERN", "T1_ES_PIC", "T2_ES_CIEMAT", "T2_UK_Bristol", "T3_US_FNAL"]
+
+
+def _specs(groups: int, rng: random.Random) -> list[MatchSpec]:
+    specs = []
+    for g in range(groups):
+        site = rng.choice(SITES)
+        specs.append(
+            MatchSpec(
+                requirements=(
+                    f'(TARGET.Site == "{site}" || TARGET.Memory >= {1000 + g}) '
+                    f"&& TARGET.Cpus >= MY.RequestCpus"
+                ),
+                rank=f"TARGET.Memory / 1000 + {g % 7}",
+                request_cpus=rng.choice([1, 2]),
+                max_runtime=rng.choice([600, 3600]),
+                attributes=(("Workflow", f"wf{g}"),),
+            )
+        )
+    return specs
+
+
+def _tasks(n: int, groups: int, seed: int = 1) -> list[QueuedTask]:
+    rng = random.Random(seed)
+    specs = _specs(groups, rng)
+    return [
+        QueuedTask(
+            i,
+            specs[i % groups],
+            tuple(f"/store/f{rng.randrange(n)}" for _ in range(rng.choice([1, 2]))),
+            rng.randint(0, 3),
+        )
+        for i in range(1, n + 1)
+    ]
+
+
+def _pilot(pilot_id: int, rng: random.Random, n: int) -> PilotInfo:
+    return PilotInfo(
+        pilot_id,
+        site=rng.choice(SITES),
+        host=f"wn{pilot_id}",
+        cpus=4,
+        memory=rng.choice([2000, 4000]),
+        disk=20000,
+        cached={f"/store/f{rng.randrange(n)}" for _ in range(20)},
+    )
+
+
+def _ms(values: list[float]) -> str:
+    values = sorted(values)
+    p95 = values[min(len(values) - 1, int(0.95 * len(values)))]
+    return f"{statistics.median(values) * 1000:9.2f} {p95 * 1000:9.2f}"
+
+
+def bench_matching(n: int, groups: int, pilots: int) -> list[tuple[str, str, str]]:
+    rows: list[tuple[str, str, str]] = []
+    rng = random.Random(2)
+    tasks = _tasks(n, groups)
+
+    # Naive: every task's own ad, classad2 symmetricMatch + Rank, then the best one.
+    ads = [task_ad(t.spec) for t in tasks]
+    naive: list[float] = []
+    for pilot_id in range(1, min(pilots, 3) + 1):
+        p_ad = pilot_ad(_pilot(pilot_id, rng, n))
+        start = time.perf_counter()
+        best = max(
+            (
+                (classads.rank(p_ad, ad), classads.rank(ad, p_ad), -t.task_id)
+                for t, ad in zip(tasks, ads, strict=True)
+                if ad.symmetricMatch(p_ad)
+            ),
+            default=None,
+        )
+        naive.append(time.perf_counter() - start)
+        assert best is not None
+    rows.append((f"naive classad2, {n} tasks", _ms(naive), "-"))
+
+    configs = ((f"{groups} groups", groups), ("worst: 1 task/group", n))
+    for (label, group_count), with_cache in itertools.product(configs, (True, False)):
+        matcher = Matcher(wait_for_data=60.0)
+        for task in _tasks(n, group_count):
+            matcher.add_task(task)
+        cold: list[float] = []
+        warm: list[float] = []
+        count = pilots if group_count < n else 3
+        for pilot_id in range(1, count + 1):
+            info = _pilot(pilot_id, rng, n)
+            if not with_cache:
+                info.cached = set()
+            matcher.add_pilot(info)
+            for sample in (cold, warm):
+                start = time.perf_counter()
+                choice = matcher.choose(pilot_id, now=0.0)
+                sample.append(time.perf_counter() - start)
+                assert choice is not None
+        what = f"{label}, {'20 cached LFNs' if with_cache else 'empty cache'}"
+        for kind, sample in (("cold", cold), ("warm", warm)):
+            ok = "yes" if statistics.median(sample) * 1000 < TARGET_MS else "NO"
+            rows.append((f"grouped {kind}, {what}", _ms(sample), ok))
+    return rows
+
+
+# --- the HTTP burst ---
+
+
+def _start_server(directory: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:
+    port_file = directory / "port"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "glidein_ext",
+            "tq",
+            "serve",
+            "--database",
+            str(directory / "tq.sqlite"),
+            "--port",
+            "0",
+            "--port-file",
+            str(port_file),
+        ],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while not port_file.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("the Task Queue did not start")
+        time.sleep(0.1)
+    return process, int(port_file.read_text())
+
+
+class _Connection:
+    """One pilot's keep-alive HTTP/1.1 connection (a plain asyncio stream: the load generator
+    must cost far less than the server, which httpx's async pool does not at 1,500 connections).
+    """
+
+    def __init__(self, port: int, token: str) -> None:
+        self.port = port
+        self.token = token
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        assert self.reader is not None
+        data = json.dumps(body).encode() if body is not None else b""
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Bearer {self.token}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n"
+        )
+        self.writer.write(head.encode() + data)
+        status_line = await self.reader.readline()
+        if not status_line:
+            raise ConnectionError("connection closed")
+        length = 0
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode().partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+        payload = await self.reader.readexactly(length)
+        return int(status_line.split()[1]), json.loads(payload or b"null")
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            with contextlib.suppress(OSError):
+                await self.writer.wait_closed()
+
+
+async def _burst(port: int, pilots: int, tasks: int) -> dict[str, Any]:
+    latencies: dict[str, list[float]] = {"register": [], "request": [], "complete": []}
+    errors: list[str] = []
+    operator = _Connection(port, "bench-op")
+    workflow = {
+        "name": "burst",
+        "tasks": [
+            {"name": f"t{i}", "command": "true", "requirements": f'TARGET.Site == "S{i % 5}"'}
+            for i in range(tasks)
+        ],
+    }
+    code, answer = await operator.call("POST", "/api/v1/workflows", workflow)
+    await operator.close()
+    if code != 200:
+        raise SystemExit(f"submit failed: {code} {answer}")
+
+    async def timed(conn: _Connection, op: str, path: str, body: Any) -> Any:
+        start = time.perf_counter()
+        code, answer = await conn.call("POST", path, body)
+        latencies[op].append(time.perf_counter() - start)
+        if code != 200:
+            raise RuntimeError(f"{op}: HTTP {code} {str(answer)[:100]}")
+        return answer
+
+    async def one(i: int) -> None:
+        conn = _Connection(port, "bench-pilot")
+        try:
+            reg = await timed(
+                conn,
+                "register",
+                "/api/v1/pilots",
+                {"site": f"S{i % 5}", "host": f"wn{i}", "cpus": 1, "ttl": 86400},
+            )
+            pid = reg["pilot_id"]
+            got = await timed(conn, "request", f"/api/v1/pilots/{pid}/request", {})
+            task = got["task"]
+            if task is None:
+                raise RuntimeError("no task for a pilot while tasks are queued")
+            body = {"task_id": task["task_id"], "attempt": task["attempt"], "exit_code": 0}
+            done = await timed(conn, "complete", f"/api/v1/pilots/{pid}/complete", body)
+            if not done["accepted"]:
+                raise RuntimeError("completion not accepted")
+        except (OSError, RuntimeError, KeyError, ValueError, asyncio.IncompleteReadError) as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            await conn.close()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(pilots)))
+    elapsed = time.perf_counter() - start
+    return {"latencies": latencies, "errors": errors, "elapsed": elapsed}
+
+
+def bench_burst(pilots: int, tasks: int) -> tuple[dict[str, Any], int]:
+    with tempfile.TemporaryDirectory(prefix="tq-bench-") as tmp:
+        env = {
+            **os.environ,
+            "GLIDEIN_EXT_TQ_OPERATOR_TOKEN": "bench-op",
+            "GLIDEIN_EXT_TQ_PILOT_TOKEN": "bench-pilot",
+        }
+        process, port = _start_server(Path(tmp), env)
+        try:
+            result = asyncio.run(_burst(port, pilots, tasks))
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    return result, pilots
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller burst (under a minute)")
+    parser.add_argument("--tasks", type=int, default=10_000)
+    parser.add_argument("--groups", type=int, default=50)
+    parser.add_argument("--pilots", type=int, default=None, help="burst size (default 1500)")
+    args = parser.parse_args()
+    burst_pilots = args.pilots or (300 if args.quick else 1500)
+
+    print(f"Matching one request against {args.tasks} queued tasks (target < {TARGET_MS:.0f} ms)")
+    print(f"{'method':<52} {'median ms':>9} {'p95 ms':>9}  target")
+    for label, times, ok in bench_matching(args.tasks, args.groups, 20 if args.quick else 50):
+        print(f"{label:<52} {times}  {ok}")
+
+    result, pilots = bench_burst(burst_pilots, max(args.tasks, burst_pilots))
+    print()
+    print(
+        f"Burst: {pilots} pilots register, request and complete at once over HTTP on loopback "
+        f"({result['elapsed']:.1f} s, {3 * pilots / result['elapsed']:.0f} requests/s)"
+    )
+    print(f"{'call':<10} {'n':>6} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+    for op, raw in result["latencies"].items():
+        values = sorted(raw)
+        if not values:
+            continue
+
+        def q(f: float, v: list[float] = values) -> float:
+            return v[min(len(v) - 1, int(f * len(v)))] * 1000
+
+        cells = f"{q(0.5):>8.1f} {q(0.9):>8.1f} {q(0.99):>8.1f} {values[-1] * 1000:>8.1f}"
+        print(f"{op:<10} {len(values):>6} {cells}")
+    print(f"errors: {len(result['errors'])}")
+    for line in result["errors"][:5]:
+        print(f"  {line}")
+    if result["errors"]:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The standalone pilot agent of seed 001 IV: checks, register, pull, run, heartbeat, report."""

@@ -1,0 +1,178 @@
+"""The pilot agent loop (seed 001 IV): register, pull a task, run it, report, heartbeat, leave.
+
+One thread (the caller's) pulls and runs tasks; one heartbeat thread, owned by the agent and joined
+before it returns, keeps the pilot alive and learns the other pilots on its host (seed IV-D).
+Calls to the TQ are retried for ``retry_for`` seconds, so a TQ restart costs no task: the complete
+report is idempotent and a repeated request returns the task the pilot already holds.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from glidein_ext.agent import files
+from glidein_ext.agent.runner import run_task
+from glidein_ext.errors import TaskQueueAuthError, TaskQueueError, TaskQueueNotFound, WorkflowError
+from glidein_ext.tq.client import TqClient
+
+T = TypeVar("T")
+log = logging.getLogger("glidein_ext.agent")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    url: str
+    token: str
+    site: str
+    workdir: Path
+    host: str = field(default_factory=socket.gethostname)
+    se: str = ""
+    se_dir: Path | None = None
+    cpus: int = 1
+    memory: int = 1024
+    disk: int = 10240
+    ttl: int | None = None
+    requirements: str = "true"
+    rank: str = "0"
+    attributes: dict[str, Any] = field(default_factory=dict)
+    centralized: bool = False  # send the cache list with each request (seed IV-E)
+    poll_interval: float = 1.0
+    max_idle: float | None = None  # leave after this long without a task
+    max_tasks: int | None = None
+    retry_for: float = 300.0
+    batch_id: str | None = None
+
+
+class PilotAgent:
+    """One pilot: ``run()`` returns the number of tasks it ran."""
+
+    def __init__(self, config: AgentConfig, stop: threading.Event | None = None) -> None:
+        self.config = config
+        self.client = TqClient(config.url, config.token)
+        self.stop = stop or threading.Event()
+        self.cache = config.workdir / "cache"
+        self.pilot_id: int | None = None
+        self.lost = threading.Event()
+        self._neighbours: list[Path] = []
+        self._lock = threading.Lock()
+
+    def _retry(self, what: str, call: Callable[[], T]) -> T:
+        deadline = time.monotonic() + self.config.retry_for
+        delay = 0.2
+        while True:
+            try:
+                return call()
+            except (TaskQueueNotFound, TaskQueueAuthError, WorkflowError):
+                raise
+            except TaskQueueError as exc:
+                if time.monotonic() > deadline or (self.stop.is_set() and what != "complete"):
+                    raise
+                log.warning("%s failed (%s); retrying", what, exc)
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    def _set_neighbours(self, others: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self._neighbours = [Path(o["cache_dir"]) for o in others if o.get("cache_dir")]
+
+    def neighbours(self) -> list[Path]:
+        with self._lock:
+            return list(self._neighbours)
+
+    def register(self) -> int:
+        c = self.config
+        self.cache.mkdir(parents=True, exist_ok=True)
+        answer = self._retry(
+            "register",
+            lambda: self.client.register(
+                site=c.site,
+                host=c.host,
+                se=c.se,
+                cpus=c.cpus,
+                memory=c.memory,
+                disk=c.disk,
+                ttl=c.ttl,
+                attributes=c.attributes,
+                requirements=c.requirements,
+                rank=c.rank,
+                cache_dir=str(self.cache.resolve()),
+                cached=files.cached_lfns(self.cache),
+                batch_id=c.batch_id,
+            ),
+        )
+        self.pilot_id = int(answer["pilot_id"])
+        self.heartbeat_interval = float(answer["heartbeat_interval"])
+        self._set_neighbours(answer["others"])
+        log.info("registered as pilot %s at %s", self.pilot_id, c.url)
+        return self.pilot_id
+
+    def _heartbeats(self, pilot_id: int) -> None:
+        while not self.stop.wait(self.heartbeat_interval):
+            try:
+                self._set_neighbours(self.client.heartbeat(pilot_id)["others"])
+            except TaskQueueNotFound:
+                log.warning("the Task Queue forgot pilot %s; stopping", pilot_id)
+                self.lost.set()
+                self.stop.set()
+                return
+            except TaskQueueError as exc:
+                log.warning("heartbeat failed: %s", exc)
+
+    def run(self) -> int:
+        pilot_id = self.register()
+        beat = threading.Thread(target=self._heartbeats, args=(pilot_id,), name="tq-heartbeat")
+        beat.start()
+        ran = 0
+        try:
+            ran = self._loop(pilot_id)
+        finally:
+            self.stop.set()
+            beat.join()
+            if not self.lost.is_set():
+                try:
+                    self.client.deregister(pilot_id)
+                except TaskQueueError as exc:
+                    log.warning("deregister failed: %s", exc)
+        return ran
+
+    def _loop(self, pilot_id: int) -> int:
+        ran = 0
+        idle_since = time.monotonic()
+        c = self.config
+        while not self.stop.is_set():
+            if c.max_tasks is not None and ran >= c.max_tasks:
+                break
+            cached = files.cached_lfns(self.cache) if c.centralized else None
+            task = self._retry("request", functools.partial(self.client.request, pilot_id, cached))
+            if task is None:
+                if c.max_idle is not None and time.monotonic() - idle_since > c.max_idle:
+                    break
+                self.stop.wait(c.poll_interval)
+                continue
+            log.info("running task %s (%s)", task["task_id"], task["name"])
+            outcome = run_task(task, c.workdir, self.cache, self.neighbours(), c.se_dir, self.stop)
+            if self.lost.is_set():
+                break
+            if self.stop.is_set():
+                break  # interrupted: the deregister below requeues the task
+            report = functools.partial(
+                self.client.complete,
+                pilot_id,
+                task_id=task["task_id"],
+                attempt=task["attempt"],
+                exit_code=outcome.exit_code,
+                outputs=outcome.outputs,
+                report=outcome.report,
+            )
+            self._retry("complete", report)
+            ran += 1
+            idle_since = time.monotonic()
+        return ran

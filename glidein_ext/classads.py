@@ -1,0 +1,70 @@
+"""The one boundary over classad2: parse ads and expressions, match, rank (seed 001 IV-E).
+
+Matching follows HTCondor: two ads match when each one's ``Requirements`` evaluates to true with the
+other as TARGET (``symmetricMatch``).  ``Rank`` is a number; undefined, error or a non-number ranks
+0.0, and a boolean ranks 1.0 or 0.0, as the negotiator treats them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import classad2
+
+from glidein_ext.errors import ClassAdError
+
+ClassAd = classad2.ClassAd
+Scalar = bool | int | float | str
+
+
+def parse_expr(text: str, what: str = "expression") -> classad2.ExprTree:
+    """Parse one ClassAd expression; ClassAdError naming ``what`` if it is malformed."""
+    if not text.strip():
+        raise ClassAdError(f"{what} is empty")
+    try:
+        return classad2.ExprTree(text)
+    except (classad2.ClassAdException, ValueError, TypeError) as exc:
+        raise ClassAdError(f"{what} is not a valid ClassAd expression: {text!r}") from exc
+
+
+def make_ad(
+    attributes: Mapping[str, Scalar], expressions: Mapping[str, str] | None = None
+) -> classad2.ClassAd:
+    """An ad from literal attributes plus attributes given as expression text."""
+    ad = classad2.ClassAd()
+    for name, value in attributes.items():
+        ad[name] = value
+    for name, text in (expressions or {}).items():
+        ad[name] = parse_expr(text, name)
+    return ad
+
+
+def parse_ad(text: str) -> classad2.ClassAd:
+    """A new-style (``[a = 1; ...]``) ad; ClassAdError if malformed."""
+    try:
+        return classad2.ClassAd(text)
+    except (classad2.ClassAdException, ValueError, TypeError) as exc:
+        raise ClassAdError(f"not a valid ClassAd: {text[:80]!r}") from exc
+
+
+def symmetric_match(left: classad2.ClassAd, right: classad2.ClassAd) -> bool:
+    """HTCondor's match: both Requirements are true against each other."""
+    return bool(left.symmetricMatch(right))
+
+
+def rank(my: classad2.ClassAd, target: classad2.ClassAd) -> float:
+    """``my``'s Rank of ``target``: a float, 0.0 when absent, undefined or not a number."""
+    expr = my.lookup("Rank") if "Rank" in my else None
+    if expr is None:
+        return 0.0
+    value = expr.eval(scope=my, target=target)
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, int | float):
+        return float(value)
+    return 0.0
+
+
+def canonical(ad: classad2.ClassAd) -> str:
+    """A stable text of ``ad`` (sorted attributes): equal ads give equal texts."""
+    return "; ".join(f"{name} = {ad.lookup(name)}" for name in sorted(ad.keys(), key=str.lower))

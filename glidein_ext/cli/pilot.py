@@ -1,0 +1,103 @@
+"""`glidein-ext pilot run`: the standalone pilot agent (seed 001 IV), without HTCondor."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+
+from glidein_ext.errors import UsageError
+
+TOKEN_ENV = "GLIDEIN_EXT_TQ_PILOT_TOKEN"  # noqa: S105 (a variable name)
+
+
+@click.group()
+def pilot() -> None:
+    """The pilot agent: pull tasks from a Task Queue and run them."""
+
+
+@pilot.command()
+@click.option("--tq", "url", required=True, help="Task Queue URL.")
+@click.option("--site", required=True, help="Site name the pilot runs at.")
+@click.option("--workdir", required=True, type=click.Path(file_okay=False), help="Work directory.")
+@click.option("--token", default=None, help=f"Pilot token (or ${TOKEN_ENV}).")
+@click.option("--host", default=None, help="Host name to register (default: this host).")
+@click.option("--se", default="", help="Storage element name.")
+@click.option("--se-dir", default=None, type=click.Path(file_okay=False), help="SE directory.")
+@click.option("--cpus", type=int, default=1, show_default=True)
+@click.option("--memory", type=int, default=1024, show_default=True, help="MB")
+@click.option("--disk", type=int, default=10240, show_default=True, help="MB")
+@click.option("--ttl", type=int, default=None, help="Seconds of life left (default: no end).")
+@click.option("--requirements", default="true", show_default=True, help="Pilot's Requirements.")
+@click.option("--rank", default="0", show_default=True, help="Pilot's Rank of tasks.")
+@click.option("--centralized", is_flag=True, help="Send the cache list with each request.")
+@click.option("--poll", type=float, default=1.0, show_default=True, help="Seconds between asks.")
+@click.option("--max-idle", type=float, default=None, help="Leave after SECONDS without work.")
+@click.option("--max-tasks", type=int, default=None, help="Leave after running N tasks.")
+@click.option("--retry-for", type=float, default=300.0, show_default=True)
+@click.option("--min-free-mb", type=int, default=100, show_default=True, help="Check: free disk.")
+@click.option("--require-command", "commands", multiple=True, help="Check: command on PATH.")
+@click.option("--require-env", "env_vars", multiple=True, help="Check: variable set.")
+@click.option("--batch-id", default=None, help="Batch job id (default $GLIDEIN_EXT_TQ_BATCH_ID).")
+@click.option("-v", "--verbose", is_flag=True)
+def run(**opts: Any) -> None:
+    """Check the environment, register, run tasks until idle/stopped, deregister (SIGTERM too)."""
+    from glidein_ext.agent.agent import AgentConfig, PilotAgent
+    from glidein_ext.agent.checks import CheckConfig, checks_for, run_checks
+
+    token = opts["token"] or os.environ.get(TOKEN_ENV)
+    if not token:
+        raise UsageError(f"give --token or set ${TOKEN_ENV}")
+    workdir = Path(opts["workdir"]).resolve()
+    se_dir = Path(opts["se_dir"]).resolve() if opts["se_dir"] else None
+    run_checks(
+        checks_for(
+            CheckConfig(
+                workdir=workdir,
+                min_free_mb=opts["min_free_mb"],
+                commands=("sh", *opts["commands"]),
+                env_vars=tuple(opts["env_vars"]),
+                se_dir=se_dir,
+            )
+        )
+    )
+    logging.basicConfig(
+        level=logging.INFO if opts["verbose"] else logging.WARNING,
+        format="pilot %(asctime)s %(levelname)s %(message)s",
+    )
+    extra: dict[str, Any] = {}
+    if opts["host"]:
+        extra["host"] = opts["host"]
+    config = AgentConfig(
+        url=opts["url"],
+        token=token,
+        site=opts["site"],
+        workdir=workdir,
+        se=opts["se"],
+        se_dir=se_dir,
+        cpus=opts["cpus"],
+        memory=opts["memory"],
+        disk=opts["disk"],
+        ttl=opts["ttl"],
+        requirements=opts["requirements"],
+        rank=opts["rank"],
+        centralized=opts["centralized"],
+        poll_interval=opts["poll"],
+        max_idle=opts["max_idle"],
+        max_tasks=opts["max_tasks"],
+        retry_for=opts["retry_for"],
+        batch_id=opts["batch_id"] or os.environ.get("GLIDEIN_EXT_TQ_BATCH_ID"),
+        **extra,
+    )
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        ran = PilotAgent(config, stop).run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    click.echo(f"pilot ran {ran} task(s)", err=True)

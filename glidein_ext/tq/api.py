@@ -1,0 +1,126 @@
+"""The Task Queue HTTP API (FastAPI): the pilot protocol of seed 001 IV and the operators' calls.
+
+Pilots and operators each carry their own bearer token.  Errors of the store become HTTP answers
+here: unknown or gone pilots 404, bad workflows 422, other TQ failures 503.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from glidein_ext.errors import (
+    TaskQueueAuthError,
+    TaskQueueError,
+    TaskQueueNotFound,
+    WorkflowError,
+)
+from glidein_ext.tq import schemas as s
+from glidein_ext.tq.settings import TqSettings
+from glidein_ext.tq.store import Registration, Store
+from glidein_ext.tq.workflow import parse_workflow
+
+API = "/api/v1"
+_bearer = HTTPBearer(auto_error=False)
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+def _check(credentials: HTTPAuthorizationCredentials | None, expected: str, who: str) -> None:
+    given = credentials.credentials if credentials is not None else ""
+    if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
+        raise TaskQueueAuthError(f"a valid {who} token is required")
+
+
+def create_app(store: Store, settings: TqSettings) -> FastAPI:
+    """The application over ``store``; nothing starts until a server runs it."""
+    app = FastAPI(
+        title="glidein-ext Task Queue",
+        version="1",
+        description="Pull-based task queue with cache-aware matching (seed 001, section IV).",
+    )
+
+    def pilot_auth(credentials: Credentials) -> None:
+        _check(credentials, settings.pilot_token, "pilot")
+
+    def operator_auth(credentials: Credentials) -> None:
+        _check(credentials, settings.operator_token, "operator")
+
+    pilot = [Depends(pilot_auth)]
+    operator = [Depends(operator_auth)]
+    errors: dict[int | str, dict[str, Any]] = {
+        401: {"model": s.ErrorResponse},
+        404: {"model": s.ErrorResponse},
+    }
+
+    @app.exception_handler(TaskQueueError)
+    async def _translate(_request: Request, exc: TaskQueueError) -> JSONResponse:
+        if isinstance(exc, TaskQueueAuthError):
+            code = 401
+        elif isinstance(exc, TaskQueueNotFound):
+            code = 404
+        elif isinstance(exc, WorkflowError):
+            code = 422
+        else:
+            code = 503
+        return JSONResponse({"detail": str(exc)}, status_code=code)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post(f"{API}/pilots", dependencies=pilot, responses=errors)
+    async def register(body: s.RegisterRequest) -> s.RegisterResponse:
+        """Register a pilot (seed IV): its PilotID, and the other pilots on its host (IV-D)."""
+        answer = store.register(Registration(**body.model_dump()))
+        return s.RegisterResponse(
+            pilot_id=answer["pilot_id"],
+            heartbeat_interval=settings.heartbeat_interval,
+            cache_mode=settings.cache_mode,
+            others=answer["others"],
+        )
+
+    @app.post(f"{API}/pilots/{{pilot_id}}/request", dependencies=pilot, responses=errors)
+    async def request(pilot_id: int, body: s.TaskRequest) -> s.TaskResponse:
+        """Ask for a task (seed IV-E); ``task`` is null when nothing fits now."""
+        task = store.request(pilot_id, body.cached)
+        return s.TaskResponse(task=None if task is None else s.Assignment(**task))
+
+    @app.post(f"{API}/pilots/{{pilot_id}}/heartbeat", dependencies=pilot, responses=errors)
+    async def heartbeat(pilot_id: int, body: s.HeartbeatRequest) -> s.HeartbeatResponse:
+        """I am alive (seed IV-D); answers the other live pilots on the same host."""
+        return s.HeartbeatResponse(**store.heartbeat(pilot_id, body.cached))
+
+    @app.post(f"{API}/pilots/{{pilot_id}}/complete", dependencies=pilot, responses=errors)
+    async def complete(pilot_id: int, body: s.CompleteRequest) -> s.CompleteResponse:
+        """A task ended; idempotent per (task, attempt)."""
+        answer = store.complete(
+            pilot_id, body.task_id, body.attempt, body.exit_code, body.outputs, body.report
+        )
+        return s.CompleteResponse(**answer)
+
+    @app.delete(f"{API}/pilots/{{pilot_id}}", dependencies=pilot, responses=errors)
+    async def deregister(pilot_id: int) -> dict[str, bool]:
+        """The pilot leaves; a task it held is requeued."""
+        store.deregister(pilot_id)
+        return {"ok": True}
+
+    @app.post(
+        f"{API}/workflows",
+        dependencies=operator,
+        responses={**errors, 422: {"model": s.ErrorResponse}},
+    )
+    def submit(body: dict[str, Any]) -> s.SubmitResponse:
+        """Submit a workflow (the JSON form of a workflow file); all of it or nothing."""
+        workflow = parse_workflow(body)
+        return s.SubmitResponse(workflow_id=store.submit(workflow), tasks=len(workflow.tasks))
+
+    @app.get(f"{API}/status", dependencies=operator, responses=errors)
+    def status() -> dict[str, Any]:
+        """Workflows with tasks by state; pilots by site and state."""
+        return store.status()
+
+    return app

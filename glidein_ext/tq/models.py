@@ -1,0 +1,99 @@
+"""Plain values the Task Queue's pure cores share (seed 001 IV): states and match specs."""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+
+from glidein_ext.classads import Scalar
+
+
+class TaskState(enum.StrEnum):
+    """A task's life: waiting for inputs/dependencies, queued (runnable), running, done, failed."""
+
+    WAITING = "waiting"
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class PilotState(enum.StrEnum):
+    """Seed 001 IV-A: inactive (submitted, not running), idle, busy; plus the ends of a pilot."""
+
+    INACTIVE = "inactive"
+    IDLE = "idle"
+    BUSY = "busy"
+    GONE = "gone"  # deregistered
+    LOST = "lost"  # heartbeat lapsed
+
+
+class CacheMode(enum.StrEnum):
+    """Where the TQ learns pilots' cached files (seed 001 IV-E, and the experiments' two modes)."""
+
+    PRE_DHT = "pre-dht"  # the TQ tracks every cached file from pilot reports
+    CENTRALIZED = "centralized"  # each request carries the pilot's cache list
+
+
+@dataclass(frozen=True)
+class MatchSpec:
+    """What a task asks of a pilot: the part of a task that decides its match group.
+
+    Tasks with equal specs share one ClassAd evaluation per pilot (as DIRAC's task queues do).
+    """
+
+    requirements: str = "true"
+    rank: str = "0"
+    request_cpus: int = 1
+    request_memory: int = 0  # MB
+    request_disk: int = 0  # MB
+    max_runtime: int = 3600  # seconds the task may run; never more than the pilot's remaining life
+    attributes: tuple[tuple[str, Scalar], ...] = ()
+
+    def key(self) -> str:
+        return json.dumps(
+            [
+                self.requirements,
+                self.rank,
+                self.request_cpus,
+                self.request_memory,
+                self.request_disk,
+                self.max_runtime,
+                [list(item) for item in self.attributes],
+            ],
+            separators=(",", ":"),
+        )
+
+
+@dataclass(frozen=True)
+class QueuedTask:
+    """A runnable task as the matcher sees it."""
+
+    task_id: int
+    spec: MatchSpec
+    inputs: tuple[str, ...] = ()
+    priority: int = 0
+    runnable_since: float = 0.0
+
+
+@dataclass
+class PilotInfo:
+    """A registered pilot as the matcher sees it (seed 001 IV-E: PilotID, Host, SE, TTL, cache)."""
+
+    pilot_id: int
+    site: str = ""
+    host: str = ""
+    se: str = ""
+    cpus: int = 1
+    memory: int = 0
+    disk: int = 0
+    expires_at: float | None = None  # end of the pilot's life (register time + TTL); None: no end
+    attributes: dict[str, Scalar] = field(default_factory=dict)
+    requirements: str = "true"
+    rank: str = "0"
+    idle: bool = True
+    cached: set[str] = field(default_factory=set)
+
+    def remaining(self, now: float) -> float:
+        return float("inf") if self.expires_at is None else self.expires_at - now

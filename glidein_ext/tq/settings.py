@@ -1,0 +1,104 @@
+"""Task Queue settings, layered like glidein_ext.config: defaults < TOML file < env < flags.
+
+The file is ``--config FILE`` or ``$GLIDEIN_EXT_TQ_CONFIG``; a key ``name`` is overridden by
+``$GLIDEIN_EXT_TQ_<NAME>`` and then by a command-line flag.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from glidein_ext.errors import ConfigError
+from glidein_ext.tq.models import CacheMode
+
+ENV_PREFIX = "GLIDEIN_EXT_TQ_"
+
+
+@dataclass(frozen=True)
+class TqSettings:
+    """Every tunable of the Task Queue service, with its packaged default."""
+
+    # SQLAlchemy URL, or a file path for the embedded SQLite default.
+    database: str = "tq.sqlite"
+    host: str = "127.0.0.1"
+    port: int = 8765
+    # Bearer tokens: operators (submit, status) and pilots (the pilot protocol).  Required to serve.
+    operator_token: str = ""
+    pilot_token: str = ""
+    # Seconds without a heartbeat after which a pilot is lost and its task requeued.
+    heartbeat_timeout: int = 120
+    # Seconds between pilot heartbeats the TQ asks for (returned at registration).
+    heartbeat_interval: int = 30
+    # Seconds between sweeps for lapsed pilots.
+    reap_interval: int = 5
+    # waitForData bound (seed IV-E): seconds a task may wait for an idle pilot holding its data.
+    wait_for_data: int = 60
+    # pre-dht: the TQ tracks caches from reports; centralized: each request sends the cache list.
+    cache_mode: str = CacheMode.PRE_DHT.value
+
+    def check(self) -> TqSettings:
+        for name in ("heartbeat_timeout", "heartbeat_interval", "reap_interval"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"setting {name} must be at least 1, got {getattr(self, name)}")
+        if self.wait_for_data < 0:
+            raise ConfigError(f"setting wait_for_data must be >= 0, got {self.wait_for_data}")
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"setting port must be 0..65535, got {self.port}")
+        if self.cache_mode not in {m.value for m in CacheMode}:
+            modes = ", ".join(m.value for m in CacheMode)
+            raise ConfigError(f"setting cache_mode must be one of {modes}, got {self.cache_mode!r}")
+        return self
+
+
+def _coerce(name: str, raw: Any, kind: type, origin: str) -> Any:
+    if kind is int:
+        if isinstance(raw, bool):
+            raise ConfigError(f"{origin}: setting {name} must be an integer, got {raw!r}")
+        if isinstance(raw, int):
+            return raw
+        try:
+            return int(str(raw).strip(), 10)
+        except ValueError:
+            raise ConfigError(f"{origin}: setting {name} must be an integer, got {raw!r}") from None
+    return str(raw)
+
+
+def load_tq_settings(
+    config_file: str | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> TqSettings:
+    """Build TqSettings from the layers; ``overrides`` are flags (None values are ignored)."""
+    environ = os.environ if env is None else env
+    names = [f.name for f in dataclasses.fields(TqSettings)]
+    kinds = {name: type(getattr(TqSettings(), name)) for name in names}
+    values: dict[str, Any] = {}
+    path = config_file or environ.get(f"{ENV_PREFIX}CONFIG")
+    if path:
+        try:
+            with open(path, "rb") as handle:
+                data = tomllib.load(handle)
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+        for key, raw in data.items():
+            if key not in kinds:
+                raise ConfigError(f"config file {path}: unknown setting {key!r}")
+            values[key] = _coerce(key, raw, kinds[key], f"config file {path}")
+    for name in names:
+        env_name = f"{ENV_PREFIX}{name.upper()}"
+        if env_name in environ:
+            values[name] = _coerce(name, environ[env_name], kinds[name], f"${env_name}")
+    for name, raw in (overrides or {}).items():
+        if raw is None:
+            continue
+        if name not in kinds:
+            raise ConfigError(f"unknown setting {name!r}")
+        values[name] = _coerce(name, raw, kinds[name], f"--{name.replace('_', '-')}")
+    return TqSettings(**values).check()

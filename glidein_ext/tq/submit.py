@@ -1,0 +1,172 @@
+"""The PilotManager (seed 001 IV, IV-A): pilots submitted as jobs to an HTCondor schedd.
+
+This module is the one boundary over htcondor2 for the Task Queue; htcondor2 is imported inside
+the functions (nothing at import), and its errors become CondorError.  ``monitor_cycle`` runs the
+PilotMonitor for every site: it notices pilots that left the batch queue without registering,
+asks ``pilots_to_submit`` how many to send, and has the PilotManager submit them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from glidein_ext.errors import CondorError
+from glidein_ext.tq.models import PilotInfo
+from glidein_ext.tq.monitor import SiteView, Thresholds, pilots_to_submit
+from glidein_ext.tq.store import Store
+
+# JobStatus values still waiting or running (1 idle, 2 running, 6 transferring output).
+_ALIVE = (1, 2, 6)
+
+
+@dataclass(frozen=True)
+class PilotJob:
+    """How one site's pilots are started: the agent command and where it runs."""
+
+    tq_url: str
+    workdir_base: str  # absolute, on the execute side: pilots' work directories and logs go here
+    executable: str = "glidein-ext"
+    submit_dir: str = "/"  # the job's initialdir, checked on the submit side
+    requirements: str = "true"
+    extra_args: Sequence[str] = ()
+    environment: Mapping[str, str] = field(default_factory=dict)
+    request_memory: int = 256
+    request_disk: int = 1024 * 1024  # KiB
+
+
+def _quote(value: str) -> str:
+    """A word for HTCondor's new arguments/environment syntax (single quotes, doubled inside)."""
+    if '"' in value:
+        raise CondorError(f"a pilot argument cannot contain a double quote: {value!r}")
+    if value and all(c.isalnum() or c in "/:._-+,=@%$()" for c in value):
+        return value
+    return "'" + value.replace("'", "''") + "'"
+
+
+class PilotManager:
+    """Submits pilots to one schedd and asks which of them are still queued."""
+
+    def __init__(self, pool: str | None = None, schedd_name: str | None = None) -> None:
+        self.pool = pool
+        self.schedd_name = schedd_name
+
+    def _schedd(self) -> Any:
+        import htcondor2
+
+        try:
+            collector = htcondor2.Collector(self.pool) if self.pool else htcondor2.Collector()
+            if self.schedd_name:
+                ad = collector.locate(htcondor2.DaemonType.Schedd, self.schedd_name)
+            else:
+                ad = collector.locate(htcondor2.DaemonType.Schedd)
+            return htcondor2.Schedd(ad)
+        except Exception as exc:  # htcondor2 raises HTCondorException and friends
+            raise CondorError(f"cannot locate the schedd: {exc}") from exc
+
+    def submit(self, site: str, count: int, job: PilotJob) -> list[str]:
+        """Submit ``count`` pilots for ``site``; their batch ids ("cluster.proc")."""
+        import htcondor2
+
+        if count <= 0:
+            return []
+        args = [
+            "pilot",
+            "run",
+            "--tq",
+            job.tq_url,
+            "--site",
+            site,
+            "--workdir",
+            f"{job.workdir_base}/pilot-$(ClusterId).$(ProcId)",
+            *job.extra_args,
+        ]
+        env = {**job.environment, "GLIDEIN_EXT_TQ_BATCH_ID": "$(ClusterId).$(ProcId)"}
+        description = {
+            "universe": "vanilla",
+            "executable": job.executable,
+            "transfer_executable": "false",
+            "arguments": '"' + " ".join(_quote(a) for a in args) + '"',
+            # HTCondor's "new" environment syntax: the whole value in double quotes.
+            "environment": '"' + " ".join(f"{k}={_quote(v)}" for k, v in sorted(env.items())) + '"',
+            "initialdir": job.submit_dir,
+            "should_transfer_files": "NO",
+            # The directories live on the execute side (another host, or the test chroot).
+            "skip_filechecks": "true",
+            "output": f"{job.workdir_base}/pilot-$(ClusterId).$(ProcId).out",
+            "error": f"{job.workdir_base}/pilot-$(ClusterId).$(ProcId).err",
+            "request_cpus": "1",
+            "request_memory": str(job.request_memory),
+            "request_disk": str(job.request_disk),
+            "requirements": job.requirements,
+            "My.GlideinExtTqSite": f'"{site}"',
+        }
+        try:
+            result = self._schedd().submit(htcondor2.Submit(description), count=count)
+            cluster = result.cluster()
+            procs = result.num_procs()
+        except CondorError:
+            raise
+        except Exception as exc:
+            raise CondorError(f"cannot submit {count} pilot(s) for {site}: {exc}") from exc
+        return [f"{cluster}.{proc}" for proc in range(procs)]
+
+    def alive(self, batch_ids: Sequence[str]) -> set[str]:
+        """The batch ids still idle or running in the schedd."""
+        if not batch_ids:
+            return set()
+        clusters = sorted({int(b.split(".")[0]) for b in batch_ids})
+        constraint = " || ".join(f"ClusterId == {c}" for c in clusters)
+        try:
+            ads = self._schedd().query(
+                constraint=f"({constraint})", projection=["ClusterId", "ProcId", "JobStatus"]
+            )
+        except CondorError:
+            raise
+        except Exception as exc:
+            raise CondorError(f"cannot query the schedd: {exc}") from exc
+        found = {f"{ad['ClusterId']}.{ad['ProcId']}" for ad in ads if ad["JobStatus"] in _ALIVE}
+        return found & set(batch_ids)
+
+    def remove(self, batch_ids: Sequence[str]) -> None:
+        import htcondor2
+
+        if not batch_ids:
+            return
+        try:
+            self._schedd().act(htcondor2.JobAction.Remove, list(batch_ids))
+        except Exception as exc:
+            raise CondorError(f"cannot remove pilots: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class SitePolicy:
+    """A site the PilotMonitor watches: its thresholds and how its pilots start."""
+
+    site: str
+    limits: Thresholds
+    job: PilotJob
+    template: PilotInfo = field(default_factory=lambda: PilotInfo(0))
+
+
+def monitor_cycle(
+    store: Store, manager: PilotManager, policies: Sequence[SitePolicy], now: float
+) -> dict[str, int]:
+    """One PilotMonitor pass over every site (seed IV-A); the pilots submitted per site."""
+    submitted: dict[str, int] = {}
+    for policy in policies:
+        waiting = [b for b, state in store.submissions(policy.site).items() if state == "inactive"]
+        gone = set(waiting) - manager.alive(waiting)
+        store.mark_vanished(sorted(gone))  # submitted, left the queue, never registered
+        view = store.site_view(policy.site)
+        template = PilotInfo(**{**policy.template.__dict__, "site": policy.site, "cached": set()})
+        groups = store.queued_groups_for(template, now)
+        count = pilots_to_submit(
+            policy.limits,
+            SiteView(view["inactive"], view["idle"], view["busy"], groups),
+        )
+        for batch_id in manager.submit(policy.site, count, policy.job):
+            store.record_submission(batch_id, policy.site)
+        submitted[policy.site] = count
+    return submitted

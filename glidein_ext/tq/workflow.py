@@ -1,0 +1,296 @@
+"""Workflow files (YAML or JSON) and the seed's W1/W2/W3 generators (seed 001 IV, V).
+
+A workflow is tasks with a command, ClassAd Requirements and Rank, input and output LFNs, a step and
+explicit dependencies (``after``).  A task becomes runnable when all its inputs exist and its
+``after`` tasks are done.  Parsing is pure and checks everything first: a bad file raises one
+WorkflowError naming the task and the field, and nothing is submitted.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from glidein_ext import classads
+from glidein_ext.errors import ClassAdError, WorkflowError
+from glidein_ext.tq.models import MatchSpec
+
+_INT_FIELDS = ("request_cpus", "request_memory", "request_disk", "max_runtime", "priority")
+_INHERITED = ("requirements", "rank", *_INT_FIELDS, "max_retries")
+_TASK_FIELDS = {
+    "name",
+    "step",
+    "command",
+    "inputs",
+    "outputs",
+    "after",
+    "attributes",
+    *_INHERITED,
+}
+_TOP_FIELDS = {"name", "defaults", "available", "tasks"}
+MAX_TASKS = 1_000_000
+
+
+@dataclass(frozen=True)
+class TaskDef:
+    """One task of a workflow, checked."""
+
+    name: str
+    command: str
+    spec: MatchSpec
+    step: int = 0
+    inputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+    priority: int = 0
+    max_retries: int = 2
+
+
+@dataclass(frozen=True)
+class WorkflowDef:
+    """A checked workflow: its tasks, and the LFNs it declares as already existing (on an SE)."""
+
+    name: str
+    tasks: tuple[TaskDef, ...]
+    available: tuple[str, ...] = ()
+    external_inputs: frozenset[str] = field(default_factory=frozenset)
+
+
+def load_workflow_file(path: str) -> WorkflowDef:
+    """Read and check a YAML or JSON workflow file."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise WorkflowError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise WorkflowError(f"{path} is not valid YAML/JSON: {line}") from None
+    return parse_workflow(data)
+
+
+def _strings(value: Any, task: str | None, name: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise WorkflowError("must be a list of non-empty strings", task, name)
+    if len(set(value)) != len(value):
+        raise WorkflowError("has duplicates", task, name)
+    return tuple(value)
+
+
+def _int(value: Any, task: str | None, name: str, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise WorkflowError(f"must be an integer >= {minimum}, got {value!r}", task, name)
+    return value
+
+
+def _expr(value: Any, task: str | None, name: str) -> str:
+    if not isinstance(value, str):
+        raise WorkflowError(f"must be a ClassAd expression string, got {value!r}", task, name)
+    try:
+        classads.parse_expr(value, name)
+    except ClassAdError as exc:
+        raise WorkflowError(str(exc), task, name) from None
+    return value
+
+
+def _attributes(value: Any, task: str) -> tuple[tuple[str, classads.Scalar], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping):
+        raise WorkflowError("must be a mapping of names to literals", task, "attributes")
+    items = []
+    for key, item in sorted(value.items()):
+        ok_key = isinstance(key, str) and key.isidentifier()
+        if not ok_key or not isinstance(item, bool | int | float | str):
+            raise WorkflowError(f"bad attribute {key!r}: {item!r}", task, "attributes")
+        items.append((key, item))
+    return tuple(items)
+
+
+def _task(raw: Any, index: int, defaults: Mapping[str, Any]) -> TaskDef:
+    if not isinstance(raw, Mapping):
+        raise WorkflowError(f"tasks[{index}] must be a mapping")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise WorkflowError(f"tasks[{index}] needs a non-empty string", None, "name")
+    unknown = sorted(set(raw) - _TASK_FIELDS)
+    if unknown:
+        raise WorkflowError("unknown field", name, unknown[0])
+    merged = {**defaults, **raw}
+    command = merged.get("command")
+    if not isinstance(command, str) or not command.strip():
+        raise WorkflowError("must be a non-empty string", name, "command")
+    try:
+        shlex.split(command)
+    except ValueError as exc:
+        raise WorkflowError(f"cannot be split into words: {exc}", name, "command") from None
+    ints = {key: _int(merged[key], name, key) for key in _INT_FIELDS if key in merged}
+    if ints.get("request_cpus", 1) < 1:
+        raise WorkflowError("must be at least 1", name, "request_cpus")
+    if ints.get("max_runtime", 1) < 1:
+        raise WorkflowError("must be at least 1", name, "max_runtime")
+    spec = MatchSpec(
+        requirements=_expr(merged.get("requirements", "true"), name, "requirements"),
+        rank=_expr(merged.get("rank", "0"), name, "rank"),
+        request_cpus=ints.get("request_cpus", 1),
+        request_memory=ints.get("request_memory", 0),
+        request_disk=ints.get("request_disk", 0),
+        max_runtime=ints.get("max_runtime", 3600),
+        attributes=_attributes(merged.get("attributes"), name),
+    )
+    return TaskDef(
+        name=name,
+        command=command,
+        spec=spec,
+        step=_int(merged.get("step", 0), name, "step"),
+        inputs=_strings(merged.get("inputs"), name, "inputs"),
+        outputs=_strings(merged.get("outputs"), name, "outputs"),
+        after=_strings(merged.get("after"), name, "after"),
+        priority=ints.get("priority", 0),
+        max_retries=_int(merged.get("max_retries", 2), name, "max_retries"),
+    )
+
+
+def _check_graph(tasks: list[TaskDef], available: set[str]) -> frozenset[str]:
+    """Unique outputs, known ``after`` names, no cycles; returns inputs produced by no task."""
+    names = {task.name for task in tasks}
+    producer: dict[str, str] = {}
+    for task in tasks:
+        for lfn in task.outputs:
+            if lfn in producer:
+                raise WorkflowError(
+                    f"{lfn!r} is also an output of {producer[lfn]!r}", task.name, "outputs"
+                )
+            if lfn in available:
+                raise WorkflowError(f"{lfn!r} is declared available", task.name, "outputs")
+            producer[lfn] = task.name
+    deps: dict[str, set[str]] = {}
+    external: set[str] = set()
+    for task in tasks:
+        for other in task.after:
+            if other not in names:
+                raise WorkflowError(f"no task named {other!r}", task.name, "after")
+        needed = set(task.after)
+        for lfn in task.inputs:
+            if lfn in producer:
+                needed.add(producer[lfn])
+            elif lfn not in available:
+                external.add(lfn)
+        if task.name in needed:
+            raise WorkflowError("a task cannot depend on itself", task.name, "inputs")
+        deps[task.name] = needed
+    # Kahn's algorithm: whatever is left over sits on a cycle.
+    indegree = {name: len(d) for name, d in deps.items()}
+    users: dict[str, list[str]] = {name: [] for name in names}
+    for name, needed in deps.items():
+        for other in needed:
+            users[other].append(name)
+    ready = [name for name, count in indegree.items() if count == 0]
+    seen = 0
+    while ready:
+        name = ready.pop()
+        seen += 1
+        for user in users[name]:
+            indegree[user] -= 1
+            if indegree[user] == 0:
+                ready.append(user)
+    if seen != len(names):
+        stuck = sorted(name for name, count in indegree.items() if count > 0)[0]
+        raise WorkflowError("dependencies form a cycle", stuck, "after")
+    return frozenset(external)
+
+
+def parse_workflow(data: Any) -> WorkflowDef:
+    """Check a workflow given as plain data (from YAML or JSON)."""
+    if not isinstance(data, Mapping):
+        raise WorkflowError("a workflow must be a mapping with a 'tasks' list")
+    unknown = sorted(set(data) - _TOP_FIELDS)
+    if unknown:
+        raise WorkflowError(f"unknown top-level field {unknown[0]!r}")
+    name = data.get("name", "workflow")
+    if not isinstance(name, str) or not name.strip():
+        raise WorkflowError("workflow name must be a non-empty string", None, "name")
+    defaults = data.get("defaults") or {}
+    if not isinstance(defaults, Mapping) or set(defaults) - set(_INHERITED) - {"command"}:
+        raise WorkflowError(f"defaults may only set {', '.join(_INHERITED)}", None, "defaults")
+    available = _strings(data.get("available"), None, "available")
+    raw_tasks = data.get("tasks")
+    if not isinstance(raw_tasks, list) or not raw_tasks:
+        raise WorkflowError("a workflow needs a non-empty 'tasks' list", None, "tasks")
+    if len(raw_tasks) > MAX_TASKS:
+        raise WorkflowError(f"more than {MAX_TASKS} tasks", None, "tasks")
+    tasks = [_task(raw, index, defaults) for index, raw in enumerate(raw_tasks)]
+    seen: set[str] = set()
+    for task in tasks:
+        if task.name in seen:
+            raise WorkflowError("duplicate task name", task.name, "name")
+        seen.add(task.name)
+    external = _check_graph(tasks, set(available))
+    return WorkflowDef(name, tuple(tasks), available, external)
+
+
+# --- the seed's workflows (seed 001 V): step0 then step1 ---
+
+# Each task writes every output: a line naming the task, its inputs' contents, and ``size`` bytes.
+_BODY = (
+    'for o in $TQ_OUTPUTS; do mkdir -p "$(dirname "$o")"; '
+    '{{ echo {name}; for i in $TQ_INPUTS; do cat "$i"; done; head -c {size} /dev/zero; }} > "$o"; '
+    "done; sleep {sleep}"
+)
+
+
+def _command(name: str, size: int, sleep: float) -> str:
+    return shlex.join(["sh", "-c", _BODY.format(name=name, size=size, sleep=sleep)])
+
+
+def _gen(
+    kind: str, step0: int, step1: int, inputs_of: Any, size: int, sleep: float
+) -> dict[str, Any]:
+    tasks: list[dict[str, Any]] = []
+    for i in range(step0):
+        name = f"{kind}-s0-{i:04d}"
+        tasks.append(
+            {
+                "name": name,
+                "step": 0,
+                "command": _command(name, size, sleep),
+                "outputs": [f"/store/{kind}/step0/f{i:04d}.dat"],
+            }
+        )
+    for j in range(step1):
+        name = f"{kind}-s1-{j:04d}"
+        tasks.append(
+            {
+                "name": name,
+                "step": 1,
+                "command": _command(name, size, sleep),
+                "inputs": [f"/store/{kind}/step0/f{i:04d}.dat" for i in inputs_of(j)],
+                "outputs": [f"/store/{kind}/step1/f{j:04d}.dat"],
+            }
+        )
+    return {"name": kind, "defaults": {"max_runtime": 600}, "tasks": tasks}
+
+
+def generate(kind: str, scale: float = 1.0, size: int = 0, sleep: float = 0.0) -> dict[str, Any]:
+    """W1 (serial chain, 80 -> 80), W2 (splitting, 40 -> 80), W3 (merging, 80 -> 40).
+
+    ``scale`` shrinks or grows the task counts (at least 1 or 2 tasks per step).
+    """
+    n = max(1, round(40 * scale))
+    if kind == "w1":
+        chains = max(1, round(80 * scale))
+        return _gen("w1", chains, chains, lambda j: [j], size, sleep)
+    if kind == "w2":
+        return _gen("w2", n, 2 * n, lambda j: [j // 2], size, sleep)
+    if kind == "w3":
+        return _gen("w3", 2 * n, n, lambda j: [2 * j, 2 * j + 1], size, sleep)
+    raise WorkflowError(f"unknown workflow kind {kind!r} (expected w1, w2 or w3)")

@@ -1,0 +1,111 @@
+"""PilotMonitor + PilotManager against the chroot's real schedd: pilots submitted, registered."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from glidein_ext.sandbox import CondorSandbox, Glidein
+from glidein_ext.tq.db import make_engine
+from glidein_ext.tq.monitor import Thresholds
+from glidein_ext.tq.store import Store
+from glidein_ext.tq.submit import PilotJob, PilotManager, SitePolicy, monitor_cycle
+
+pytestmark = pytest.mark.condor
+POOL = "127.0.0.1:9618"
+
+
+@pytest.fixture
+def claim_to_be_glidein(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The host's htcondor2 speaks to the chroot's schedd as its user (test pool only)."""
+    import htcondor2
+
+    monkeypatch.setenv("_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS", "CLAIMTOBE")
+    monkeypatch.setenv("_CONDOR_SEC_CLAIMTOBE_USER", "glidein")
+    htcondor2.reload_config()
+    yield
+    monkeypatch.undo()
+    htcondor2.reload_config()
+
+
+@pytest.fixture
+def glidein(sandbox: CondorSandbox) -> Iterator[Glidein]:
+    started = sandbox.start_glidein("tq-pilots", 2, cron_period=5, lifetime="30m")
+    yield started
+    started.stop()
+
+
+def test_pilot_manager_submits_pilots_that_register_and_work(
+    sandbox: CondorSandbox,
+    glidein: Glidein,
+    claim_to_be_glidein: None,
+    tq_server: Callable[..., Any],
+    wait_until: Callable[..., Any],
+) -> None:
+    server = tq_server()
+    site = "T2_CHROOT"
+    server.operator().submit(
+        {
+            "name": "managed",
+            "tasks": [
+                {"name": f"t{i}", "command": "true", "requirements": f'TARGET.Site == "{site}"'}
+                for i in range(4)
+            ],
+        }
+    )
+    workdir = sandbox.make_dir(f"tq-pilots-{os.getpid()}")
+    job = PilotJob(
+        tq_url=server.url,
+        workdir_base=workdir,
+        executable="/opt/glidein-ext/bin/glidein-ext",
+        requirements=f'TARGET.GLIDEIN_ExtName =?= "{glidein.name}"',
+        extra_args=("--max-idle", "5", "--poll", "0.5", "--min-free-mb", "1", "--host", "wn-c"),
+        environment={"GLIDEIN_EXT_TQ_PILOT_TOKEN": "pilot-secret", "PATH": "/usr/bin:/bin"},
+        request_memory=128,
+    )
+    store = Store(make_engine(str(server.database)))
+    store.load()
+    manager = PilotManager(POOL)
+    policy = SitePolicy(site, Thresholds(min_pilots=0, max_pilots=2, min_idle_pilots=0), job)
+    try:
+        assert monitor_cycle(store, manager, [policy], time.time()) == {site: 2}
+        batch_ids = set(store.submissions(site))
+        assert len(batch_ids) == 2
+        # both stay counted (inactive, then registered): a second pass sends no more
+        assert monitor_cycle(store, manager, [policy], time.time()) == {site: 0}
+        wait_until(
+            lambda: set(store.submissions(site).values()) == {"registered"},
+            180,
+            "the submitted pilots to register with the TQ",
+        )
+        status = wait_until(
+            lambda: (s := server.operator().status())["workflows"][0]["tasks"]["done"] == 4 and s,
+            120,
+            "the pilots to run the site's tasks",
+        )
+        assert status["completions"] == 4
+        with store.engine.connect() as conn:
+            rows = conn.exec_driver_sql("SELECT batch_id, site FROM pilots").all()
+        assert {r[0] for r in rows} == batch_ids and {r[1] for r in rows} == {site}
+
+        # a pilot that never runs, removed from the queue: noticed, and replaced (minPilots)
+        never = SitePolicy(
+            "T3_NOWHERE",
+            Thresholds(min_pilots=1, max_pilots=1),
+            PilotJob(server.url, workdir_base=workdir, requirements="false"),
+        )
+        assert monitor_cycle(store, manager, [never], time.time()) == {"T3_NOWHERE": 1}
+        (first,) = store.submissions("T3_NOWHERE")
+        assert store.site_view("T3_NOWHERE")["inactive"] == 1
+        manager.remove([first])
+        wait_until(lambda: not manager.alive([first]), 60, "the removal")
+        assert monitor_cycle(store, manager, [never], time.time()) == {"T3_NOWHERE": 1}
+        assert store.submissions("T3_NOWHERE")[first] == "vanished"
+    finally:
+        every = list(store.submissions(site)) + list(store.submissions("T3_NOWHERE"))
+        manager.remove(every)
+        store.engine.dispose()
