@@ -12,7 +12,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, Self, TypeVar
 
 from glidein_ext.errors import ConfigError
 from glidein_ext.pilot.jobtimes import (
@@ -54,6 +54,15 @@ class Settings:
         return self
 
 
+class LayeredSettings(Protocol):
+    """A frozen dataclass of settings with a ``check()`` that validates it."""
+
+    def check(self) -> Self: ...
+
+
+S = TypeVar("S", bound=LayeredSettings)
+
+
 def _coerce(name: str, raw: Any, kind: type, origin: str) -> Any:
     if kind is int:
         if isinstance(raw, bool):
@@ -67,18 +76,22 @@ def _coerce(name: str, raw: Any, kind: type, origin: str) -> Any:
     return str(raw)
 
 
-def load_settings(
+def load_layers(
+    cls: type[S],
+    env_prefix: str,
     config_file: str | None = None,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
-) -> Settings:
-    """Build Settings from the layers; ``overrides`` are flags (None values are ignored)."""
+) -> S:
+    """Build ``cls`` from the layers: its defaults < the TOML file (``config_file`` or
+    ``$<env_prefix>CONFIG``) < ``$<env_prefix><NAME>`` < ``overrides`` (flags; None ignored)."""
     environ = os.environ if env is None else env
-    fields = {f.name: f for f in dataclasses.fields(Settings)}
-    kinds = {name: type(getattr(Settings(), name)) for name in fields}
+    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    defaults = cls()
+    kinds = {name: type(getattr(defaults, name)) for name in names}
     values: dict[str, Any] = {}
 
-    path = config_file or environ.get(f"{ENV_PREFIX}CONFIG")
+    path = config_file or environ.get(f"{env_prefix}CONFIG")
     if path:
         try:
             with open(path, "rb") as handle:
@@ -88,20 +101,29 @@ def load_settings(
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
         for key, raw in data.items():
-            if key not in fields:
+            if key not in kinds:
                 raise ConfigError(f"config file {path}: unknown setting {key!r}")
             values[key] = _coerce(key, raw, kinds[key], f"config file {path}")
 
-    for name in fields:
-        env_name = f"{ENV_PREFIX}{name.upper()}"
+    for name in names:
+        env_name = f"{env_prefix}{name.upper()}"
         if env_name in environ:
             values[name] = _coerce(name, environ[env_name], kinds[name], f"${env_name}")
 
     for name, raw in (overrides or {}).items():
         if raw is None:
             continue
-        if name not in fields:
+        if name not in kinds:
             raise ConfigError(f"unknown setting {name!r}")
         values[name] = _coerce(name, raw, kinds[name], f"--{name.replace('_', '-')}")
 
-    return Settings(**values).check()
+    return cls(**values).check()
+
+
+def load_settings(
+    config_file: str | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """The glidein side's Settings from the layers (``GLIDEIN_EXT_*``)."""
+    return load_layers(Settings, ENV_PREFIX, config_file, env, overrides)

@@ -6,13 +6,11 @@ The file is ``--config FILE`` or ``$GLIDEIN_EXT_TQ_CONFIG``; a key ``name`` is o
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from glidein_ext.config import load_layers
 from glidein_ext.errors import ConfigError
 from glidein_ext.tq.models import CacheMode
 
@@ -55,50 +53,10 @@ class TqSettings:
         return self
 
 
-def _coerce(name: str, raw: Any, kind: type, origin: str) -> Any:
-    if kind is int:
-        if isinstance(raw, bool):
-            raise ConfigError(f"{origin}: setting {name} must be an integer, got {raw!r}")
-        if isinstance(raw, int):
-            return raw
-        try:
-            return int(str(raw).strip(), 10)
-        except ValueError:
-            raise ConfigError(f"{origin}: setting {name} must be an integer, got {raw!r}") from None
-    return str(raw)
-
-
 def load_tq_settings(
     config_file: str | None = None,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> TqSettings:
     """Build TqSettings from the layers; ``overrides`` are flags (None values are ignored)."""
-    environ = os.environ if env is None else env
-    names = [f.name for f in dataclasses.fields(TqSettings)]
-    kinds = {name: type(getattr(TqSettings(), name)) for name in names}
-    values: dict[str, Any] = {}
-    path = config_file or environ.get(f"{ENV_PREFIX}CONFIG")
-    if path:
-        try:
-            with open(path, "rb") as handle:
-                data = tomllib.load(handle)
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
-        for key, raw in data.items():
-            if key not in kinds:
-                raise ConfigError(f"config file {path}: unknown setting {key!r}")
-            values[key] = _coerce(key, raw, kinds[key], f"config file {path}")
-    for name in names:
-        env_name = f"{ENV_PREFIX}{name.upper()}"
-        if env_name in environ:
-            values[name] = _coerce(name, environ[env_name], kinds[name], f"${env_name}")
-    for name, raw in (overrides or {}).items():
-        if raw is None:
-            continue
-        if name not in kinds:
-            raise ConfigError(f"unknown setting {name!r}")
-        values[name] = _coerce(name, raw, kinds[name], f"--{name.replace('_', '-')}")
-    return TqSettings(**values).check()
+    return load_layers(TqSettings, ENV_PREFIX, config_file, env, overrides)
