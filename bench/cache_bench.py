@@ -7,7 +7,8 @@ Peer fetch: a pilot's PeerServer on 127.0.0.1 serves a file from its cache; anot
 PeerClient fetches it into its own cache (HMAC auth, adler32 check, atomic rename).  The baseline
 is a plain copy of the same file to the same filesystem in the same run (shutil.copyfile, which
 uses the kernel's zero-copy path), and a copy that also computes adler32 (what any verified
-transfer must do).  Goal: peer fetch at least 80% of the plain copy on loopback.
+transfer must do), and the ceiling of loopback TCP itself (sendfile to a receiver that only
+receives).  Goal: peer fetch at least 80% of the plain copy on loopback.
 
 Cache cost: the pure LruIndex (admit, touch) and the disk CacheStore (insert of a 1-byte file,
 lookup) with N entries already cached; lookups are random hits.
@@ -19,8 +20,10 @@ import argparse
 import os
 import random
 import shutil
+import socket
 import statistics
 import tempfile
+import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -81,7 +84,39 @@ def bench_transfer(work: Path, size_mb: int, runs: int) -> list[tuple[str, float
         rows.append(
             ("peer fetch (HTTP, auth, adler32, atomic)", *_best_rate(runs, size, peer_fetch))
         )
+    rows.append(("loopback TCP ceiling: sendfile -> recv only", *_tcp_ceiling(src, size, runs)))
     return rows
+
+
+def _tcp_ceiling(path: Path, size: int, runs: int) -> tuple[float, float]:
+    """What loopback TCP alone carries here: the server sendfile()s, the client only receives
+    (no write, no checksum).  No transfer over a socket can beat it."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        for _ in range(runs):
+            conn, _ = listener.accept()
+            with conn, open(path, "rb") as handle:
+                conn.sendfile(handle)
+
+    server = threading.Thread(target=serve, name="tcp-ceiling")
+    server.start()
+    buf = memoryview(bytearray(4 * MB))
+
+    def receive(run: int) -> None:
+        del run
+        with socket.create_connection(listener.getsockname()) as conn:
+            got = 0
+            while n := conn.recv_into(buf):
+                got += n
+        if got != size:
+            raise RuntimeError("short read")
+
+    try:
+        return _best_rate(runs, size, receive)
+    finally:
+        server.join()
+        listener.close()
 
 
 def _per_op_us(count: int, action: Callable[[int], object]) -> float:
@@ -173,6 +208,10 @@ def main() -> None:
     verdict = "meets" if ratio >= GOAL else "misses"
     print(f"  peer / plain copy (median): {ratio:.0%} ({verdict} the {GOAL:.0%} goal)")
     print(f"  peer / copy + adler32 (median): {transfer[2][1] / transfer[1][1]:.0%}")
+    print(
+        f"  TCP ceiling / plain copy (median): {transfer[3][1] / transfer[0][1]:.0%}; "
+        f"peer / TCP ceiling: {transfer[2][1] / transfer[3][1]:.0%}"
+    )
     print()
     print(f"Cache cost at {entries} entries (microseconds per operation)")
     for name, micros in cache:
