@@ -55,8 +55,12 @@ def _adopt_todie(start_dir: str, todie: str | None) -> list[str]:
         return []
     try:
         info = load_info(start_dir)
-        if info.todie != int(todie):
-            save_info(start_dir, replace(info, todie=int(todie)))
+    except GlideinExtError:
+        return []  # refresh() reports a missing or bad glidein.json once
+    if info.todie == int(todie):
+        return []
+    try:
+        save_info(start_dir, replace(info, todie=int(todie)))
     except GlideinExtError as exc:
         return [str(exc)]
     return []

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from glidein_ext.adfile import read_ad, read_ad_with_stat
-from glidein_ext.pilot.glidein import GlideinInfo, save_info
+from glidein_ext.pilot.glidein import GlideinInfo, load_info, save_info
 from glidein_ext.pilot.jobtable import load_table
 from glidein_ext.pilot.pilotad import PILOT_AD_SCHEMA
 
@@ -234,3 +234,21 @@ def test_hooks_never_fail_the_job(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0
     assert proc.stdout == ""
+
+
+def test_cron_adopts_the_configs_todie(glidein: Path) -> None:
+    todie = int(time.time()) + 7200
+    proc = run(["cron", "--start-dir", str(glidein), "--todie", str(todie)])
+    assert proc.returncode == 0
+    assert load_info(str(glidein)).todie == todie
+    attrs = cron_attrs(glidein)
+    assert 7100 <= int(attrs["GLIDEIN_RemainingUsableTime"]) <= 7200
+    # GLIDEIN_ToDie undefined in the config expands to 0: ignored.
+    run(["cron", "--start-dir", str(glidein), "--todie", "0"])
+    assert load_info(str(glidein)).todie == todie
+
+
+def test_cron_reports_a_missing_glidein_json_once(tmp_path: Path) -> None:
+    proc = run(["cron", "--start-dir", str(tmp_path), "--todie", "2000000000"])
+    error = next(line for line in proc.stdout.splitlines() if line.startswith("GLIDEIN_ExtError"))
+    assert error.count("glidein.json") == 1
