@@ -26,9 +26,9 @@ from typing import Any
 
 from glidein_ext.adfile import write_text_atomic
 from glidein_ext.config import Settings
-from glidein_ext.errors import CondorError, UsageError
+from glidein_ext.errors import CondorError, GlideinExtError, UsageError
 from glidein_ext.pilot import jobtable
-from glidein_ext.pilot.glidein import GlideinInfo, state_dir
+from glidein_ext.pilot.glidein import GlideinInfo, load_info, state_dir
 from glidein_ext.pilot.refresh import current_order, refresh
 from glidein_ext.pilot.setup import init_glidein
 from glidein_ext.pilot.sitead import SITE_AD_FILE
@@ -299,8 +299,13 @@ class GlideinWrapper:
                 watch.reset()
 
     def _retiring(self) -> bool:
+        """Is the glidein draining (the site's order, MJF, or its own GLIDEIN_ToRetire)?"""
         errors: list[str] = []
-        order, _ = current_order(self.cfg.start_dir, self.now(), self.env, None, errors)
+        try:
+            info: GlideinInfo | None = load_info(self.cfg.start_dir)
+        except GlideinExtError:
+            info = None
+        order, _ = current_order(self.cfg.start_dir, self.now(), self.env, info, errors)
         return order.retire
 
     def on_site_ad_change(self) -> None:

@@ -375,3 +375,20 @@ def test_static_slots_leave_only_when_no_job_runs(
     assert glidein.wait(timeout=120) == 0
     done = sandbox.history(f'GlideinExtTest == "{tag}"')
     assert [(j["JobStatus"], j["ExitCode"]) for j in done] == [(COMPLETED, 0)]
+
+
+def test_glidein_retires_by_itself_at_its_retire_time(
+    sandbox: CondorSandbox, started: list[Glidein]
+) -> None:
+    # --retire-after sets GLIDEIN_ToRetire: the glidein's internal reason to drain (seed 003:
+    # "either due to a previous order from the resource provider, or internal logic").
+    glidein = sandbox.start_glidein(
+        "g-retire", 1, cron_period=5, extra_args=["--retire-after", "20s"]
+    )
+    started.append(glidein)
+    ads = sandbox.status(f'GLIDEIN_ExtName == "{glidein.name}"')
+    assert ads[0]["GLIDEIN_RetireNow"] is False
+    assert glidein.wait(timeout=90) == 0
+    pilot_ad = read_ad(str(glidein.host_dir / ".pilot.ad"), PILOT_AD_SCHEMA)
+    assert pilot_ad["CAN_POSTPONE_LAST_JOB"] is False
+    assert "startd exited while retiring" in glidein.log()
