@@ -105,3 +105,23 @@ class TaskQueueNotFound(TaskQueueError):
 
 class TaskQueueAuthError(TaskQueueError):
     """A request to the Task Queue had no valid token for what it asked."""
+
+
+class SitesFileError(ConfigError):
+    """The PilotMonitor's sites file is malformed; ``site`` and ``field`` say where."""
+
+    exit_code = 2
+
+    def __init__(
+        self, path: str, reason: str, site: str | None = None, field: str | None = None
+    ) -> None:
+        self.path = path
+        self.reason = reason
+        self.site = site
+        self.field = field
+        where = [path]
+        if site is not None:
+            where.append(f"site {site!r}")
+        if field is not None:
+            where.append(f"field {field!r}")
+        super().__init__(": ".join([", ".join(where), reason]))

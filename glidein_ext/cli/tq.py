@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -11,7 +12,7 @@ from typing import Any
 import click
 import yaml
 
-from glidein_ext.errors import UsageError
+from glidein_ext.errors import TaskQueueNotFound, UsageError
 
 URL_ENV = "GLIDEIN_EXT_TQ_URL"
 TOKEN_ENV = "GLIDEIN_EXT_TQ_OPERATOR_TOKEN"  # noqa: S105 (a variable name)
@@ -32,13 +33,88 @@ def tq() -> None:
 @click.option("--wait-for-data", type=int, default=None, help="waitForData bound (seconds).")
 @click.option("--heartbeat-timeout", type=int, default=None, help="Seconds before a pilot is lost.")
 @click.option("--cache-mode", type=click.Choice(["pre-dht", "centralized"]), default=None)
-def serve(config_file: str | None, port_file: str | None, **flags: Any) -> None:
+@click.option("--sites", default=None, help="PilotMonitor sites file: submit pilots by itself.")
+@click.option("--monitor-interval", default=None, help="Time between PilotMonitor passes (60s).")
+def serve(
+    config_file: str | None, port_file: str | None, monitor_interval: str | None, **flags: Any
+) -> None:
     """Run the Task Queue service until SIGINT or SIGTERM."""
+    from glidein_ext.timefmt import parse_duration
     from glidein_ext.tq.server import serve as run_server
     from glidein_ext.tq.settings import load_tq_settings
 
+    if monitor_interval is not None:
+        flags["monitor_interval"] = parse_duration(monitor_interval)
     settings = load_tq_settings(config_file, overrides=flags)
+    _log_to_stderr()
     run_server(settings, port_file=port_file, announce=lambda line: click.echo(line, err=True))
+
+
+def _log_to_stderr() -> None:
+    """The Task Queue's own log lines (the PilotMonitor's decisions) on stderr."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("tq %(asctime)s %(levelname)s %(message)s"))
+    logger = logging.getLogger("glidein_ext.tq")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+
+@tq.command()
+@click.option("--sites", "sites_file", required=True, help="PilotMonitor sites file.")
+@click.option("--once", is_flag=True, help="One pass, then exit (required: the service loops).")
+@click.option("--dry-run", is_flag=True, help="Decide and print; submit nothing, mark nothing.")
+@click.option("--config", "config_file", default=None, help="TOML settings file.")
+@click.option("--database", default=None, help="SQLite file path or SQLAlchemy URL.")
+@click.option("--tq", "url", default=None, help="TQ URL the pilots call (default: settings).")
+def monitor(
+    sites_file: str,
+    once: bool,
+    dry_run: bool,
+    config_file: str | None,
+    database: str | None,
+    url: str | None,
+) -> None:
+    """Run one PilotMonitor pass (seed IV-A) on the TQ database: what it submits per site, why.
+
+    Without --dry-run it submits, like the service does every interval; do not run it next to a
+    `tq serve --sites` on the same sites.
+    """
+    from glidein_ext.tq.server import PilotMonitorService, open_store
+    from glidein_ext.tq.settings import load_tq_settings
+    from glidein_ext.tq.sites import load_sites
+    from glidein_ext.tq.submit import run_cycle
+
+    if not once:
+        raise UsageError("give --once (the periodic PilotMonitor runs in `tq serve --sites`)")
+    sites = load_sites(sites_file)
+    settings = load_tq_settings(config_file, overrides={"database": database})
+    tq_url = url or f"http://{settings.host}:{settings.port}"
+    store = open_store(settings)
+    try:
+        service = PilotMonitorService(store, sites, tq_url, settings.monitor_interval)
+        decisions = run_cycle(store, service.policies, time.time(), dry_run=dry_run)
+    finally:
+        store.engine.dispose()
+    failed = 0
+    for decision in decisions:
+        verb = "would submit" if dry_run else "submitted"
+        state = (
+            f"inactive={decision.inactive} idle={decision.idle} busy={decision.busy} "
+            f"queued={sum(decision.queued_groups)}"
+        )
+        limits = decision.limits
+        bounds = f"min={limits.min_pilots} max={limits.max_pilots} minIdle={limits.min_idle_pilots}"
+        if decision.error is not None:
+            failed += 1
+            click.echo(f"{decision.site}: failed: {decision.error}")
+            continue
+        vanished = f" vanished={len(decision.vanished)}" if decision.vanished else ""
+        click.echo(
+            f"{decision.site}: {verb} {decision.count} ({bounds}; {state}{vanished}): "
+            f"{decision.reason}"
+        )
+    if failed:
+        sys.exit(1)
 
 
 def _client(url: str | None, token: str | None) -> Any:
@@ -78,8 +154,8 @@ def _bar(done: int, total: int, width: int = 30) -> str:
     return "[" + "#" * filled + "." * (width - filled) + f"] {done}/{total}"
 
 
-def render_status(status: dict[str, Any]) -> str:
-    """The human view of ``tq status``: one line per workflow, then pilots per site."""
+def render_status(status: dict[str, Any], sites: dict[str, Any] | None = None) -> str:
+    """The human view of ``tq status``: one line per workflow, pilots per site, PilotMonitor."""
     lines = []
     for wf in status["workflows"]:
         counts = wf["tasks"]
@@ -96,6 +172,22 @@ def render_status(status: dict[str, Any]) -> str:
         shown = " ".join(f"{state}={n}" for state, n in sorted(states.items()))
         lines.append(f"  {site:<24} {shown}")
     lines.append(f"completions: {status['completions']}")
+    if sites and sites["sites"]:
+        lines.append(f"pilot monitor (every {sites['interval']} s, {sites['passes']} passes):")
+        for site in sites["sites"]:
+            last = site["last"]
+            if last is None:
+                decided = "no pass yet"
+            elif last["error"]:
+                decided = f"last pass failed: {last['error']}"
+            else:
+                decided = f"last pass submitted {last['count']}"
+            lines.append(
+                f"  {site['site']:<24} minPilots={site['min_pilots']} "
+                f"maxPilots={site['max_pilots']} minIdlePilots={site['min_idle_pilots']}  "
+                f"inactive={site['inactive']} idle={site['idle']} busy={site['busy']} "
+                f"vanished={site['vanished']}  {decided}"
+            )
     return "\n".join(lines)
 
 
@@ -109,12 +201,16 @@ def status(url: str | None, token: str | None, as_json: bool, watch: float | Non
     client = _client(url, token)
     while True:
         answer = client.status()
+        try:
+            sites = client.call("GET", "/api/v1/sites")
+        except TaskQueueNotFound:  # a service without the PilotMonitor endpoint
+            sites = None
         if as_json:
-            click.echo(json.dumps(answer, indent=2, sort_keys=True))
+            click.echo(json.dumps({**answer, "sites": sites}, indent=2, sort_keys=True))
         else:
             if watch is not None and sys.stdout.isatty():
                 click.clear()
-            click.echo(render_status(answer))
+            click.echo(render_status(answer, sites))
         pending = sum(wf["tasks"].get(s, 0) for wf in answer["workflows"] for s in _STATES[:3])
         if watch is None or pending == 0:
             return

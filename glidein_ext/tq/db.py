@@ -2,7 +2,9 @@
 
 SQLite runs in WAL mode with ``synchronous=NORMAL``: a committed transaction survives the TQ process
 being killed (SIGKILL), which is the failure the TQ must ride out; a PostgreSQL URL
-(``postgresql+psycopg://...``) needs only the driver installed.
+(``postgresql+psycopg://...``) needs only the driver installed.  On PostgreSQL, several TQ processes
+may share one database: migrations are serialised by an advisory lock, and the store hands a task
+out with a conditional update (see ``glidein_ext.tq.store``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from glidein_ext.errors import TaskQueueError
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+# PostgreSQL advisory lock held while migrating: TQ processes starting together on one database
+# upgrade the schema one after the other instead of racing on CREATE TABLE.
+MIGRATION_LOCK = 0x7471_6D69  # "tqmi"
 
 
 def url_for(database: str) -> str:
@@ -65,6 +70,8 @@ def migrate(engine: Engine, revision: str = "head") -> None:
     config.set_main_option("script_location", str(MIGRATIONS))
     try:
         with engine.begin() as connection:
+            if connection.dialect.name == "postgresql":
+                connection.execute(sa.select(sa.func.pg_advisory_xact_lock(MIGRATION_LOCK)))
             config.attributes["connection"] = connection
             command.upgrade(config, revision)
     except SQLAlchemyError as exc:

@@ -43,22 +43,46 @@ class SiteView:
         return self.inactive + self.idle + self.busy
 
 
-def pilots_to_submit(limits: Thresholds, site: SiteView) -> int:
-    """Seed IV-A: the number of new pilots to ask the PilotManager for."""
+@dataclass(frozen=True)
+class Plan:
+    """The PilotMonitor's answer for one site and why (for the log and ``tq monitor``)."""
+
+    count: int
+    reason: str
+
+
+def plan(limits: Thresholds, site: SiteView) -> Plan:
+    """Seed IV-A: the number of new pilots to ask the PilotManager for, with the reason."""
     available = limits.max_pilots - site.submitted  # step 2
     if available <= 0:  # steps 3-4
-        return 0
+        return Plan(0, f"no slot: {site.submitted} submitted >= maxPilots {limits.max_pilots}")
     send = 0
+    uncovered_total = 0
     free_inactive = site.inactive
     for tasks in site.queued_groups:  # step 6
         if tasks <= free_inactive:  # steps 7-8: waiting pilots will take these tasks
             free_inactive -= tasks
             continue
         uncovered = tasks - free_inactive
+        uncovered_total += uncovered
         free_inactive = 0
         send += min(uncovered, available - send)  # steps 9-10, within the slots left
+    queued = sum(site.queued_groups)
+    why = [
+        f"{queued} queued task(s) in {len(site.queued_groups)} group(s), "
+        f"{uncovered_total} not covered by inactive pilots"
+    ]
     if site.idle + send < limits.min_idle_pilots:  # steps 11-12
         send = limits.min_idle_pilots - site.idle
+        why.append(f"idle {site.idle} < minIdlePilots {limits.min_idle_pilots}")
     if site.submitted + send < limits.min_pilots:  # steps 13-14
         send = limits.min_pilots - site.submitted
-    return max(0, min(send, available))
+        why.append(f"submitted {site.submitted} < minPilots {limits.min_pilots}")
+    if max(send, uncovered_total) > available:
+        why.append(f"capped at {available} free slot(s) of maxPilots {limits.max_pilots}")
+    return Plan(max(0, min(send, available)), "; ".join(why))
+
+
+def pilots_to_submit(limits: Thresholds, site: SiteView) -> int:
+    """Seed IV-A: the number of new pilots to ask the PilotManager for."""
+    return plan(limits, site).count

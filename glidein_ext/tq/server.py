@@ -1,28 +1,39 @@
-"""Run the Task Queue: database, migrations, store, API, and the reaper of lapsed pilots.
+"""Run the Task Queue: database, migrations, store, API, the reaper and the PilotMonitor.
 
 The server binds its own socket (so port 0 works and the bound port is known before serving),
-writes it to ``port_file`` if asked, and stops on SIGINT/SIGTERM.  The reaper is one asyncio task
-owned by the application's lifespan.
+writes it to ``port_file`` if asked, and stops on SIGINT/SIGTERM.  The reaper and, with a sites
+file, the PilotMonitor (seed IV-A) are asyncio tasks owned by the application's lifespan.  Each
+PilotMonitor pass logs one line per site on the ``glidein_ext.tq.monitor`` logger; a failing pass
+(schedd down, database error) is logged and retried at the next interval.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
+import logging
 import os
 import socket
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import uvicorn
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from glidein_ext.errors import ConfigError
-from glidein_ext.tq.api import create_app
+from glidein_ext.errors import ConfigError, TaskQueueAuthError
+from glidein_ext.tq.api import API, create_app
 from glidein_ext.tq.db import make_engine, migrate
 from glidein_ext.tq.models import CacheMode
 from glidein_ext.tq.settings import TqSettings
+from glidein_ext.tq.sites import SiteConfig, load_sites
 from glidein_ext.tq.store import Store
+from glidein_ext.tq.submit import Decision, PilotManager, SitePolicy, run_cycle
+
+log = logging.getLogger("glidein_ext.tq.monitor")
 
 
 def open_store(settings: TqSettings) -> Store:
@@ -39,9 +50,122 @@ def open_store(settings: TqSettings) -> Store:
     return store
 
 
-def build_app(store: Store, settings: TqSettings) -> FastAPI:
-    """The API plus a lifespan that owns the reaper task."""
+class PilotMonitorService:
+    """The PilotMonitor as the service runs it: the sites, one PilotManager per schedd, the
+    decisions of the last pass (for ``GET /api/v1/sites``)."""
+
+    def __init__(
+        self,
+        store: Store,
+        sites: Sequence[SiteConfig],
+        tq_url: str,
+        interval: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.sites = list(sites)
+        self.tq_url = tq_url
+        self.interval = interval
+        self.clock = clock
+        managers: dict[tuple[str | None, str | None], PilotManager] = {}
+        self.policies: list[tuple[SitePolicy, PilotManager]] = [
+            (
+                site.policy(tq_url),
+                managers.setdefault((site.pool, site.schedd), PilotManager(site.pool, site.schedd)),
+            )
+            for site in self.sites
+        ]
+        self.last: dict[str, Decision] = {}
+        self.last_at: float | None = None
+        self.passes = 0
+
+    def cycle(self) -> list[Decision]:
+        """One pass over every site, each decision logged."""
+        decisions = run_cycle(self.store, self.policies, self.clock())
+        for decision in decisions:
+            if decision.error is not None:
+                log.warning("PilotMonitor %s (retry in %g s)", decision.describe(), self.interval)
+            else:
+                log.info("PilotMonitor %s", decision.describe())
+            self.last[decision.site] = decision
+        self.last_at = self.clock()
+        self.passes += 1
+        return decisions
+
+    async def run(self) -> None:
+        """Pass, sleep, pass...: a failing pass is logged and retried, never raised."""
+        while True:
+            pending = asyncio.ensure_future(asyncio.to_thread(self.cycle))
+            try:
+                await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                # shutting down: let a pass in flight finish before the store is closed
+                with contextlib.suppress(Exception):
+                    await pending
+                raise
+            except Exception:  # a pass must never stop the service: log it, retry later
+                log.exception("PilotMonitor pass failed (retry in %g s)", self.interval)
+            await asyncio.sleep(self.interval)
+
+    def status(self) -> dict[str, Any]:
+        """Per site: thresholds, pilots inactive/idle/busy, vanished, the last decision."""
+        sites = []
+        for site in self.sites:
+            view = self.store.site_view(site.site)
+            states = list(self.store.submissions(site.site).values())
+            last = self.last.get(site.site)
+            sites.append(
+                {
+                    "site": site.site,
+                    "pool": site.pool,
+                    "schedd": site.schedd,
+                    "min_pilots": site.limits.min_pilots,
+                    "max_pilots": site.limits.max_pilots,
+                    "min_idle_pilots": site.limits.min_idle_pilots,
+                    "inactive": view["inactive"],
+                    "idle": view["idle"],
+                    "busy": view["busy"],
+                    "submitted": len(states),
+                    "vanished": states.count("vanished"),
+                    "last": None
+                    if last is None
+                    else {
+                        "count": last.count,
+                        "reason": last.reason,
+                        "error": last.error,
+                        "vanished": list(last.vanished),
+                    },
+                }
+            )
+        return {
+            "interval": self.interval,
+            "passes": self.passes,
+            "last_pass_at": self.last_at,
+            "sites": sites,
+        }
+
+
+def build_app(
+    store: Store, settings: TqSettings, monitor: PilotMonitorService | None = None
+) -> FastAPI:
+    """The API plus a lifespan that owns the reaper task and the PilotMonitor's task."""
     app = create_app(store, settings)
+    bearer = HTTPBearer(auto_error=False)
+
+    def operator_auth(
+        credentials: HTTPAuthorizationCredentials | None = Depends(bearer),  # noqa: B008
+    ) -> None:
+        given = credentials.credentials if credentials is not None else ""
+        expected = settings.operator_token
+        if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
+            raise TaskQueueAuthError("a valid operator token is required")
+
+    @app.get(f"{API}/sites", dependencies=[Depends(operator_auth)])
+    def sites() -> dict[str, Any]:
+        """The PilotMonitor's sites (seed IV-A): thresholds, pilots by state, vanished pilots."""
+        if monitor is None:
+            return {"interval": None, "passes": 0, "last_pass_at": None, "sites": []}
+        return monitor.status()
 
     async def reaper() -> None:
         while True:
@@ -50,13 +174,17 @@ def build_app(store: Store, settings: TqSettings) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        task = asyncio.create_task(reaper(), name="tq-reaper")
+        tasks = [asyncio.create_task(reaper(), name="tq-reaper")]
+        if monitor is not None:
+            tasks.append(asyncio.create_task(monitor.run(), name="tq-pilot-monitor"))
         try:
             yield
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     app.router.lifespan_context = lifespan
     return app
@@ -85,9 +213,23 @@ def serve(
             "the Task Queue needs operator_token and pilot_token "
             "(GLIDEIN_EXT_TQ_OPERATOR_TOKEN, GLIDEIN_EXT_TQ_PILOT_TOKEN or the config file)"
         )
+    sites = load_sites(settings.sites) if settings.sites else None
     store = open_store(settings)
     sock = bind(settings.host, settings.port)
     host, port = sock.getsockname()[:2]
+    monitor = None
+    if sites is not None:
+        public = socket.getfqdn() if host in ("0.0.0.0", "::", "") else host  # noqa: S104
+        public = f"[{public}]" if ":" in public else public
+        tq_url = f"http://{public}:{port}"
+        monitor = PilotMonitorService(store, sites, tq_url, settings.monitor_interval)
+        log.info(
+            "PilotMonitor: %d site(s) from %s, a pass every %d s, pilots call %s",
+            len(sites),
+            settings.sites,
+            settings.monitor_interval,
+            tq_url,
+        )
     if port_file:
         tmp = Path(f"{port_file}.tmp{os.getpid()}")
         tmp.write_text(f"{port}\n")
@@ -95,7 +237,7 @@ def serve(
     if announce is not None:
         announce(f"Task Queue listening on http://{host}:{port} (database {settings.database})")
     config = uvicorn.Config(
-        build_app(store, settings),
+        build_app(store, settings, monitor),
         log_level="warning",
         access_log=False,
         timeout_keep_alive=30,

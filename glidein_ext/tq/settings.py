@@ -38,9 +38,18 @@ class TqSettings:
     wait_for_data: int = 60
     # pre-dht: the TQ tracks caches from reports; centralized: each request sends the cache list.
     cache_mode: str = CacheMode.PRE_DHT.value
+    # The PilotMonitor's sites file (seed IV-A; glidein_ext.tq.sites); empty: no PilotMonitor.
+    sites: str = ""
+    # Seconds between PilotMonitor passes over the sites.
+    monitor_interval: int = 60
 
     def check(self) -> TqSettings:
-        for name in ("heartbeat_timeout", "heartbeat_interval", "reap_interval"):
+        for name in (
+            "heartbeat_timeout",
+            "heartbeat_interval",
+            "reap_interval",
+            "monitor_interval",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"setting {name} must be at least 1, got {getattr(self, name)}")
         if self.wait_for_data < 0:

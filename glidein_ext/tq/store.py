@@ -3,7 +3,14 @@
 Each operation of the pilot protocol (seed 001 IV, IV-D, IV-E) is one transaction; the in-memory
 Matcher is updated only after the commit and is rebuilt from the database at start, so a TQ killed
 at any moment loses no task.  Completions are keyed by (task, attempt): a repeated or stale report
-is answered but never counted twice.  One lock serialises the operations (one TQ process).
+is answered but never counted twice.  One lock serialises the operations of one TQ process.
+
+Several TQ processes may share one PostgreSQL database, each with its own matcher.  A task is handed
+out by a conditional update (``state = 'queued'``): of two processes choosing the same task, the
+second blocks on the row until the first commits, then updates nothing and chooses again.  Pilot
+rows are locked (``SELECT ... FOR UPDATE``) before task rows in every operation, so a reaper in
+another process cannot requeue a task while it is being assigned, and a repeated completion sent
+through two processes is counted once.  SQLite ignores the row locks (it has one writer anyway).
 """
 
 from __future__ import annotations
@@ -268,7 +275,9 @@ class Store:
         return [{"pilot_id": r.id, "cache_dir": r.cache_dir} for r in conn.execute(query)]
 
     def _live_pilot(self, conn: Connection, pilot_id: int) -> Any:
-        row = conn.execute(sa.select(t.pilots).where(t.pilots.c.id == pilot_id)).one_or_none()
+        row = conn.execute(
+            sa.select(t.pilots).where(t.pilots.c.id == pilot_id).with_for_update()
+        ).one_or_none()
         if row is None or row.state not in ACTIVE:
             state = "unknown" if row is None else row.state
             raise TaskQueueNotFound(f"pilot {pilot_id} is {state}")
@@ -289,21 +298,29 @@ class Store:
                 if task.state == TaskState.RUNNING.value and task.pilot_id == pilot_id:
                     conn.execute(t.pilots.update().where(t.pilots.c.id == pilot_id).values(values))
                     return self._assignment(task, hits=0)
-            choice = self.matcher.choose(pilot_id, now)
-            if choice is None:
-                values.update(state=PilotState.IDLE.value, task_id=None)
-                conn.execute(t.pilots.update().where(t.pilots.c.id == pilot_id).values(values))
-                self.matcher.set_idle(pilot_id, True)
-                return None
-            conn.execute(
-                t.tasks.update()
-                .where(t.tasks.c.id == choice.task_id)
-                .values(
-                    state=TaskState.RUNNING.value,
-                    attempt=t.tasks.c.attempt + 1,
-                    pilot_id=pilot_id,
+            while True:
+                choice = self.matcher.choose(pilot_id, now)
+                if choice is None:
+                    values.update(state=PilotState.IDLE.value, task_id=None)
+                    conn.execute(t.pilots.update().where(t.pilots.c.id == pilot_id).values(values))
+                    self.matcher.set_idle(pilot_id, True)
+                    return None
+                taken = conn.execute(
+                    t.tasks.update()
+                    .where(
+                        t.tasks.c.id == choice.task_id,
+                        t.tasks.c.state == TaskState.QUEUED.value,
+                    )
+                    .values(
+                        state=TaskState.RUNNING.value,
+                        attempt=t.tasks.c.attempt + 1,
+                        pilot_id=pilot_id,
+                    )
                 )
-            )
+                if taken.rowcount == 1:
+                    break
+                # Another TQ process on this database assigned (or finished) it first.
+                self.matcher.remove_task(choice.task_id)
             values.update(state=PilotState.BUSY.value, task_id=choice.task_id)
             conn.execute(t.pilots.update().where(t.pilots.c.id == pilot_id).values(values))
             task = conn.execute(sa.select(t.tasks).where(t.tasks.c.id == choice.task_id)).one()
@@ -351,7 +368,12 @@ class Store:
         now = self.clock()
         newly_queued: list[QueuedTask] = []
         with self._lock, self._tx() as conn:
-            task = conn.execute(sa.select(t.tasks).where(t.tasks.c.id == task_id)).one_or_none()
+            conn.execute(
+                sa.select(t.pilots.c.id).where(t.pilots.c.id == pilot_id).with_for_update()
+            ).all()
+            task = conn.execute(
+                sa.select(t.tasks).where(t.tasks.c.id == task_id).with_for_update()
+            ).one_or_none()
             if task is None:
                 raise TaskQueueNotFound(f"no task {task_id}")
             seen = conn.execute(
@@ -458,8 +480,14 @@ class Store:
         )
         released: list[QueuedTask] = []
         for task_id in sorted(candidates):
-            row = conn.execute(sa.select(t.tasks).where(t.tasks.c.id == task_id)).one()
-            if row.state != TaskState.WAITING.value:
+            # Locked: of two completions (in two processes) providing its last inputs, the
+            # second waits here and then sees the first's files.
+            row = conn.execute(
+                sa.select(t.tasks)
+                .where(t.tasks.c.id == task_id, t.tasks.c.state == TaskState.WAITING.value)
+                .with_for_update()
+            ).one_or_none()
+            if row is None:
                 continue
             missing_inputs = conn.execute(
                 sa.select(sa.func.count())
@@ -511,7 +539,7 @@ class Store:
         with self._lock, self._tx() as conn:
             for pilot_id in pilot_ids:
                 row = conn.execute(
-                    sa.select(t.pilots).where(t.pilots.c.id == pilot_id)
+                    sa.select(t.pilots).where(t.pilots.c.id == pilot_id).with_for_update()
                 ).one_or_none()
                 if row is None:
                     raise TaskQueueNotFound(f"no pilot {pilot_id}")

@@ -14,7 +14,7 @@ from typing import Any
 
 from glidein_ext.errors import CondorError
 from glidein_ext.tq.models import PilotInfo
-from glidein_ext.tq.monitor import SiteView, Thresholds, pilots_to_submit
+from glidein_ext.tq.monitor import SiteView, Thresholds, plan
 from glidein_ext.tq.store import Store
 
 # JobStatus values still waiting or running (1 idle, 2 running, 6 transferring output).
@@ -34,6 +34,8 @@ class PilotJob:
     environment: Mapping[str, str] = field(default_factory=dict)
     request_memory: int = 256
     request_disk: int = 1024 * 1024  # KiB
+    cpus: int = 1
+    ttl: int | None = None  # seconds of pilot life: `--ttl`, and the job is removed 10 min later
 
 
 def _quote(value: str) -> str:
@@ -65,6 +67,10 @@ class PilotManager:
         except Exception as exc:  # htcondor2 raises HTCondorException and friends
             raise CondorError(f"cannot locate the schedd: {exc}") from exc
 
+    def locate(self) -> None:
+        """Raise CondorError unless the schedd can be found (a dry run's reachability check)."""
+        self._schedd()
+
     def submit(self, site: str, count: int, job: PilotJob) -> list[str]:
         """Submit ``count`` pilots for ``site``; their batch ids ("cluster.proc")."""
         import htcondor2
@@ -80,6 +86,13 @@ class PilotManager:
             site,
             "--workdir",
             f"{job.workdir_base}/pilot-$(ClusterId).$(ProcId)",
+            "--cpus",
+            str(job.cpus),
+            "--memory",
+            str(job.request_memory),
+            "--disk",
+            str(max(1, job.request_disk // 1024)),
+            *(("--ttl", str(job.ttl)) if job.ttl else ()),
             *job.extra_args,
         ]
         env = {**job.environment, "GLIDEIN_EXT_TQ_BATCH_ID": "$(ClusterId).$(ProcId)"}
@@ -96,12 +109,16 @@ class PilotManager:
             "skip_filechecks": "true",
             "output": f"{job.workdir_base}/pilot-$(ClusterId).$(ProcId).out",
             "error": f"{job.workdir_base}/pilot-$(ClusterId).$(ProcId).err",
-            "request_cpus": "1",
+            "request_cpus": str(job.cpus),
             "request_memory": str(job.request_memory),
             "request_disk": str(job.request_disk),
             "requirements": job.requirements,
             "My.GlideinExtTqSite": f'"{site}"',
         }
+        if job.ttl:
+            description["periodic_remove"] = (
+                f"JobStatus == 2 && time() - EnteredCurrentStatus > {job.ttl + 600}"
+            )
         try:
             result = self._schedd().submit(htcondor2.Submit(description), count=count)
             cluster = result.cluster()
@@ -150,23 +167,98 @@ class SitePolicy:
     template: PilotInfo = field(default_factory=lambda: PilotInfo(0))
 
 
+@dataclass(frozen=True)
+class Decision:
+    """What one PilotMonitor pass decided for one site, and why (logged, shown by the CLI)."""
+
+    site: str
+    limits: Thresholds
+    inactive: int = 0
+    idle: int = 0
+    busy: int = 0
+    queued_groups: tuple[int, ...] = ()
+    vanished: tuple[str, ...] = ()  # noticed in this pass: left the queue, never registered
+    count: int = 0  # pilots to submit
+    submitted: tuple[str, ...] = ()  # batch ids submitted in this pass
+    reason: str = ""
+    error: str | None = None  # the pass failed for this site (schedd down...); retried next time
+
+    def describe(self) -> str:
+        head = (
+            f"site {self.site}: inactive={self.inactive} idle={self.idle} busy={self.busy} "
+            f"queued={sum(self.queued_groups)} min/max/minIdle={self.limits.min_pilots}/"
+            f"{self.limits.max_pilots}/{self.limits.min_idle_pilots}"
+        )
+        if self.vanished:
+            head += f" vanished={','.join(self.vanished)}"
+        if self.error is not None:
+            return f"{head}: failed: {self.error}"
+        ids = f" ({', '.join(self.submitted)})" if self.submitted else ""
+        return f"{head}: submit {self.count}{ids}: {self.reason}"
+
+
+def decide_site(
+    store: Store, manager: PilotManager, policy: SitePolicy, now: float, dry_run: bool = False
+) -> Decision:
+    """One PilotMonitor pass for one site; CondorError becomes ``Decision.error``."""
+    try:
+        waiting = [b for b, state in store.submissions(policy.site).items() if state == "inactive"]
+        gone = sorted(set(waiting) - manager.alive(waiting))
+        if dry_run:
+            manager.locate()
+        else:
+            store.mark_vanished(gone)  # submitted, left the queue, never registered
+        view = store.site_view(policy.site)
+        inactive = view["inactive"] - (len(gone) if dry_run else 0)
+        expires = now + policy.job.ttl if policy.job.ttl else policy.template.expires_at
+        template = PilotInfo(
+            **{
+                **policy.template.__dict__,
+                "site": policy.site,
+                "cached": set(),
+                "expires_at": expires,
+            }
+        )
+        groups = tuple(store.queued_groups_for(template, now))
+        answer = plan(policy.limits, SiteView(inactive, view["idle"], view["busy"], groups))
+        submitted: list[str] = []
+        if not dry_run:
+            submitted = manager.submit(policy.site, answer.count, policy.job)
+            for batch_id in submitted:
+                store.record_submission(batch_id, policy.site)
+    except CondorError as exc:
+        return Decision(policy.site, policy.limits, error=str(exc))
+    return Decision(
+        policy.site,
+        policy.limits,
+        inactive,
+        view["idle"],
+        view["busy"],
+        groups,
+        tuple(gone),
+        answer.count,
+        tuple(submitted),
+        answer.reason,
+    )
+
+
+def run_cycle(
+    store: Store,
+    policies: Sequence[tuple[SitePolicy, PilotManager]],
+    now: float,
+    dry_run: bool = False,
+) -> list[Decision]:
+    """One PilotMonitor pass over every site (seed IV-A); a failing site stops no other."""
+    return [decide_site(store, manager, policy, now, dry_run) for policy, manager in policies]
+
+
 def monitor_cycle(
     store: Store, manager: PilotManager, policies: Sequence[SitePolicy], now: float
 ) -> dict[str, int]:
-    """One PilotMonitor pass over every site (seed IV-A); the pilots submitted per site."""
+    """One PilotMonitor pass over every site through one schedd; the pilots submitted per site."""
     submitted: dict[str, int] = {}
-    for policy in policies:
-        waiting = [b for b, state in store.submissions(policy.site).items() if state == "inactive"]
-        gone = set(waiting) - manager.alive(waiting)
-        store.mark_vanished(sorted(gone))  # submitted, left the queue, never registered
-        view = store.site_view(policy.site)
-        template = PilotInfo(**{**policy.template.__dict__, "site": policy.site, "cached": set()})
-        groups = store.queued_groups_for(template, now)
-        count = pilots_to_submit(
-            policy.limits,
-            SiteView(view["inactive"], view["idle"], view["busy"], groups),
-        )
-        for batch_id in manager.submit(policy.site, count, policy.job):
-            store.record_submission(batch_id, policy.site)
-        submitted[policy.site] = count
+    for decision in run_cycle(store, [(p, manager) for p in policies], now):
+        if decision.error is not None:
+            raise CondorError(decision.error)
+        submitted[decision.site] = decision.count
     return submitted
