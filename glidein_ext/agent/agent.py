@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from glidein_ext.agent import files
+from glidein_ext.agent.cache import DEFAULT_MAX_SPACE, DEFAULT_MIN_THRESHOLD, PilotCache
 from glidein_ext.agent.runner import run_task
 from glidein_ext.errors import TaskQueueAuthError, TaskQueueError, TaskQueueNotFound, WorkflowError
 from glidein_ext.tq.client import TqClient
@@ -49,6 +49,8 @@ class AgentConfig:
     max_tasks: int | None = None
     retry_for: float = 300.0
     batch_id: str | None = None
+    cache_max_space: int = DEFAULT_MAX_SPACE  # bytes (seed IV.C: Max_Space)
+    cache_min_threshold: int = DEFAULT_MIN_THRESHOLD  # bytes (seed IV.C: Min_Threshold)
 
 
 class PilotAgent:
@@ -58,11 +60,11 @@ class PilotAgent:
         self.config = config
         self.client = TqClient(config.url, config.token)
         self.stop = stop or threading.Event()
-        self.cache = config.workdir / "cache"
+        self.cache_dir = config.workdir / "cache"
+        self.cache: PilotCache | None = None  # opened by register()
         self.pilot_id: int | None = None
         self.lost = threading.Event()
-        self._neighbours: list[Path] = []
-        self._lock = threading.Lock()
+        self._report_lock = threading.Lock()
 
     def _retry(self, what: str, call: Callable[[], T]) -> T:
         deadline = time.monotonic() + self.config.retry_for
@@ -79,17 +81,49 @@ class PilotAgent:
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
-    def _set_neighbours(self, others: list[dict[str, Any]]) -> None:
-        with self._lock:
-            self._neighbours = [Path(o["cache_dir"]) for o in others if o.get("cache_dir")]
+    def open_cache(self) -> PilotCache:
+        if self.cache is None:
+            c = self.config
+            self.cache = PilotCache(
+                self.cache_dir,
+                max_space=c.cache_max_space,
+                min_threshold=c.cache_min_threshold,
+                se_dir=c.se_dir,
+            )
+        return self.cache
 
-    def neighbours(self) -> list[Path]:
-        with self._lock:
-            return list(self._neighbours)
+    def _set_neighbours(self, others: list[dict[str, Any]]) -> None:
+        cache = self.open_cache()
+        with self._report_lock:  # HostShare is driven by one thread at a time
+            cache.set_others(others)
+            cache.poll_host()
+
+    def heartbeat(self, pilot_id: int) -> None:
+        """One heartbeat; carries the cache list when it changed (evictions, last links)."""
+        cache = self.open_cache()
+        with self._report_lock:
+            cached = cache.changes()
+            answer = self.client.heartbeat(pilot_id, cached)
+            if cached is not None:
+                cache.mark_reported(cached)
+                log.info("reported %d cached file(s) to the Task Queue", len(cached))
+        self._set_neighbours(answer["others"])
+
+    def report_cache(self, pilot_id: int) -> None:
+        """Tell the Task Queue now if the cache changed (after a task); failures wait a beat."""
+        try:
+            self.heartbeat(pilot_id)
+        except TaskQueueNotFound:
+            log.warning("the Task Queue forgot pilot %s; stopping", pilot_id)
+            self.lost.set()
+            self.stop.set()
+        except TaskQueueError as exc:
+            log.warning("cache report failed (next heartbeat retries): %s", exc)
 
     def register(self) -> int:
         c = self.config
-        self.cache.mkdir(parents=True, exist_ok=True)
+        cache = self.open_cache()
+        cached = cache.lfns()
         answer = self._retry(
             "register",
             lambda: self.client.register(
@@ -103,13 +137,15 @@ class PilotAgent:
                 attributes=c.attributes,
                 requirements=c.requirements,
                 rank=c.rank,
-                cache_dir=str(self.cache.resolve()),
-                cached=files.cached_lfns(self.cache),
+                cache_dir=str(self.cache_dir.resolve()),
+                cached=cached,
                 batch_id=c.batch_id,
             ),
         )
         self.pilot_id = int(answer["pilot_id"])
         self.heartbeat_interval = float(answer["heartbeat_interval"])
+        cache.mark_reported(cached)
+        cache.set_pilot_id(self.pilot_id)
         self._set_neighbours(answer["others"])
         log.info("registered as pilot %s at %s", self.pilot_id, c.url)
         return self.pilot_id
@@ -117,7 +153,7 @@ class PilotAgent:
     def _heartbeats(self, pilot_id: int) -> None:
         while not self.stop.wait(self.heartbeat_interval):
             try:
-                self._set_neighbours(self.client.heartbeat(pilot_id)["others"])
+                self.heartbeat(pilot_id)
             except TaskQueueNotFound:
                 log.warning("the Task Queue forgot pilot %s; stopping", pilot_id)
                 self.lost.set()
@@ -150,15 +186,18 @@ class PilotAgent:
         while not self.stop.is_set():
             if c.max_tasks is not None and ran >= c.max_tasks:
                 break
-            cached = files.cached_lfns(self.cache) if c.centralized else None
+            cache = self.open_cache()
+            cached = cache.lfns() if c.centralized else None
             task = self._retry("request", functools.partial(self.client.request, pilot_id, cached))
+            if cached is not None:
+                cache.mark_reported(cached)
             if task is None:
                 if c.max_idle is not None and time.monotonic() - idle_since > c.max_idle:
                     break
                 self.stop.wait(c.poll_interval)
                 continue
             log.info("running task %s (%s)", task["task_id"], task["name"])
-            outcome = run_task(task, c.workdir, self.cache, self.neighbours(), c.se_dir, self.stop)
+            outcome = run_task(task, c.workdir, cache, self.stop)
             if self.lost.is_set():
                 break
             if self.stop.is_set():
@@ -173,6 +212,10 @@ class PilotAgent:
                 report=outcome.report,
             )
             self._retry("complete", report)
+            cache.forget_reported()  # the TQ added the outputs (pre-DHT): send the whole list
+            self.report_cache(pilot_id)
+            if self.lost.is_set():
+                break
             ran += 1
             idle_since = time.monotonic()
         return ran

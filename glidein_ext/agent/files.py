@@ -1,8 +1,9 @@
-"""Where a pilot finds and keeps files: its cache, its host neighbours' caches, the SE (seed IV-D).
+"""LFN paths under a directory, and plain-directory file helpers (seed IV-D).
 
-An LFN ``/store/a/b.dat`` lives at ``<cache>/store/a/b.dat``.  Inputs come from the own cache, then
-a neighbour's cache on the same host (hard link, cache-per-host), then the storage element
-directory; outputs go into the own cache and are copied to the SE.
+The agent's cache itself is :class:`glidein_ext.agent.cache.PilotCache` (a CacheStore); these
+helpers work on plain directories (no LRU, no pins).  An LFN ``/store/a/b.dat`` lives at
+``<dir>/store/a/b.dat``; :func:`fetch` looks in the own directory, then a neighbour's (hard link),
+then the storage element directory; :func:`keep` moves an output in and copies it to the SE.
 """
 
 from __future__ import annotations

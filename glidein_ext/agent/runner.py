@@ -2,24 +2,29 @@
 
 The command is split into words (no shell); the task sees ``TQ_INPUTS`` and ``TQ_OUTPUTS`` (space
 separated paths, inputs from the cache, outputs to write in its directory), ``TQ_TASK_ID`` and
-``TQ_TASK_NAME``.  It is killed at its MaxRunTime or when the pilot is told to stop.
+``TQ_TASK_NAME``.  It is killed at its MaxRunTime or when the pilot is told to stop.  Inputs stay
+pinned in the pilot's cache while it runs; a successful task's outputs go into the cache, then to
+the SE.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import shutil
 import signal
 import subprocess
 import threading
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from glidein_ext.agent import files
-from glidein_ext.errors import TaskQueueError
+from glidein_ext.agent.cache import PilotCache
+from glidein_ext.errors import CacheError, TaskQueueError, TransferError
+
+log = logging.getLogger("glidein_ext.agent")
 
 
 @dataclass(frozen=True)
@@ -32,26 +37,40 @@ class Outcome:
 def run_task(
     task: dict[str, Any],
     workdir: Path,
-    cache: Path,
-    neighbours: Iterable[Path],
-    se_dir: Path | None,
+    cache: PilotCache,
     stop: threading.Event,
 ) -> Outcome:
-    """Stage in, run, stage out; never raises for the task's own failures."""
+    """Stage in (inputs pinned while it runs), run, stage out; never raises for task failures."""
     task_dir = workdir / "tasks" / f"{task['task_id']}.{task['attempt']}"
     shutil.rmtree(task_dir, ignore_errors=True)
     task_dir.mkdir(parents=True)
+    pinned: list[str] = []
+    try:
+        return _stage_and_run(task, task_dir, cache, stop, pinned)
+    finally:
+        for lfn in pinned:
+            cache.store.unpin(lfn)
+
+
+def _stage_and_run(
+    task: dict[str, Any],
+    task_dir: Path,
+    cache: PilotCache,
+    stop: threading.Event,
+    pinned: list[str],
+) -> Outcome:
     sources: list[str] = []
     try:
         inputs = []
         for lfn in task["inputs"]:
-            path, origin = files.fetch(lfn, cache, list(neighbours), se_dir)
+            path, origin = cache.acquire(lfn)
+            pinned.append(lfn)
             inputs.append(str(path))
             sources.append(f"{lfn}:{origin}")
         outputs = {lfn: files.lfn_path(task_dir / "out", lfn) for lfn in task["outputs"]}
         for path in outputs.values():
             path.parent.mkdir(parents=True, exist_ok=True)
-    except TaskQueueError as exc:
+    except (TaskQueueError, CacheError, TransferError) as exc:
         return Outcome(97, [], f"stage-in failed: {exc}")
     env = {
         **os.environ,
@@ -75,13 +94,25 @@ def run_task(
     except (OSError, ValueError) as exc:
         return Outcome(127, [], f"cannot start: {exc}")
     code = _wait(process, float(task["max_runtime"]), stop)
-    produced = []
-    for lfn, path in outputs.items():
-        if path.is_file():
-            files.keep(path, lfn, cache, se_dir)
-            produced.append(lfn)
     tail = log_path.read_bytes()[-2000:].decode(errors="replace")
+    produced = [lfn for lfn, path in outputs.items() if path.is_file()]
+    if code == 0:
+        try:
+            for lfn in produced:
+                _stage_out(cache, outputs[lfn], lfn)
+        except (CacheError, TransferError) as exc:
+            return Outcome(98, [], f"stage-out failed: {exc}\n{tail}")
     return Outcome(code, produced, f"inputs {' '.join(sources)}\n{tail}")
+
+
+def _stage_out(cache: PilotCache, produced: Path, lfn: str) -> None:
+    """Into the own cache (IV.C), then to the SE; an output too big to cache goes to the SE only."""
+    try:
+        kept = cache.keep_output(produced, lfn)
+    except CacheError as exc:
+        log.warning("output %s not cached: %s", lfn, exc)
+        kept = produced
+    cache.put_se(kept, lfn)
 
 
 def _wait(process: subprocess.Popen[bytes], limit: float, stop: threading.Event) -> int:

@@ -44,15 +44,36 @@ def pilot() -> None:
 @click.option("--require-command", "commands", multiple=True, help="Check: command on PATH.")
 @click.option("--require-env", "env_vars", multiple=True, help="Check: variable set.")
 @click.option("--batch-id", default=None, help="Batch job id (default $GLIDEIN_EXT_TQ_BATCH_ID).")
+@click.option(
+    "--cache-max-space",
+    default="10G",
+    show_default=True,
+    help="Cache Max_Space per pilot (500M, 10G, bytes).",
+)
+@click.option(
+    "--cache-min-threshold",
+    default="1G",
+    show_default=True,
+    help="Cache Min_Threshold: space kept free (capacity: Max_Space x pilots on host - this).",
+)
 @click.option("-v", "--verbose", is_flag=True)
 def run(**opts: Any) -> None:
     """Check the environment, register, run tasks until idle/stopped, deregister (SIGTERM too)."""
     from glidein_ext.agent.agent import AgentConfig, PilotAgent
+    from glidein_ext.agent.cache import parse_size
     from glidein_ext.agent.checks import CheckConfig, checks_for, run_checks
+    from glidein_ext.cache.lru import cache_capacity
+    from glidein_ext.errors import CacheError
 
     token = opts["token"] or os.environ.get(TOKEN_ENV)
     if not token:
         raise UsageError(f"give --token or set ${TOKEN_ENV}")
+    max_space = parse_size(opts["cache_max_space"])
+    min_threshold = parse_size(opts["cache_min_threshold"])
+    try:
+        cache_capacity(max_space, min_threshold)
+    except CacheError as exc:
+        raise UsageError(str(exc)) from None
     workdir = Path(opts["workdir"]).resolve()
     se_dir = Path(opts["se_dir"]).resolve() if opts["se_dir"] else None
     run_checks(
@@ -92,6 +113,8 @@ def run(**opts: Any) -> None:
         max_tasks=opts["max_tasks"],
         retry_for=opts["retry_for"],
         batch_id=opts["batch_id"] or os.environ.get("GLIDEIN_EXT_TQ_BATCH_ID"),
+        cache_max_space=max_space,
+        cache_min_threshold=min_threshold,
         **extra,
     )
     stop = threading.Event()

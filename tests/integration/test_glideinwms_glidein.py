@@ -147,7 +147,7 @@ def test_custom_script_then_condor_startup(
         wait_for(lambda: load_info(str(host / "start")).todie == todie, 20, "ToDie in glidein.json")
 
         submit = (
-            "executable = /bin/sleep\narguments = 20\nrequest_cpus = 1\nrequest_memory = 32\n"
+            "executable = /bin/sleep\narguments = 60\nrequest_cpus = 1\nrequest_memory = 32\n"
             "request_disk = 1024\nshould_transfer_files = NO\n+MaxWallTimeMins = 5\n"
             f'requirements = TARGET.GLIDEIN_ExtName =?= "{name}"\nqueue\n'
         )
@@ -161,7 +161,8 @@ def test_custom_script_then_condor_startup(
             "the job hook's .pilot.ad update",
         )
         # Without our wrapper there is no file watch: the cron picks the request up at its next
-        # run (glideinWMS start-up benchmarks can delay the first runs by tens of seconds).
+        # run (glideinWMS start-up benchmarks can delay the first runs by tens of seconds, hence
+        # a job long enough to be still running then: an idle retiring glidein leaves at once).
         sandbox.run("glidein-ext", "site-ad", "write", f"{base}/start", "--vacate")
         wait_for(
             lambda: any(

@@ -205,3 +205,15 @@ def wait_until_fixture() -> Callable[[Callable[[], Any], float, str], Any]:
 @pytest.fixture(name="all_finished")
 def all_finished_fixture() -> Callable[[TqClient], dict[str, Any] | None]:
     return all_finished
+
+
+def cached_file(workdir: Path, lfn: str) -> Path:
+    """The file a pilot agent (workdir) holds in its cache for ``lfn``; fails if it has none."""
+    path = workdir / "cache" / "data" / lfn.lstrip("/")
+    assert path.is_file(), f"{lfn} is not in the cache of {workdir}"
+    return path
+
+
+@pytest.fixture(name="cached_file")
+def cached_file_fixture() -> Callable[[Path, str], Path]:
+    return cached_file
