@@ -43,6 +43,20 @@ def wait_for(probe: Callable[[], T | None], timeout: float, what: str, interval:
         time.sleep(interval)
 
 
+def stop_process(
+    process: subprocess.Popen[bytes], steps: Sequence[tuple[signal.Signals, float]]
+) -> None:
+    """Send each signal in turn, waiting its grace period, until the process has exited."""
+    for sig, grace in steps:
+        if process.poll() is not None:
+            return
+        process.send_signal(sig)
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            continue
+
+
 @dataclass
 class Glidein:
     """A glidein started by ``glidein-ext wrapper`` inside the chroot."""
@@ -64,14 +78,9 @@ class Glidein:
 
     def stop(self) -> None:
         """Graceful shutdown (SIGTERM: the startd withdraws its ads), then fast, then kill."""
-        for sig, grace in ((signal.SIGTERM, 30.0), (signal.SIGQUIT, 15.0), (signal.SIGKILL, 10.0)):
-            if self.process.poll() is not None:
-                return
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                continue
+        stop_process(
+            self.process, ((signal.SIGTERM, 30.0), (signal.SIGQUIT, 15.0), (signal.SIGKILL, 10.0))
+        )
 
     def log(self) -> str:
         try:
@@ -216,25 +225,47 @@ class CondorSandbox:
             lifetime,
             *extra_args,
         ]
+        process = self.spawn(args, log_path)
+        glidein = Glidein(name, start_dir, self.host_path(start_dir), process, log_path)
+        # Ready once the startd cron has published its first run.
+        constraint = f'GLIDEIN_ExtName == "{name}" && GLIDEIN_RetireNow =!= undefined'
+        self.wait_joined(process, log_path, constraint, f"glidein {name}", glidein.stop)
+        return glidein
+
+    def spawn(self, args: Sequence[str], log_path: Path) -> subprocess.Popen[bytes]:
+        """Start ``condor-sandbox ARGS`` (``exec CMD...``) in the background, output to a log."""
         with open(log_path, "wb") as log:
-            process = subprocess.Popen(
+            return subprocess.Popen(
                 [str(self.script), *args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
-        glidein = Glidein(name, start_dir, self.host_path(start_dir), process, log_path)
+
+    def wait_joined(
+        self,
+        process: subprocess.Popen[bytes],
+        log_path: Path,
+        constraint: str,
+        what: str,
+        stop: Callable[[], None],
+    ) -> list[dict[str, Any]]:
+        """Wait until a daemon ``process`` started has ads matching ``constraint``; on failure stop
+        it and raise CondorError with the end of its log."""
+
+        def tail() -> str:
+            try:
+                return log_path.read_text(errors="replace")[-500:]
+            except OSError:
+                return ""
 
         def joined() -> list[dict[str, Any]]:
-            if not glidein.running():
-                raise CondorError(f"glidein {name} exited: {glidein.log()[-500:]}")
-            # Ready once the startd cron has published its first run.
-            return self.status(f'GLIDEIN_ExtName == "{name}" && GLIDEIN_RetireNow =!= undefined')
+            if process.poll() is not None:
+                raise CondorError(f"{what} exited: {tail()}")
+            return self.status(constraint)
 
         try:
-            wait_for(joined, 90, f"glidein {name} in condor_status")
+            return wait_for(joined, 90, f"{what} in condor_status")
         except CondorError as exc:
-            glidein.stop()
-            detail = glidein.log()[-500:]
-            raise CondorError(f"glidein {name} did not join the pool: {detail}") from exc
-        return glidein
+            stop()
+            raise CondorError(f"{what} did not join the pool: {tail()}") from exc

@@ -15,10 +15,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from glidein_ext.errors import CondorError
-from glidein_ext.sandbox import GLIDEIN_BASE_CONFIG, CondorSandbox, wait_for
+from glidein_ext.sandbox import GLIDEIN_BASE_CONFIG, CondorSandbox, stop_process
 
 CHROOT_SRC = "/opt/glidein-ext/src"
 CHROOT_BIN = "/opt/glidein-ext/bin/glidein-ext"
@@ -53,14 +51,7 @@ class SiteNode:
 
     def stop(self) -> None:
         """Fast shutdown of the node's master (SIGQUIT), then SIGKILL."""
-        for sig, grace in ((signal.SIGQUIT, 20.0), (signal.SIGKILL, 10.0)):
-            if self.process.poll() is not None:
-                return
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                continue
+        stop_process(self.process, ((signal.SIGQUIT, 20.0), (signal.SIGKILL, 10.0)))
 
 
 def render_node_config(
@@ -121,23 +112,8 @@ def start_site_node(
     config = f"{local_dir}/condor_config"
     box.write_file(config, render_node_config(name, local_dir, cpus, cron_period, extra_config))
     log_path = box.host_path(f"{local_dir}.master.log")
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [str(box.script), "exec", "env", f"CONDOR_CONFIG={config}", "condor_master", "-f"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
+    process = box.spawn(["exec", "env", f"CONDOR_CONFIG={config}", "condor_master", "-f"], log_path)
     node = SiteNode(name, local_dir, box.host_path(local_dir), process, log_path)
-
-    def joined() -> list[dict[str, Any]]:
-        if not node.running():
-            raise CondorError(f"site node {name} exited: {log_path.read_text()[-500:]}")
-        return box.status(f'{NODE_ATTR} == "{name}" && GLIDEIN_EXT_SITE_CRON_OK =!= undefined')
-
-    try:
-        wait_for(joined, 90, f"site node {name} in condor_status")
-    except CondorError:
-        node.stop()
-        raise
+    constraint = f'{NODE_ATTR} == "{name}" && GLIDEIN_EXT_SITE_CRON_OK =!= undefined'
+    box.wait_joined(process, log_path, constraint, f"site node {name}", node.stop)
     return node
