@@ -217,3 +217,24 @@ def cached_file(workdir: Path, lfn: str) -> Path:
 @pytest.fixture(name="cached_file")
 def cached_file_fixture() -> Callable[[Path, str], Path]:
     return cached_file
+
+
+# The host's htcondor2 speaks to the chroot's schedd as the pool user (test pool only: it
+# accepts CLAIMTOBE on loopback).
+CLAIM = {
+    "_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS": "CLAIMTOBE",
+    "_CONDOR_SEC_CLAIMTOBE_USER": "glidein",
+}
+
+
+@pytest.fixture
+def claim_to_be_glidein(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The host's htcondor2 speaks to the chroot's schedd as its user (test pool only)."""
+    import htcondor2
+
+    for key, value in CLAIM.items():
+        monkeypatch.setenv(key, value)
+    htcondor2.reload_config()
+    yield
+    monkeypatch.undo()
+    htcondor2.reload_config()

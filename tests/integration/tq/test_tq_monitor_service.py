@@ -24,28 +24,11 @@ from glidein_ext.tq.client import TqClient
 from glidein_ext.tq.db import make_engine
 from glidein_ext.tq.store import Store
 from glidein_ext.tq.submit import PilotManager
-from tests.integration.tq.conftest import OPERATOR, PILOT, env
+from tests.integration.tq.conftest import CLAIM, OPERATOR, PILOT, env
 
 pytestmark = pytest.mark.condor
 POOL = "127.0.0.1:9618"
 SITE, NOWHERE, DOWN = "T2_MONITORED", "T3_NOWHERE", "T9_DOWN"
-CLAIM = {
-    "_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS": "CLAIMTOBE",
-    "_CONDOR_SEC_CLAIMTOBE_USER": "glidein",
-}
-
-
-@pytest.fixture
-def claim_to_be_glidein(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The host's htcondor2 speaks to the chroot's schedd as its user (test pool only)."""
-    import htcondor2
-
-    for key, value in CLAIM.items():
-        monkeypatch.setenv(key, value)
-    htcondor2.reload_config()
-    yield
-    monkeypatch.undo()
-    htcondor2.reload_config()
 
 
 @pytest.fixture

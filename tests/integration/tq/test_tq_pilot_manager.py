@@ -20,19 +20,6 @@ POOL = "127.0.0.1:9618"
 
 
 @pytest.fixture
-def claim_to_be_glidein(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The host's htcondor2 speaks to the chroot's schedd as its user (test pool only)."""
-    import htcondor2
-
-    monkeypatch.setenv("_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS", "CLAIMTOBE")
-    monkeypatch.setenv("_CONDOR_SEC_CLAIMTOBE_USER", "glidein")
-    htcondor2.reload_config()
-    yield
-    monkeypatch.undo()
-    htcondor2.reload_config()
-
-
-@pytest.fixture
 def glidein(sandbox: CondorSandbox) -> Iterator[Glidein]:
     started = sandbox.start_glidein("tq-pilots", 2, cron_period=5, lifetime="30m")
     yield started
