@@ -19,7 +19,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from glidein_ext.pilot.glidein import GlideinInfo, save_info
+from glidein_ext.glidein.info import GlideinInfo, save_info
 
 TARGET_MS = 150.0
 TARGET_MB = 40.0
@@ -75,7 +75,10 @@ def job_ad(n: int, now: int) -> bytes:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--quick", action="store_true", help="3 runs (does it run; not timed)")
     args = parser.parse_args()
+    if args.quick:
+        args.runs = 3
     py = sys.executable
     with tempfile.TemporaryDirectory() as start_dir:
         now = int(time.time())

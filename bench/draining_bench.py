@@ -14,7 +14,7 @@ picks the pilot to give up:
   condor_defrag      DEFRAG_RANK's default -ExpectedMachineGracefulDrainingBadput, over whole
                      pilots: the startd's estimate (jobs run out the retirement time, 24 h)
   ours (waste)       glidein_ext.site.victims with the pilots' ADD_FINAL_EXP_WASTE1k, computed
-                     by glidein_ext.pilot.pilotad from the expected ends (the real code)
+                     by glidein_ext.glidein.pilotad from the expected ends (the real code)
 
 Badput is measured with the true job ends; the same workload and the same seed for each policy.
 Writes bench/results/draining.md and, if matplotlib is installed, bench/results/draining.png.
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from glidein_ext.pilot.pilotad import (
+from glidein_ext.glidein.pilotad import (
     ADD_FINAL_EXP_WASTE1K,
     PilotState,
     RunningJob,
@@ -172,7 +172,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--hours", type=int, default=24)
+    parser.add_argument("--quick", action="store_true", help="1 seed, 6 hours (does it run)")
     args = parser.parse_args()
+    if args.quick:
+        args.seeds, args.hours = 1, 6
     runs = [run(seed, args.hours) for seed in range(1, args.seeds + 1)]
     events = args.hours * H // INTERVAL
     lines = [

@@ -12,11 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 from glidein_ext.adfile import read_ad_with_stat
-from glidein_ext.pilot.pilotad import PILOT_AD_FILE, PILOT_AD_SCHEMA
-from glidein_ext.pilot.render import describe_pilot_ad
+from glidein_ext.condor import JobStatus
+from glidein_ext.glidein.pilotad import PILOT_AD_FILE, PILOT_AD_SCHEMA
+from glidein_ext.glidein.render import describe_pilot_ad
 from glidein_ext.sandbox import CondorSandbox, Glidein, wait_for
 
-RUNNING, IDLE, COMPLETED = 2, 1, 4
+RUNNING, IDLE, COMPLETED = JobStatus.RUNNING, JobStatus.IDLE, JobStatus.COMPLETED
 
 SUBMIT = """\
 executable = /bin/sleep

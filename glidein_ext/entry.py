@@ -18,7 +18,7 @@ MAX_JOB_AD_BYTES = 1024 * 1024
 
 def run_cron_command(start_dir: str | None, todie: str | None) -> None:
     """Print the slot attributes for this run; never raises (the startd-cron output contract)."""
-    from glidein_ext.pilot.hooks import run_cron
+    from glidein_ext.glidein.hooks import run_cron
 
     report = run_cron(start_dir, int(time.time()), os.environ, config_todie=todie)
     sys.stdout.write(report.render())
@@ -32,11 +32,11 @@ def run_hook_command(kind: str, start_dir: str) -> None:
     """
     try:
         text = sys.stdin.buffer.read(MAX_JOB_AD_BYTES).decode("utf-8", errors="replace")
-        from glidein_ext.pilot import hooks
+        from glidein_ext.glidein import hooks
 
         handler = hooks.prepare_job if kind == "prepare-job" else hooks.job_exit
         problems = handler(start_dir, text, int(time.time()), os.environ)
-    except Exception as exc:  # never fail the job
+    except Exception as exc:  # noqa: BLE001 -- a hook must never fail the job: report it
         problems = [f"internal error: {exc!r}"]
     for problem in problems:
         sys.stderr.write(f"glidein-ext hook {kind}: {problem}\n")

@@ -1,7 +1,29 @@
 """The one exception hierarchy of glidein-ext.
 
-Helpers raise these; HTCondor, OS and HTTP errors are translated at the boundary with
-``raise ... from exc``; only the CLI turns them into one line and a non-zero exit.
+Helpers raise these; HTCondor, OS, HTTP and database errors are translated at the boundary with
+``raise ... from exc`` (HTCondor's once, in :func:`glidein_ext.condor.condor_errors`); only the CLI
+turns them into one line and a non-zero exit (``exit_code``; tracebacks with ``--debug``)::
+
+    GlideinExtError                      exit 1
+    +-- UsageError                       exit 2: a malformed flag, duration, file given by the user
+    +-- ConfigError                      a setting is missing or unusable
+    |   +-- SitesFileError               exit 2: the PilotMonitor's sites file
+    +-- AdFileError                      .pilot.ad / .site.ad / MJF value unsafe or malformed
+    |   +-- AdFileMissing                the file does not exist (normal for .site.ad)
+    +-- StateError                       the glidein's own state files
+    +-- CondorError                      HTCondor (daemons, tools, bindings) failed
+    +-- DhtError                         the site DHT
+    +-- CacheError                       the worker-node cache
+    |   +-- CacheFullError               a file does not fit
+    +-- CatalogError                     a Trivial File Catalog
+    +-- TransferError                    a peer or SE transfer failed or delivered bad data
+    +-- ClassAdError                     a ClassAd expression or ad does not parse
+    +-- PilotCheckError                  the pilot's environment check failed
+    +-- TaskQueueError                   the Task Queue failed or could not be reached (HTTP 503)
+        +-- TaskQueueNotFound            no such pilot/task/workflow, or the pilot is gone (404)
+        +-- TaskQueueAuthError           no valid token for the call (401/403)
+        +-- TaskQueueRequestError        exit 2: the TQ refused the request's content (422)
+            +-- WorkflowError            a workflow file is malformed (task and field named)
 """
 
 from __future__ import annotations
@@ -77,10 +99,14 @@ class TaskQueueError(GlideinExtError):
     """The Task Queue service refused a request, failed, or could not be reached (seed 001 IV)."""
 
 
-class WorkflowError(TaskQueueError):
-    """A workflow file is malformed; ``task`` and ``field`` say where (nothing was submitted)."""
+class TaskQueueRequestError(TaskQueueError):
+    """The Task Queue refused what a request carried (HTTP 422): fix the request, do not retry."""
 
     exit_code = 2
+
+
+class WorkflowError(TaskQueueRequestError):
+    """A workflow file is malformed; ``task`` and ``field`` say where (nothing was submitted)."""
 
     def __init__(self, reason: str, task: str | None = None, field: str | None = None) -> None:
         self.reason = reason

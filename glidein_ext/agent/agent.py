@@ -18,12 +18,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from glidein_ext.agent.cache import DEFAULT_MAX_SPACE, DEFAULT_MIN_THRESHOLD, PilotCache
+from glidein_ext.agent.pilot_cache import PilotCache
 from glidein_ext.agent.runner import run_task
-from glidein_ext.errors import TaskQueueAuthError, TaskQueueError, TaskQueueNotFound, WorkflowError
+from glidein_ext.agent.settings import AgentSettings
+from glidein_ext.errors import (
+    TaskQueueAuthError,
+    TaskQueueError,
+    TaskQueueNotFound,
+    TaskQueueRequestError,
+)
 from glidein_ext.tq.client import TqClient
 
 T = TypeVar("T")
+_DEFAULTS = AgentSettings()
 log = logging.getLogger("glidein_ext.agent")
 
 
@@ -36,21 +43,21 @@ class AgentConfig:
     host: str = field(default_factory=socket.gethostname)
     se: str = ""
     se_dir: Path | None = None
-    cpus: int = 1
-    memory: int = 1024
-    disk: int = 10240
+    cpus: int = _DEFAULTS.cpus
+    memory: int = _DEFAULTS.memory
+    disk: int = _DEFAULTS.disk
     ttl: int | None = None
     requirements: str = "true"
     rank: str = "0"
     attributes: dict[str, Any] = field(default_factory=dict)
     centralized: bool = False  # send the cache list with each request (seed IV-E)
-    poll_interval: float = 1.0
+    poll_interval: float = _DEFAULTS.poll_interval
     max_idle: float | None = None  # leave after this long without a task
     max_tasks: int | None = None
-    retry_for: float = 300.0
+    retry_for: float = _DEFAULTS.retry_for
     batch_id: str | None = None
-    cache_max_space: int = DEFAULT_MAX_SPACE  # bytes (seed IV.C: Max_Space)
-    cache_min_threshold: int = DEFAULT_MIN_THRESHOLD  # bytes (seed IV.C: Min_Threshold)
+    cache_max_space: int = _DEFAULTS.max_space_bytes  # bytes (seed IV.C: Max_Space)
+    cache_min_threshold: int = _DEFAULTS.min_threshold_bytes  # bytes (seed IV.C: Min_Threshold)
 
 
 class PilotAgent:
@@ -72,7 +79,7 @@ class PilotAgent:
         while True:
             try:
                 return call()
-            except (TaskQueueNotFound, TaskQueueAuthError, WorkflowError):
+            except (TaskQueueNotFound, TaskQueueAuthError, TaskQueueRequestError):
                 raise
             except TaskQueueError as exc:
                 if time.monotonic() > deadline or (self.stop.is_set() and what != "complete"):

@@ -1,6 +1,6 @@
 """LFN paths under a directory, and plain-directory file helpers (seed IV-D).
 
-The agent's cache itself is :class:`glidein_ext.agent.cache.PilotCache` (a CacheStore); these
+The agent's cache itself is :class:`glidein_ext.agent.pilot_cache.PilotCache` (a CacheStore); these
 helpers work on plain directories (no LRU, no pins).  An LFN ``/store/a/b.dat`` lives at
 ``<dir>/store/a/b.dat``; :func:`fetch` looks in the own directory, then a neighbour's (hard link),
 then the storage element directory; :func:`keep` moves an output in and copies it to the SE.

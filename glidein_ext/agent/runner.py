@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from glidein_ext.agent import files
-from glidein_ext.agent.cache import PilotCache
+from glidein_ext.agent.pilot_cache import PilotCache
 from glidein_ext.errors import CacheError, TaskQueueError, TransferError
 
 log = logging.getLogger("glidein_ext.agent")

@@ -24,9 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from glidein_ext.adfile import write_text_atomic
+from glidein_ext.cache.layout import DATA_DIR, data_file
 from glidein_ext.cache.lru import cache_capacity
 from glidein_ext.cache.store import CacheStore, scan_cache
 from glidein_ext.errors import AdFileError, CacheError
+from glidein_ext.procs import pid_alive
 
 MAX_ENTRY_BYTES = 4096
 
@@ -38,16 +40,6 @@ class PeerCache:
     pilot_id: str
     cache_dir: Path
     pid: int | None = None
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class HostRegistry:
@@ -99,7 +91,7 @@ class HostRegistry:
                 peer = PeerCache(str(doc["pilot_id"]), Path(doc["cache_dir"]), int(doc["pid"]))
             except (OSError, ValueError, KeyError, TypeError):
                 continue
-            if peer.pid is not None and not _pid_alive(peer.pid):
+            if peer.pid is not None and not pid_alive(peer.pid):
                 with contextlib.suppress(OSError):
                     path.unlink()
                 continue
@@ -155,7 +147,7 @@ class HostShare:
         if self.registry is not None:
             self.set_peers(self.registry.peers(exclude=self.pilot_id))
         for pilot_id, peer in list(self._peers.items()):
-            if not (peer.cache_dir / "data").is_dir():  # IV.D: not accessible -> dead
+            if not (peer.cache_dir / DATA_DIR).is_dir():  # IV.D: not accessible -> dead
                 del self._peers[pilot_id]
                 self._seen.pop(pilot_id, None)
                 result.dropped.append(pilot_id)
@@ -173,7 +165,7 @@ class HostShare:
                 if entry.lfn in self.store:
                     continue
                 try:
-                    self.store.link_file(entry.lfn, peer.cache_dir / "data" / entry.lfn[1:])
+                    self.store.link_file(entry.lfn, data_file(peer.cache_dir, entry.lfn))
                 except CacheError:
                     continue  # evicted by its owner meanwhile, or does not fit now
                 result.linked.append(entry.lfn)

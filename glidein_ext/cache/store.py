@@ -29,8 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from glidein_ext.cache.layout import DATA_DIR, PINS_DIR, TMP_DIR
 from glidein_ext.cache.lru import LruIndex
 from glidein_ext.errors import CacheError
+from glidein_ext.procs import pid_alive
 
 MAX_LFN_CHARS = 4096
 LastLinkListener = Callable[[str], None]
@@ -61,22 +63,10 @@ def _pin_name(lfn: str) -> str:
     return hashlib.sha1(lfn.encode(), usedforsecurity=False).hexdigest() + ".pin"
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def read_live_pins(root: Path) -> set[str]:
     """LFNs pinned by a live process; pin files of dead processes are removed."""
     pinned: set[str] = set()
-    pins = root / "pins"
+    pins = root / PINS_DIR
     try:
         names = os.listdir(pins)
     except FileNotFoundError:
@@ -91,7 +81,7 @@ def read_live_pins(root: Path) -> set[str]:
             pid = int(pid_text)
         except (OSError, ValueError, UnicodeDecodeError):
             continue
-        if _pid_alive(pid):
+        if pid_alive(pid):
             pinned.add(lfn)
         else:
             with contextlib.suppress(OSError):
@@ -101,7 +91,7 @@ def read_live_pins(root: Path) -> set[str]:
 
 def scan_cache(root: Path) -> list[CacheEntry]:
     """The files of the cache at ``root``, least recently used (oldest mtime) first."""
-    data = root / "data"
+    data = root / DATA_DIR
     if not data.is_dir():
         raise CacheError(f"{root} is not a cache directory (no data/ inside)")
     pinned = read_live_pins(root)
@@ -135,9 +125,9 @@ class CacheStore:
         fsync: bool = True,
     ) -> None:
         self.root = Path(root)
-        self.data = self.root / "data"
-        self.tmp = self.root / "tmp"
-        self.pins = self.root / "pins"
+        self.data = self.root / DATA_DIR
+        self.tmp = self.root / TMP_DIR
+        self.pins = self.root / PINS_DIR
         self._on_last_link = on_last_link
         self._fsync = fsync
         self._lock = threading.RLock()

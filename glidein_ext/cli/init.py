@@ -28,10 +28,10 @@ def init(
     priority_factor: int | None,
 ) -> None:
     """Write glidein.json and the first .pilot.ad (USED_FRACTION1k = 0)."""
-    from glidein_ext.config import load_settings
     from glidein_ext.errors import UsageError
-    from glidein_ext.pilot.glidein import GlideinInfo
-    from glidein_ext.pilot.setup import init_glidein
+    from glidein_ext.glidein.info import GlideinInfo
+    from glidein_ext.glidein.settings import load_settings
+    from glidein_ext.glidein.startup import init_glidein
 
     if not os.path.isdir(start_dir):
         raise UsageError(f"start dir {start_dir} is not a directory")

@@ -29,58 +29,49 @@ def pilot() -> None:
 @click.option("--host", default=None, help="Host name to register (default: this host).")
 @click.option("--se", default="", help="Storage element name.")
 @click.option("--se-dir", default=None, type=click.Path(file_okay=False), help="SE directory.")
-@click.option("--cpus", type=int, default=1, show_default=True)
-@click.option("--memory", type=int, default=1024, show_default=True, help="MB")
-@click.option("--disk", type=int, default=10240, show_default=True, help="MB")
+@click.option("--config", "config_file", default=None, help="TOML settings file.")
+@click.option("--cpus", type=int, default=None, help="CPUs (default 1).")
+@click.option("--memory", type=int, default=None, help="MB (default 1024).")
+@click.option("--disk", type=int, default=None, help="MB (default 10240).")
 @click.option("--ttl", type=int, default=None, help="Seconds of life left (default: no end).")
 @click.option("--requirements", default="true", show_default=True, help="Pilot's Requirements.")
 @click.option("--rank", default="0", show_default=True, help="Pilot's Rank of tasks.")
 @click.option("--centralized", is_flag=True, help="Send the cache list with each request.")
-@click.option("--poll", type=float, default=1.0, show_default=True, help="Seconds between asks.")
+@click.option("--poll", "poll_interval", type=float, default=None, help="Seconds between asks (1).")
 @click.option("--max-idle", type=float, default=None, help="Leave after SECONDS without work.")
 @click.option("--max-tasks", type=int, default=None, help="Leave after running N tasks.")
-@click.option("--retry-for", type=float, default=300.0, show_default=True)
-@click.option("--min-free-mb", type=int, default=100, show_default=True, help="Check: free disk.")
+@click.option("--retry-for", type=float, default=None, help="Seconds to retry the TQ (300).")
+@click.option("--min-free-mb", type=int, default=None, help="Check: free disk, MB (100).")
 @click.option("--require-command", "commands", multiple=True, help="Check: command on PATH.")
 @click.option("--require-env", "env_vars", multiple=True, help="Check: variable set.")
 @click.option("--batch-id", default=None, help="Batch job id (default $GLIDEIN_EXT_TQ_BATCH_ID).")
 @click.option(
-    "--cache-max-space",
-    default="10G",
-    show_default=True,
-    help="Cache Max_Space per pilot (500M, 10G, bytes).",
+    "--cache-max-space", default=None, help="Cache Max_Space per pilot (10G; 500M, bytes)."
 )
 @click.option(
     "--cache-min-threshold",
-    default="1G",
-    show_default=True,
-    help="Cache Min_Threshold: space kept free (capacity: Max_Space x pilots on host - this).",
+    default=None,
+    help="Cache Min_Threshold, kept free (1G); capacity: Max_Space x pilots on host - this.",
 )
 @click.option("-v", "--verbose", is_flag=True)
 def run(**opts: Any) -> None:
     """Check the environment, register, run tasks until idle/stopped, deregister (SIGTERM too)."""
     from glidein_ext.agent.agent import AgentConfig, PilotAgent
-    from glidein_ext.agent.cache import parse_size
     from glidein_ext.agent.checks import CheckConfig, checks_for, run_checks
-    from glidein_ext.cache.lru import cache_capacity
-    from glidein_ext.errors import CacheError
+    from glidein_ext.agent.settings import AgentSettings, load_agent_settings
 
     token = opts["token"] or os.environ.get(TOKEN_ENV)
     if not token:
         raise UsageError(f"give --token or set ${TOKEN_ENV}")
-    max_space = parse_size(opts["cache_max_space"])
-    min_threshold = parse_size(opts["cache_min_threshold"])
-    try:
-        cache_capacity(max_space, min_threshold)
-    except CacheError as exc:
-        raise UsageError(str(exc)) from None
+    layered = {name: opts[name] for name in AgentSettings.__dataclass_fields__}
+    settings = load_agent_settings(opts["config_file"], overrides=layered)
     workdir = Path(opts["workdir"]).resolve()
     se_dir = Path(opts["se_dir"]).resolve() if opts["se_dir"] else None
     run_checks(
         checks_for(
             CheckConfig(
                 workdir=workdir,
-                min_free_mb=opts["min_free_mb"],
+                min_free_mb=settings.min_free_mb,
                 commands=("sh", *opts["commands"]),
                 env_vars=tuple(opts["env_vars"]),
                 se_dir=se_dir,
@@ -101,20 +92,20 @@ def run(**opts: Any) -> None:
         workdir=workdir,
         se=opts["se"],
         se_dir=se_dir,
-        cpus=opts["cpus"],
-        memory=opts["memory"],
-        disk=opts["disk"],
+        cpus=settings.cpus,
+        memory=settings.memory,
+        disk=settings.disk,
         ttl=opts["ttl"],
         requirements=opts["requirements"],
         rank=opts["rank"],
         centralized=opts["centralized"],
-        poll_interval=opts["poll"],
+        poll_interval=settings.poll_interval,
         max_idle=opts["max_idle"],
         max_tasks=opts["max_tasks"],
-        retry_for=opts["retry_for"],
+        retry_for=settings.retry_for,
         batch_id=opts["batch_id"] or os.environ.get("GLIDEIN_EXT_TQ_BATCH_ID"),
-        cache_max_space=max_space,
-        cache_min_threshold=min_threshold,
+        cache_max_space=settings.max_space_bytes,
+        cache_min_threshold=settings.min_threshold_bytes,
         **extra,
     )
     stop = threading.Event()

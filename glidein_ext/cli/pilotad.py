@@ -20,8 +20,8 @@ def pilot_ad() -> None:
 def show(directory: str, as_json: bool) -> None:
     """Show DIR/.pilot.ad: values, human times, heartbeat age."""
     from glidein_ext.adfile import read_ad_with_stat
-    from glidein_ext.pilot.pilotad import PILOT_AD_FILE, PILOT_AD_SCHEMA
-    from glidein_ext.pilot.render import describe_pilot_ad
+    from glidein_ext.glidein.pilotad import PILOT_AD_FILE, PILOT_AD_SCHEMA
+    from glidein_ext.glidein.render import describe_pilot_ad
 
     path = os.path.join(directory, PILOT_AD_FILE)
     values, st = read_ad_with_stat(path, PILOT_AD_SCHEMA)

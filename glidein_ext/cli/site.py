@@ -54,7 +54,7 @@ def propagate(
             errors = edit_job_ads(run)
             if errors:
                 text = publish.render(run.with_errors(errors))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- the cron contract: report the failure, exit 0
         text = publish.render_failure(f"{type(exc).__name__}: {exc}")
     click.echo(text, nl=False)
 
@@ -105,15 +105,12 @@ def victims(
 
 
 def _default_execute_dirs(given: tuple[str, ...]) -> tuple[str, ...]:
+    from glidein_ext.site import pool
+
     if given:
         return given
-    try:
-        import htcondor2
-
-        execute = htcondor2.param.get("EXECUTE")
-    except Exception:
-        return ()
-    return (execute,) if isinstance(execute, str) and execute else ()
+    execute = pool.local_execute_dir()
+    return (execute,) if execute else ()
 
 
 @site.command("vacate")

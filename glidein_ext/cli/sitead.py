@@ -17,10 +17,10 @@ def site_ad() -> None:
 @click.argument("directory", type=click.Path(file_okay=False))
 def show(directory: str) -> None:
     """Show DIR/.site.ad and the drain order it gives (with $MACHINEFEATURES/$JOBFEATURES)."""
-    from glidein_ext.pilot.mjf import read_features
-    from glidein_ext.pilot.refresh import read_site_ad
-    from glidein_ext.pilot.render import describe_site_ad
-    from glidein_ext.pilot.sitead import SITE_AD_FILE, drain_order
+    from glidein_ext.glidein.mjf import read_features
+    from glidein_ext.glidein.refresh import read_site_ad
+    from glidein_ext.glidein.render import describe_site_ad
+    from glidein_ext.glidein.sitead import SITE_AD_FILE, drain_order
 
     now = int(time.time())
     values = read_site_ad(directory)  # a bad file raises: one line, non-zero exit
@@ -45,8 +45,8 @@ def show(directory: str) -> None:
 def write(directory: str, vacate: bool | None, deadline: str | None) -> None:
     """Write DIR/.site.ad atomically."""
     from glidein_ext.errors import UsageError
-    from glidein_ext.pilot.sitead import SITE_AD_FILE
-    from glidein_ext.pilot.siteadwrite import write_site_ad
+    from glidein_ext.glidein.sitead import SITE_AD_FILE
+    from glidein_ext.glidein.siteadwrite import write_site_ad
     from glidein_ext.timefmt import format_time, parse_deadline
 
     if vacate is None:

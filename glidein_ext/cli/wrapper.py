@@ -82,8 +82,8 @@ def wrapper(
     static_slots: bool,
 ) -> None:
     """Write .pilot.ad, start condor_master with the glidein config, obey .site.ad."""
-    from glidein_ext.config import load_settings
-    from glidein_ext.pilot.wrapper import GlideinWrapper, WrapperConfig
+    from glidein_ext.glidein.settings import load_settings
+    from glidein_ext.glidein.wrapper import GlideinWrapper, WrapperConfig
     from glidein_ext.timefmt import parse_duration
 
     settings = load_settings(

@@ -3,7 +3,7 @@ prepend PILOT_ to all attribute names")."""
 
 from __future__ import annotations
 
-from glidein_ext.pilot.pilotad import PILOT_AD_SCHEMA
+from glidein_ext.glidein.pilotad import PILOT_AD_SCHEMA
 
 PREFIX = "PILOT_"
 # The .pilot.ad keys, prefixed, in schema order.

@@ -19,7 +19,12 @@ from dataclasses import dataclass, replace
 
 from glidein_ext.adfile import read_ad
 from glidein_ext.errors import AdFileError, AdFileMissing, GlideinExtError
-from glidein_ext.pilot.sitead import PAYLOAD_DEADLINE, SITE_AD_FILE, SITE_AD_SCHEMA, VACATE_DESIRED
+from glidein_ext.glidein.sitead import (
+    PAYLOAD_DEADLINE,
+    SITE_AD_FILE,
+    SITE_AD_SCHEMA,
+    VACATE_DESIRED,
+)
 from glidein_ext.site import pool
 from glidein_ext.site.demand import Demand, belongs_to, cpus_needed
 from glidein_ext.site.pilots import Pilot

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import subprocess
 
-from glidein_ext.pilot.cronout import format_value
+from glidein_ext.glidein.cronout import format_value
 from glidein_ext.site.publish import CronRun, SandboxReading, slot_attributes
 from glidein_ext.site.sandboxes import parse_global_job_id
 

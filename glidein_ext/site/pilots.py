@@ -64,8 +64,15 @@ def _str(ad: Mapping[str, Any], key: str) -> str | None:
 
 
 def is_pilot_slot(ad: Mapping[str, Any]) -> bool:
-    """A slot running a job whose sandbox held a .pilot.ad (or a bad one) at the last cron run."""
-    return _int(ad, attrs.HEARTBEAT_TIME) is not None or bool(_str(ad, attrs.AD_ERROR))
+    """A slot running a job whose sandbox held a .pilot.ad (or a bad one) at the last cron run.
+
+    Our site cron adds its heartbeat attributes; a cron of the seed's prototype (or another site's)
+    publishes only the prefixed ``.pilot.ad`` values (seed 003, "Propagating Pilot Information":
+    "prepend PILOT_ to all attribute names"), which is enough to be a pilot.
+    """
+    if _int(ad, attrs.HEARTBEAT_TIME) is not None or _str(ad, attrs.AD_ERROR):
+        return True
+    return any(ad.get(name) is not None for name in attrs.PILOT_ATTRS)
 
 
 def pilot_from_ad(ad: Mapping[str, Any]) -> Pilot | None:

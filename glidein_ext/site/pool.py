@@ -11,11 +11,16 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
+from glidein_ext.condor import JobStatus, condor_errors
 from glidein_ext.errors import CondorError, UsageError
 from glidein_ext.site import attrs
 from glidein_ext.site.pilots import Pilot, pilot_from_ad
 
-PILOT_CONSTRAINT = f"{attrs.HEARTBEAT_TIME} =!= undefined || {attrs.AD_ERROR} =!= undefined"
+# A pilot slot: our site cron's heartbeat or error attributes, or any of the seed's PILOT_* values
+# (published by the seed's prototype or another site's cron, without our heartbeat attributes).
+PILOT_CONSTRAINT = " || ".join(
+    f"{name} =!= undefined" for name in (attrs.HEARTBEAT_TIME, attrs.AD_ERROR, *attrs.PILOT_ATTRS)
+)
 
 
 class KillMethod(Enum):
@@ -27,13 +32,15 @@ class KillMethod(Enum):
 
 def plain(ad: Any) -> dict[str, Any]:
     """A classad2 ad as plain Python values (expressions that do not evaluate become None)."""
+    import classad2
+
     out: dict[str, Any] = {}
     for key in ad:
         try:
             value = ad.eval(key)
-        except Exception:
-            value = None
-        out[key] = value if isinstance(value, bool | int | float | str) else None
+        except (classad2.ClassAdException, ValueError, TypeError, RuntimeError):
+            value = None  # an expression that does not evaluate to a value
+        out[key] = value if isinstance(value, (bool, int, float, str)) else None
     return out
 
 
@@ -49,11 +56,18 @@ def query_slot_ads(
     """Slot ads (plain values) from the collector."""
     import htcondor2
 
-    try:
+    with condor_errors(f"cannot query the collector {pool or '(default)'}"):
         ads = _collector(pool).query(htcondor2.AdType.Startd, constraint=constraint)
-    except Exception as exc:
-        raise CondorError(f"cannot query the collector {pool or '(default)'}: {exc}") from exc
     return [plain(ad) for ad in ads]
+
+
+def local_execute_dir() -> str | None:
+    """This machine's startd EXECUTE directory from the local HTCondor configuration, if any."""
+    import htcondor2
+
+    with condor_errors("cannot read the local HTCondor configuration (EXECUTE)"):
+        execute = htcondor2.param.get("EXECUTE")
+    return execute if isinstance(execute, str) and execute else None
 
 
 def query_pilots(pool: str | None = None) -> list[Pilot]:
@@ -66,7 +80,7 @@ def parse_slot_ads(text: str, source: str) -> list[dict[str, Any]]:
 
     try:
         ads = list(classad2.parseAds(text, classad2.ParserType.Old))
-    except Exception as exc:
+    except (classad2.ClassAdException, ValueError, TypeError, RuntimeError) as exc:
         raise UsageError(f"{source}: not condor_status -long output: {exc}") from exc
     return [plain(ad) for ad in ads]
 
@@ -84,11 +98,9 @@ def user_priorities(pool: str | None = None) -> dict[str, float]:
     """{submitter: effective priority} from the negotiator."""
     import htcondor2
 
-    try:
+    with condor_errors("cannot read user priorities from the negotiator"):
         location = _collector(pool).locate(htcondor2.DaemonType.Negotiator)
         ads = htcondor2.Negotiator(location).getPriorities()
-    except Exception as exc:
-        raise CondorError(f"cannot read user priorities from the negotiator: {exc}") from exc
     prios: dict[str, float] = {}
     for ad in ads:
         values = plain(ad)
@@ -107,10 +119,10 @@ def idle_cpus_by_owner(pool: str | None = None) -> dict[str, int]:
     import htcondor2
 
     demand: dict[str, int] = {}
-    try:
+    with condor_errors("cannot query the schedds"):
         for location in _collector(pool).locateAll(htcondor2.DaemonType.Schedd):
             for ad in htcondor2.Schedd(location).query(
-                constraint="JobStatus == 1",
+                constraint=f"JobStatus == {JobStatus.IDLE.value}",
                 projection=["Owner", "User", "AccountingGroup", "RequestCpus"],
             ):
                 values = plain(ad)
@@ -118,10 +130,8 @@ def idle_cpus_by_owner(pool: str | None = None) -> dict[str, int]:
                 cpus = values.get("RequestCpus")
                 if isinstance(owner, str):
                     demand[owner] = demand.get(owner, 0) + (
-                        int(cpus) if isinstance(cpus, int | float) else 1
+                        int(cpus) if isinstance(cpus, (int, float)) else 1
                     )
-    except Exception as exc:
-        raise CondorError(f"cannot query the schedds: {exc}") from exc
     return demand
 
 
@@ -130,7 +140,7 @@ def hard_kill(pilot: Pilot, method: KillMethod, pool: str | None = None) -> None
     import classad2
     import htcondor2
 
-    try:
+    with condor_errors(f"cannot hard-kill {pilot.slot}"):
         if method is KillMethod.VACATE:
             if pilot.address is None:
                 raise CondorError(f"{pilot.slot}: no startd address in its slot ad")
@@ -144,7 +154,3 @@ def hard_kill(pilot: Pilot, method: KillMethod, pool: str | None = None) -> None
         htcondor2.Schedd(location).act(
             htcondor2.JobAction.Remove, gjid[1], reason="glidein-ext: pilot past its deadline"
         )
-    except CondorError:
-        raise
-    except Exception as exc:
-        raise CondorError(f"cannot hard-kill {pilot.slot}: {exc}") from exc

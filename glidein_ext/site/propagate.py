@@ -16,8 +16,8 @@ from dataclasses import replace
 
 from glidein_ext.adfile import read_ad, read_ad_with_stat
 from glidein_ext.errors import AdFileError, AdFileMissing
-from glidein_ext.pilot.pilotad import PILOT_AD_FILE, PILOT_AD_SCHEMA
-from glidein_ext.pilot.sitead import SITE_AD_FILE, SITE_AD_SCHEMA
+from glidein_ext.glidein.pilotad import PILOT_AD_FILE, PILOT_AD_SCHEMA
+from glidein_ext.glidein.sitead import SITE_AD_FILE, SITE_AD_SCHEMA
 from glidein_ext.site.publish import CronRun, SandboxReading
 from glidein_ext.site.sandboxes import Sandbox, global_job_id, scan_execute_dir
 

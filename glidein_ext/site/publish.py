@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from glidein_ext.adfile import AdValue
-from glidein_ext.pilot.cronout import CronValue, classad_string, format_value
-from glidein_ext.pilot.sitead import PAYLOAD_DEADLINE, VACATE_DESIRED
+from glidein_ext.glidein.cronout import CronValue, classad_string, format_value
+from glidein_ext.glidein.sitead import PAYLOAD_DEADLINE, VACATE_DESIRED
 from glidein_ext.site import attrs
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.@:#-]{1,200}$")

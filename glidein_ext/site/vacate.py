@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from glidein_ext.errors import CondorError, UsageError
-from glidein_ext.pilot.siteadwrite import write_site_ad
+from glidein_ext.glidein.siteadwrite import write_site_ad
 from glidein_ext.site.pilots import Pilot
 from glidein_ext.site.sandboxes import global_job_id, scan_execute_dir
 

@@ -17,7 +17,7 @@ from glidein_ext.errors import (
     TaskQueueAuthError,
     TaskQueueError,
     TaskQueueNotFound,
-    WorkflowError,
+    TaskQueueRequestError,
 )
 from glidein_ext.tq import schemas as s
 from glidein_ext.tq.settings import TqSettings
@@ -62,7 +62,7 @@ def create_app(store: Store, settings: TqSettings) -> FastAPI:
             code = 401
         elif isinstance(exc, TaskQueueNotFound):
             code = 404
-        elif isinstance(exc, WorkflowError):
+        elif isinstance(exc, TaskQueueRequestError):
             code = 422
         else:
             code = 503

@@ -1,7 +1,7 @@
 """A small HTTP client of the Task Queue API, stdlib only (pilots run where pip cannot reach).
 
 HTTP and socket errors are translated here: 401 TaskQueueAuthError, 404 TaskQueueNotFound,
-422 WorkflowError, anything else (or no answer) TaskQueueError.
+422 TaskQueueRequestError, anything else (or no answer) TaskQueueError.
 """
 
 from __future__ import annotations
@@ -11,7 +11,12 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from glidein_ext.errors import TaskQueueAuthError, TaskQueueError, TaskQueueNotFound, WorkflowError
+from glidein_ext.errors import (
+    TaskQueueAuthError,
+    TaskQueueError,
+    TaskQueueNotFound,
+    TaskQueueRequestError,
+)
 
 API = "/api/v1"
 
@@ -48,7 +53,7 @@ class TqClient:
             if exc.code == 404:
                 raise TaskQueueNotFound(detail) from None
             if exc.code == 422:
-                raise WorkflowError(detail) from None
+                raise TaskQueueRequestError(detail) from None
             raise TaskQueueError(f"{self.url}{path}: HTTP {exc.code}: {detail}") from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)

@@ -12,13 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from glidein_ext.condor import ALIVE_STATES, JobStatus, condor_errors
 from glidein_ext.errors import CondorError
 from glidein_ext.tq.models import PilotInfo
 from glidein_ext.tq.monitor import SiteView, Thresholds, plan
 from glidein_ext.tq.store import Store
-
-# JobStatus values still waiting or running (1 idle, 2 running, 6 transferring output).
-_ALIVE = (1, 2, 6)
 
 
 @dataclass(frozen=True)
@@ -57,15 +55,13 @@ class PilotManager:
     def _schedd(self) -> Any:
         import htcondor2
 
-        try:
+        with condor_errors("cannot locate the schedd"):
             collector = htcondor2.Collector(self.pool) if self.pool else htcondor2.Collector()
             if self.schedd_name:
                 ad = collector.locate(htcondor2.DaemonType.Schedd, self.schedd_name)
             else:
                 ad = collector.locate(htcondor2.DaemonType.Schedd)
             return htcondor2.Schedd(ad)
-        except Exception as exc:  # htcondor2 raises HTCondorException and friends
-            raise CondorError(f"cannot locate the schedd: {exc}") from exc
 
     def locate(self) -> None:
         """Raise CondorError unless the schedd can be found (a dry run's reachability check)."""
@@ -117,16 +113,13 @@ class PilotManager:
         }
         if job.ttl:
             description["periodic_remove"] = (
-                f"JobStatus == 2 && time() - EnteredCurrentStatus > {job.ttl + 600}"
+                f"JobStatus == {JobStatus.RUNNING.value} && "
+                f"time() - EnteredCurrentStatus > {job.ttl + 600}"
             )
-        try:
+        with condor_errors(f"cannot submit {count} pilot(s) for {site}"):
             result = self._schedd().submit(htcondor2.Submit(description), count=count)
             cluster = result.cluster()
             procs = result.num_procs()
-        except CondorError:
-            raise
-        except Exception as exc:
-            raise CondorError(f"cannot submit {count} pilot(s) for {site}: {exc}") from exc
         return [f"{cluster}.{proc}" for proc in range(procs)]
 
     def alive(self, batch_ids: Sequence[str]) -> set[str]:
@@ -135,15 +128,13 @@ class PilotManager:
             return set()
         clusters = sorted({int(b.split(".")[0]) for b in batch_ids})
         constraint = " || ".join(f"ClusterId == {c}" for c in clusters)
-        try:
+        with condor_errors("cannot query the schedd"):
             ads = self._schedd().query(
                 constraint=f"({constraint})", projection=["ClusterId", "ProcId", "JobStatus"]
             )
-        except CondorError:
-            raise
-        except Exception as exc:
-            raise CondorError(f"cannot query the schedd: {exc}") from exc
-        found = {f"{ad['ClusterId']}.{ad['ProcId']}" for ad in ads if ad["JobStatus"] in _ALIVE}
+        found = {
+            f"{ad['ClusterId']}.{ad['ProcId']}" for ad in ads if ad["JobStatus"] in ALIVE_STATES
+        }
         return found & set(batch_ids)
 
     def remove(self, batch_ids: Sequence[str]) -> None:
@@ -151,10 +142,8 @@ class PilotManager:
 
         if not batch_ids:
             return
-        try:
+        with condor_errors("cannot remove pilots"):
             self._schedd().act(htcondor2.JobAction.Remove, list(batch_ids))
-        except Exception as exc:
-            raise CondorError(f"cannot remove pilots: {exc}") from exc
 
 
 @dataclass(frozen=True)

@@ -17,15 +17,16 @@ from typing import Any
 import pytest
 
 from glidein_ext.adfile import read_ad, read_ad_with_stat
-from glidein_ext.pilot.glidein import load_info
-from glidein_ext.pilot.jobtable import load_table
-from glidein_ext.pilot.jobtimes import resolve_job_times
-from glidein_ext.pilot.pilotad import PILOT_AD_SCHEMA, PilotState, RunningJob, compute_pilot_ad
+from glidein_ext.condor import JobStatus
+from glidein_ext.glidein.info import load_info
+from glidein_ext.glidein.jobtable import load_table
+from glidein_ext.glidein.jobtimes import resolve_job_times
+from glidein_ext.glidein.pilotad import PILOT_AD_SCHEMA, PilotState, RunningJob, compute_pilot_ad
 from glidein_ext.sandbox import CondorSandbox, Glidein, wait_for
 
 pytestmark = pytest.mark.condor
 
-RUNNING, IDLE, COMPLETED = 2, 1, 4
+RUNNING, IDLE, COMPLETED = JobStatus.RUNNING, JobStatus.IDLE, JobStatus.COMPLETED
 
 
 def job_submit(glidein: str, jobs: list[tuple[int, int, int, int]], tag: str) -> str:

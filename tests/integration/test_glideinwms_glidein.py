@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from glidein_ext.adfile import read_ad
-from glidein_ext.pilot.glidein import load_info
-from glidein_ext.pilot.pilotad import PILOT_AD_SCHEMA
+from glidein_ext.condor import JobStatus
+from glidein_ext.glidein.info import load_info
+from glidein_ext.glidein.pilotad import PILOT_AD_SCHEMA
 from glidein_ext.sandbox import GLIDEIN_BASE_CONFIG, CondorSandbox, wait_for
 from tests.support.glideinwms import (
     condor_vars,
@@ -174,7 +175,10 @@ def test_custom_script_then_condor_startup(
         )
         # The job completes normally; the startd then leaves by DAEMON_SHUTDOWN.
         wait_for(
-            lambda: [j["JobStatus"] for j in sandbox.history(f"ClusterId == {cluster}")] == [4],
+            lambda: (
+                [j["JobStatus"] for j in sandbox.history(f"ClusterId == {cluster}")]
+                == [JobStatus.COMPLETED]
+            ),
             90,
             "the job to complete",
         )

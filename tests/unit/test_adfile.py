@@ -24,8 +24,8 @@ from glidein_ext.adfile import (
     write_ad,
 )
 from glidein_ext.errors import AdFileError, AdFileMissing
-from glidein_ext.pilot.pilotad import PILOT_AD_SCHEMA
-from glidein_ext.pilot.sitead import SITE_AD_SCHEMA
+from glidein_ext.glidein.pilotad import PILOT_AD_SCHEMA
+from glidein_ext.glidein.sitead import SITE_AD_SCHEMA
 
 SCHEMA = Schema("test.ad", {"COUNT": Kind.INT, "FLAG": Kind.BOOL, "WHEN": Kind.INT})
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from glidein_ext.adfile import read_ad, write_ad
-from glidein_ext.pilot.pilotad import PILOT_AD_SCHEMA
-from glidein_ext.pilot.sitead import SITE_AD_SCHEMA
+from glidein_ext.glidein.pilotad import PILOT_AD_SCHEMA
+from glidein_ext.glidein.sitead import SITE_AD_SCHEMA
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

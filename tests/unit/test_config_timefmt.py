@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from glidein_ext.config import Settings, load_settings
 from glidein_ext.errors import ConfigError, UsageError
+from glidein_ext.glidein.settings import Settings, load_settings
 from glidein_ext.timefmt import format_duration, format_relative, parse_deadline, parse_duration
 
 

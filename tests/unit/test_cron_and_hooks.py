@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from glidein_ext.adfile import read_ad, read_ad_with_stat
-from glidein_ext.pilot.glidein import GlideinInfo, load_info, save_info
-from glidein_ext.pilot.jobtable import load_table
-from glidein_ext.pilot.pilotad import PILOT_AD_SCHEMA
+from glidein_ext.glidein.info import GlideinInfo, load_info, save_info
+from glidein_ext.glidein.jobtable import load_table
+from glidein_ext.glidein.pilotad import PILOT_AD_SCHEMA
 
 KNOWN_ATTRS = {
     "GLIDEIN_RetireNow",

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from glidein_ext.adfile import read_ad
-from glidein_ext.pilot.glidein import load_info
-from glidein_ext.pilot.pilotad import PILOT_AD_SCHEMA
+from glidein_ext.glidein.info import load_info
+from glidein_ext.glidein.pilotad import PILOT_AD_SCHEMA
 from tests.support.glideinwms import (
     condor_vars,
     config_values,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from glidein_ext.errors import ConfigError
-from glidein_ext.pilot.jobad import job_cpus, job_id, job_start, parse_job_ad
-from glidein_ext.pilot.jobtimes import (
+from glidein_ext.glidein.jobad import job_cpus, job_id, job_start, parse_job_ad
+from glidein_ext.glidein.jobtimes import (
     DEFAULT_EXPECTED_END_SOURCES,
     DEFAULT_MAX_END_SOURCES,
     parse_sources,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from glidein_ext.pilot.pilotad import (
+from glidein_ext.glidein.pilotad import (
     PilotState,
     RunningJob,
     compute_pilot_ad,

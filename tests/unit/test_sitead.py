@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from glidein_ext.pilot.sitead import NO_ORDER, DrainOrder, drain_order, usable_time
+from glidein_ext.glidein.sitead import NO_ORDER, DrainOrder, drain_order, usable_time
 
 NOW = 10_000
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from glidein_ext.cli.wrapper import default_snippet
-from glidein_ext.config import Settings
 from glidein_ext.errors import UsageError
-from glidein_ext.pilot.glidein import GlideinInfo, load_info
-from glidein_ext.pilot.wrapper import GlideinWrapper, WrapperConfig, render_condor_config
+from glidein_ext.glidein.info import GlideinInfo, load_info
+from glidein_ext.glidein.settings import Settings
+from glidein_ext.glidein.wrapper import GlideinWrapper, WrapperConfig, render_condor_config
 
 
 def config(tmp_path: Path, **kw: object) -> WrapperConfig:

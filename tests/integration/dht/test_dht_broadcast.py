@@ -7,7 +7,7 @@ import random
 import time
 
 from glidein_ext.dht.node import DhtNode
-from glidein_ext.dht.testnet import network
+from tests.support.dht_testnet import network
 
 
 def register_sum(nodes: list[DhtNode]) -> dict[int, int]:

@@ -7,7 +7,7 @@ import random
 
 from glidein_ext.dht.ids import key_id
 from glidein_ext.dht.node import DhtNode
-from glidein_ext.dht.testnet import holders, network
+from tests.support.dht_testnet import holders, network
 
 KEYS = [f"/store/run1/file{i}" for i in range(10)]
 

@@ -12,7 +12,7 @@ from glidein_ext.dht import ids
 from glidein_ext.dht.node import DhtNode
 from glidein_ext.dht.protocol import Codec, Kind, WireValue
 from glidein_ext.dht.settings import DhtSettings
-from glidein_ext.dht.testnet import SITE_KEY, network
+from tests.support.dht_testnet import SITE_KEY, network
 
 
 class Sniffer(asyncio.DatagramProtocol):

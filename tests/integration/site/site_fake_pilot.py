@@ -17,8 +17,8 @@ import time
 
 from glidein_ext.adfile import read_ad, write_ad
 from glidein_ext.errors import AdFileError
-from glidein_ext.pilot.pilotad import PILOT_AD_FILE, PILOT_AD_SCHEMA
-from glidein_ext.pilot.sitead import SITE_AD_FILE, SITE_AD_SCHEMA, drain_order
+from glidein_ext.glidein.pilotad import PILOT_AD_FILE, PILOT_AD_SCHEMA
+from glidein_ext.glidein.sitead import SITE_AD_FILE, SITE_AD_SCHEMA, drain_order
 
 DRAIN_SECONDS = 20
 

@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 
+from glidein_ext.condor import JobStatus
 from glidein_ext.sandbox import CondorSandbox, wait_for
-from glidein_ext.site.testnode import CHROOT_SRC, SiteNode, start_site_node
+from tests.support.site_node import CHROOT_SRC, SiteNode, start_site_node
 
 pytestmark = pytest.mark.condor
 
@@ -77,7 +78,10 @@ def node(sandbox: CondorSandbox) -> Iterator[SiteNode]:
 
 def slots(box: CondorSandbox, node: SiteNode) -> dict[str, dict[str, Any]]:
     """Pilot letter -> its slot ad (via the job's GlobalJobId)."""
-    jobs = box.queue(f'SitePilot =!= undefined && JobStatus == 2 && Iwd == "{node.local_dir}"')
+    running = JobStatus.RUNNING.value
+    jobs = box.queue(
+        f'SitePilot =!= undefined && JobStatus == {running} && Iwd == "{node.local_dir}"'
+    )
     by_gjid = {j["GlobalJobId"]: j["SitePilot"] for j in jobs}
     ads = box.status(f'GlideinExtSiteNode == "{node.name}" && DynamicSlot =?= true')
     return {by_gjid[a["GlobalJobId"]]: a for a in ads if a.get("GlobalJobId") in by_gjid}
@@ -235,7 +239,11 @@ def test_vacate_writes_site_ad_and_the_pilot_drains(sandbox: CondorSandbox, node
 
     wait_for(draining, 45, "B's slot showing it drains")
     wait_for(
-        lambda: not sandbox.queue(f'GlobalJobId == "{b_gjid}" && JobStatus == 2'),
+        lambda: (
+            not sandbox.queue(
+                f'GlobalJobId == "{b_gjid}" && JobStatus == {JobStatus.RUNNING.value}'
+            )
+        ),
         60,
         "B leaving",
     )
@@ -268,7 +276,7 @@ def test_controller_hard_kills_a_pilot_that_ignores_its_deadline(
     assert f"vacate {a_slot}" not in log[:kill_at]
     assert log.count("vacate " + c_slot + " (deadline") == 1  # asked once, not every cycle
     wait_for(
-        lambda: sandbox.queue(f'GlobalJobId == "{c_gjid}" && JobStatus == 1'),
+        lambda: sandbox.queue(f'GlobalJobId == "{c_gjid}" && JobStatus == {JobStatus.IDLE.value}'),
         60,
         "C evicted back to idle",
     )

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from glidein_ext.agent.cache import PilotCache, parse_size
+from glidein_ext.agent.pilot_cache import PilotCache
 from glidein_ext.agent.runner import run_task
-from glidein_ext.errors import CacheError, TransferError, UsageError
+from glidein_ext.agent.settings import parse_size
+from glidein_ext.errors import CacheError, ConfigError, TransferError
 
 
 def _se_file(se: Path, lfn: str, data: bytes) -> None:
@@ -25,7 +26,7 @@ def test_parse_size() -> None:
     assert parse_size("4096") == 4096
     assert parse_size("2k") == 2048
     for bad in ("", "ten", "5X", "-1G"):
-        with pytest.raises(UsageError):
+        with pytest.raises(ConfigError):
             parse_size(bad)
 
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from glidein_ext.condor import startd_node_config
 from glidein_ext.sandbox import GLIDEIN_BASE_CONFIG, CondorSandbox, stop_process
 
 CHROOT_SRC = "/opt/glidein-ext/src"
@@ -59,28 +60,8 @@ def render_node_config(
 ) -> str:
     """The node's condor_config (pure)."""
     lines = [
-        "# Written by glidein_ext.site.testnode: a site execute node for tests.",
-        f"include : {GLIDEIN_BASE_CONFIG}",
-        "LOCAL_CONFIG_FILE =",
-        "LOCAL_CONFIG_DIR =",
-        f"LOCAL_DIR = {local_dir}",
-        "LOG = $(LOCAL_DIR)/log",
-        "EXECUTE = $(LOCAL_DIR)/execute",
-        "SPOOL = $(LOCAL_DIR)/spool",
-        "LOCK = $(LOG)",
-        "RUN = $(LOG)",
-        "DAEMON_LIST = MASTER STARTD",
-        "USE_SHARED_PORT = False",
-        f"MASTER_NAME = {name}",
-        f"STARTD_NAME = {name}",
-        f"NUM_CPUS = {cpus}",
-        f"MEMORY = {256 * cpus}",
-        "NUM_SLOTS = 1",
-        "NUM_SLOTS_TYPE_1 = 1",
-        "SLOT_TYPE_1 = cpus=100%, mem=100%, disk=100%, swap=100%",
-        "SLOT_TYPE_1_PARTITIONABLE = True",
-        "BENCHMARKS_JOBLIST =",
-        "RunBenchmarks = False",
+        "# Written by tests.support.site_node: a site execute node for tests.",
+        *startd_node_config(name, local_dir, cpus, 256 * cpus, base_config=GLIDEIN_BASE_CONFIG),
         "START = True",
         f'{NODE_ATTR} = "{name}"',
         f"STARTD_ATTRS = $(STARTD_ATTRS) {NODE_ATTR}",

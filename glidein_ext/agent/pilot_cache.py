@@ -12,34 +12,23 @@ cache really changed.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from glidein_ext.agent.settings import AgentSettings
 from glidein_ext.cache.hostshare import HostShare, PeerCache
+from glidein_ext.cache.layout import data_file
 from glidein_ext.cache.lru import cache_capacity
 from glidein_ext.cache.resolve import Resolver, Source
 from glidein_ext.cache.se import StorageElement
 from glidein_ext.cache.store import CacheStore
-from glidein_ext.errors import CacheError, CatalogError, TransferError, UsageError
+from glidein_ext.errors import CacheError, CatalogError, TransferError
 
 log = logging.getLogger("glidein_ext.agent")
 
-GIB = 1024**3
-DEFAULT_MAX_SPACE = 10 * GIB
-DEFAULT_MIN_THRESHOLD = 1 * GIB
-_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
-_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORECASE)
-
-
-def parse_size(text: str) -> int:
-    """Bytes in ``text``: ``500M``, ``10G``, ``1.5GiB``, ``4096`` (binary units)."""
-    match = _SIZE.fullmatch(text)
-    if match is None:
-        raise UsageError(f"not a size (like 500M, 10G or a number of bytes): {text!r}")
-    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+_DEFAULTS = AgentSettings()
 
 
 class PilotCache:
@@ -49,8 +38,8 @@ class PilotCache:
         self,
         root: Path,
         *,
-        max_space: int = DEFAULT_MAX_SPACE,
-        min_threshold: int = DEFAULT_MIN_THRESHOLD,
+        max_space: int = _DEFAULTS.max_space_bytes,
+        min_threshold: int = _DEFAULTS.min_threshold_bytes,
         se_dir: Path | None = None,
     ) -> None:
         self.root = root
@@ -133,7 +122,7 @@ class PilotCache:
         if hit is not None:
             return hit, "cache"
         for peer in self.share.peers.values():
-            candidate = peer.cache_dir / "data" / lfn.lstrip("/")
+            candidate = data_file(peer.cache_dir, lfn)
             if not candidate.is_file():
                 continue
             try:

@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from glidein_ext.adfile import write_text_atomic
-from glidein_ext.errors import StateError
-from glidein_ext.pilot.jobtimes import (
+from glidein_ext.errors import ConfigError, StateError
+from glidein_ext.glidein.jobtimes import (
     DEFAULT_EXPECTED_END_SOURCES,
     DEFAULT_MAX_END_SOURCES,
     TimeSource,
@@ -109,6 +109,6 @@ def load_info(start_dir: str) -> GlideinInfo:
     try:
         info.expected_sources()
         info.max_sources()
-    except Exception as exc:
+    except ConfigError as exc:
         raise StateError(f"{path}: {exc}") from None
     return info

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from glidein_ext.pilot import jobtable
-from glidein_ext.pilot.glidein import GlideinInfo, ensure_state_dir, save_info
-from glidein_ext.pilot.refresh import Refresh, refresh
+from glidein_ext.glidein import jobtable
+from glidein_ext.glidein.info import GlideinInfo, ensure_state_dir, save_info
+from glidein_ext.glidein.refresh import Refresh, refresh
 
 
 def init_glidein(start_dir: str, info: GlideinInfo, now: int, env: Mapping[str, str]) -> Refresh:

@@ -1,7 +1,8 @@
-"""Is a process still the one we recorded?  (/proc, with os.kill as the fallback.)
+"""Is a process still alive, and still the one we recorded?  (/proc, with os.kill as the fallback.)
 
-A job hook records its parent -- the condor_starter of that job -- with the process start time, so a
-recycled pid is not mistaken for the starter.
+The one copy of the liveness check: a job hook records its parent -- the condor_starter of that job
+-- with the process start time, so a recycled pid is not mistaken for the starter; the cache's pin
+files and host registry record a pilot's pid.
 """
 
 from __future__ import annotations
@@ -38,3 +39,8 @@ def is_alive(pid: int, ticks: int | None) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def pid_alive(pid: int) -> bool:
+    """True if a process ``pid`` exists (pids <= 0 never do: they address process groups)."""
+    return is_alive(pid, None)

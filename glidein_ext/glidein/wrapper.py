@@ -25,13 +25,14 @@ from types import FrameType
 from typing import Any
 
 from glidein_ext.adfile import write_text_atomic
-from glidein_ext.config import Settings
+from glidein_ext.condor import config_value, startd_node_config
 from glidein_ext.errors import CondorError, GlideinExtError, UsageError
-from glidein_ext.pilot import jobtable
-from glidein_ext.pilot.glidein import GlideinInfo, load_info, state_dir
-from glidein_ext.pilot.refresh import current_order, refresh
-from glidein_ext.pilot.setup import init_glidein
-from glidein_ext.pilot.sitead import SITE_AD_FILE
+from glidein_ext.glidein import jobtable
+from glidein_ext.glidein.info import GlideinInfo, load_info, state_dir
+from glidein_ext.glidein.refresh import current_order, refresh
+from glidein_ext.glidein.settings import Settings
+from glidein_ext.glidein.sitead import SITE_AD_FILE
+from glidein_ext.glidein.startup import init_glidein
 
 # condor_master's exit status after DAEMON_SHUTDOWN: a normal end (glideinWMS treats it so too).
 DAEMON_SHUTDOWN_STATUS = 99
@@ -61,56 +62,21 @@ class WrapperConfig:
     static_slots: bool = False
 
 
-def _macro(value: str) -> str:
-    if "\n" in value:
-        raise UsageError(f"a configuration value may not contain a newline: {value!r}")
-    return value
-
-
-def _slot_layout(cfg: WrapperConfig) -> list[str]:
-    """One partitionable slot with every resource (the default), or one static slot per CPU."""
-    if cfg.static_slots:
-        return [
-            f"NUM_SLOTS = {cfg.cpus}",
-            f"NUM_SLOTS_TYPE_1 = {cfg.cpus}",
-            "SLOT_TYPE_1 = cpus=1",
-            "SLOT_TYPE_1_PARTITIONABLE = False",
-        ]
-    return [
-        "NUM_SLOTS = 1",
-        "NUM_SLOTS_TYPE_1 = 1",
-        "SLOT_TYPE_1 = cpus=100%, mem=100%, disk=100%, swap=100%",
-        "SLOT_TYPE_1_PARTITIONABLE = True",
-    ]
-
-
 def render_condor_config(cfg: WrapperConfig, launcher: str, info: GlideinInfo) -> str:
     """The glidein's condor_config (pure): base, identity and layout, the snippet, extras."""
     local = os.path.join(state_dir(cfg.start_dir), "condor")
     s = cfg.settings
-    lines = ["# Written by `glidein-ext wrapper`; regenerated at every start."]
-    if cfg.base_config:
-        lines.append(f"include : {_macro(cfg.base_config)}")
-    lines += [
-        "LOCAL_CONFIG_FILE =",
-        "LOCAL_CONFIG_DIR =",
-        f"LOCAL_DIR = {_macro(local)}",
-        "LOG = $(LOCAL_DIR)/log",
-        "EXECUTE = $(LOCAL_DIR)/execute",
-        "SPOOL = $(LOCAL_DIR)/spool",
-        "LOCK = $(LOG)",
-        "RUN = $(LOG)",
-        "DAEMON_LIST = MASTER STARTD",
-        "USE_SHARED_PORT = False",
-        f"MASTER_NAME = {_macro(cfg.name)}",
-        f"STARTD_NAME = {_macro(cfg.name)}",
-        f"NUM_CPUS = {cfg.cpus}",
-        f"MEMORY = {cfg.memory_mb}",
-        *_slot_layout(cfg),
-        # No start-up benchmarks: they take seconds of a glidein's life and delay the cron.
-        "BENCHMARKS_JOBLIST =",
-        "RunBenchmarks = False",
-        f'GLIDEIN_ExtName = "{_macro(cfg.name)}"',
+    lines = [
+        "# Written by `glidein-ext wrapper`; regenerated at every start.",
+        *startd_node_config(
+            cfg.name,
+            local,
+            cfg.cpus,
+            cfg.memory_mb,
+            base_config=cfg.base_config,
+            static_slots=cfg.static_slots,
+        ),
+        f'GLIDEIN_ExtName = "{config_value(cfg.name)}"',
         "STARTD_ATTRS = $(STARTD_ATTRS) GLIDEIN_ExtName",
     ]
     if info.todie is not None:
@@ -121,15 +87,15 @@ def render_condor_config(cfg: WrapperConfig, launcher: str, info: GlideinInfo) -
             "STARTD_ATTRS = $(STARTD_ATTRS) GLIDEIN_ToRetire",
         ]
     lines += [
-        f"GLIDEIN_EXT_START_DIR = {_macro(cfg.start_dir)}",
-        f"GLIDEIN_EXT_BIN = {_macro(launcher)}",
+        f"GLIDEIN_EXT_START_DIR = {config_value(cfg.start_dir)}",
+        f"GLIDEIN_EXT_BIN = {config_value(launcher)}",
         f"GLIDEIN_EXT_CRON_PERIOD = {s.cron_period}",
         f"GLIDEIN_EXT_DEADLINE_MARGIN = {s.deadline_margin}",
         f"GLIDEIN_EXT_MAX_VACATE_TIME = {s.max_vacate_time}",
         f"GLIDEIN_EXT_DEFAULT_RETIREMENT = {s.default_retirement}",
-        f"include : {_macro(cfg.snippet)}",
+        f"include : {config_value(cfg.snippet)}",
     ]
-    lines += [_macro(line) for line in cfg.extra_config]
+    lines += [config_value(line) for line in cfg.extra_config]
     return "\n".join(lines) + "\n"
 
 
@@ -325,7 +291,7 @@ class GlideinWrapper:
                 self.cfg.start_dir, lambda t: jobtable.JobTable(last_job_start=t.last_job_start)
             )
             refresh(self.cfg.start_dir, self.now(), self.env)
-        except Exception as exc:  # the glidein is ending; log and go on
+        except Exception as exc:  # noqa: BLE001 -- the glidein is ending: log it and go on
             self.log(f"warning: final .pilot.ad update failed: {exc}")
 
     def _install_signal_handlers(self) -> dict[int, Any]:

@@ -5,7 +5,12 @@ from __future__ import annotations
 import os
 
 from glidein_ext.adfile import AdValue, write_ad
-from glidein_ext.pilot.sitead import PAYLOAD_DEADLINE, SITE_AD_FILE, SITE_AD_SCHEMA, VACATE_DESIRED
+from glidein_ext.glidein.sitead import (
+    PAYLOAD_DEADLINE,
+    SITE_AD_FILE,
+    SITE_AD_SCHEMA,
+    VACATE_DESIRED,
+)
 
 
 def site_ad_values(vacate: bool, deadline: int | None) -> dict[str, AdValue]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from glidein_ext.adfile import AdValue, format_literal
-from glidein_ext.pilot import pilotad as pa
-from glidein_ext.pilot import sitead as sa
+from glidein_ext.glidein import pilotad as pa
+from glidein_ext.glidein import sitead as sa
 from glidein_ext.timefmt import format_duration, format_relative, format_time
 
 _TIME_KEYS = (pa.LAST_JOB_START, pa.FIRST_EXP_JOB_END, pa.LAST_EXP_JOB_END, pa.LAST_MAX_JOB_END)

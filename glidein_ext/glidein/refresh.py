@@ -14,17 +14,23 @@ from dataclasses import dataclass, field
 
 from glidein_ext.adfile import AdValue, read_ad, write_ad
 from glidein_ext.errors import AdFileError, AdFileMissing, GlideinExtError
-from glidein_ext.pilot import jobtable
-from glidein_ext.pilot.glidein import GlideinInfo, load_info
-from glidein_ext.pilot.mjf import read_features
-from glidein_ext.pilot.pilotad import (
+from glidein_ext.glidein import jobtable
+from glidein_ext.glidein.info import GlideinInfo, load_info
+from glidein_ext.glidein.mjf import read_features
+from glidein_ext.glidein.pilotad import (
     PILOT_AD_FILE,
     PILOT_AD_SCHEMA,
     PilotState,
     compute_pilot_ad,
 )
-from glidein_ext.pilot.procs import is_alive
-from glidein_ext.pilot.sitead import NO_ORDER, SITE_AD_FILE, SITE_AD_SCHEMA, DrainOrder, drain_order
+from glidein_ext.glidein.sitead import (
+    NO_ORDER,
+    SITE_AD_FILE,
+    SITE_AD_SCHEMA,
+    DrainOrder,
+    drain_order,
+)
+from glidein_ext.procs import is_alive
 
 
 @dataclass

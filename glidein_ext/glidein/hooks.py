@@ -15,15 +15,15 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from glidein_ext.errors import GlideinExtError
-from glidein_ext.pilot import jobtable
-from glidein_ext.pilot.cronout import CronReport
-from glidein_ext.pilot.glidein import load_info, save_info
-from glidein_ext.pilot.jobad import job_cpus, job_id, job_start, parse_job_ad
-from glidein_ext.pilot.jobtimes import resolve_job_times
-from glidein_ext.pilot.pilotad import RunningJob
-from glidein_ext.pilot.procs import start_ticks
-from glidein_ext.pilot.refresh import refresh
-from glidein_ext.pilot.sitead import NO_ORDER
+from glidein_ext.glidein import jobtable
+from glidein_ext.glidein.cronout import CronReport
+from glidein_ext.glidein.info import load_info, save_info
+from glidein_ext.glidein.jobad import job_cpus, job_id, job_start, parse_job_ad
+from glidein_ext.glidein.jobtimes import resolve_job_times
+from glidein_ext.glidein.pilotad import RunningJob
+from glidein_ext.glidein.refresh import refresh
+from glidein_ext.glidein.sitead import NO_ORDER
+from glidein_ext.procs import start_ticks
 
 
 def run_cron(
@@ -41,7 +41,7 @@ def run_cron(
         problems.extend(_adopt_todie(start_dir, config_todie))
         result = refresh(start_dir, now, env, prune_dead_starters=True)
         result.errors[:0] = problems
-    except Exception as exc:  # the output contract holds even for a bug: report it, exit 0
+    except Exception as exc:  # noqa: BLE001 -- the cron contract holds even for a bug: report it
         return CronReport(NO_ORDER, now, None, None, None, (f"internal error: {exc!r}",))
     todie = result.info.todie if result.info else None
     heartbeat = now if result.written else None

@@ -18,8 +18,8 @@ from typing import Any
 
 from glidein_ext.adfile import write_text_atomic
 from glidein_ext.errors import StateError
-from glidein_ext.pilot.glidein import MAX_STATE_BYTES, ensure_state_dir, state_dir
-from glidein_ext.pilot.pilotad import RunningJob
+from glidein_ext.glidein.info import MAX_STATE_BYTES, ensure_state_dir, state_dir
+from glidein_ext.glidein.pilotad import RunningJob
 
 JOBS_FILE = "jobs.json"
 LOCK_FILE = "jobs.lock"

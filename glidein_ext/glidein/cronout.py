@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from glidein_ext.pilot.sitead import DrainOrder, usable_time
+from glidein_ext.glidein.sitead import DrainOrder, usable_time
 
 RETIRE_NOW = "GLIDEIN_RetireNow"
 RETIRE_DEADLINE = "GLIDEIN_RetireDeadline"

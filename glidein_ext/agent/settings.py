@@ -1,0 +1,79 @@
+"""The pilot agent's settings (``GLIDEIN_EXT_PILOT_*``): the one place for its defaults.
+
+Layered by :func:`glidein_ext.config.load_layers`: packaged defaults < TOML file (``--config FILE``
+or ``$GLIDEIN_EXT_PILOT_CONFIG``) < ``$GLIDEIN_EXT_PILOT_<NAME>`` < ``glidein-ext pilot run`` flags.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from glidein_ext.cache.lru import cache_capacity
+from glidein_ext.config import load_layers
+from glidein_ext.errors import CacheError, ConfigError
+
+ENV_PREFIX = "GLIDEIN_EXT_PILOT_"
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """Bytes in ``text``: ``500M``, ``10G``, ``1.5GiB``, ``4096`` (binary units)."""
+    match = _SIZE.fullmatch(text)
+    if match is None:
+        raise ConfigError(f"not a size (like 500M, 10G or a number of bytes): {text!r}")
+    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """Every tunable of the pilot agent, with its packaged default."""
+
+    # Resources the pilot registers (seed 001 IV-E) and offers to tasks.
+    cpus: int = 1
+    memory: int = 1024  # MB
+    disk: int = 10240  # MB
+    # Seconds between requests while no task fits.
+    poll_interval: float = 1.0
+    # Seconds a call to the Task Queue is retried before the pilot gives up (a TQ restart).
+    retry_for: float = 300.0
+    # Environment check (seed 001 IV): free MB the work directory must have.
+    min_free_mb: int = 100
+    # The worker-node cache (seed 001 IV.C): Max_Space per pilot and Min_Threshold kept free.
+    cache_max_space: str = "10G"
+    cache_min_threshold: str = "1G"
+
+    @property
+    def max_space_bytes(self) -> int:
+        return parse_size(self.cache_max_space)
+
+    @property
+    def min_threshold_bytes(self) -> int:
+        return parse_size(self.cache_min_threshold)
+
+    def check(self) -> AgentSettings:
+        for name in ("cpus", "memory", "disk"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"setting {name} must be at least 1, got {getattr(self, name)}")
+        if self.min_free_mb < 0:
+            raise ConfigError(f"setting min_free_mb must be >= 0, got {self.min_free_mb}")
+        for name in ("poll_interval", "retry_for"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"setting {name} must be above 0, got {getattr(self, name)}")
+        try:
+            cache_capacity(self.max_space_bytes, self.min_threshold_bytes)
+        except CacheError as exc:
+            raise ConfigError(f"settings cache_max_space/cache_min_threshold: {exc}") from None
+        return self
+
+
+def load_agent_settings(
+    config_file: str | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> AgentSettings:
+    """AgentSettings from the layers; ``overrides`` are flags (None values are ignored)."""
+    return load_layers(AgentSettings, ENV_PREFIX, config_file, env, overrides)
