@@ -19,10 +19,8 @@ import asyncio
 import contextlib
 import itertools
 import json
-import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +32,8 @@ from glidein_ext.tq.matcher import Matcher, pilot_ad, task_ad
 from glidein_ext.tq.models import MatchSpec, PilotInfo, QueuedTask
 
 TARGET_MS = 20.0
+REPO = Path(__file__).resolve().parent.parent
+OPERATOR, PILOT = "bench-op", "bench-pilot"
 SITES = ["T0_CH_CERN", "T1_ES_PIC", "T2_ES_CIEMAT", "T2_UK_Bristol", "T3_US_FNAL"]
 
 
@@ -139,35 +139,6 @@ def bench_matching(n: int, groups: int, pilots: int) -> list[tuple[str, str, str
 # --- the HTTP burst ---
 
 
-def _start_server(directory: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:
-    port_file = directory / "port"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "glidein_ext",
-            "tq",
-            "serve",
-            "--database",
-            str(directory / "tq.sqlite"),
-            "--port",
-            "0",
-            "--port-file",
-            str(port_file),
-        ],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while not port_file.exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit("the Task Queue did not start")
-        time.sleep(0.1)
-    return process, int(port_file.read_text())
-
-
 class _Connection:
     """One pilot's keep-alive HTTP/1.1 connection (a plain asyncio stream: the load generator
     must cost far less than the server, which httpx's async pool does not at 1,500 connections).
@@ -211,7 +182,7 @@ class _Connection:
 async def _burst(port: int, pilots: int, tasks: int) -> dict[str, Any]:
     latencies: dict[str, list[float]] = {"register": [], "request": [], "complete": []}
     errors: list[str] = []
-    operator = _Connection(port, "bench-op")
+    operator = _Connection(port, OPERATOR)
     workflow = {
         "name": "burst",
         "tasks": [
@@ -233,7 +204,7 @@ async def _burst(port: int, pilots: int, tasks: int) -> dict[str, Any]:
         return answer
 
     async def one(i: int) -> None:
-        conn = _Connection(port, "bench-pilot")
+        conn = _Connection(port, PILOT)
         try:
             reg = await timed(
                 conn,
@@ -262,18 +233,15 @@ async def _burst(port: int, pilots: int, tasks: int) -> dict[str, Any]:
 
 
 def bench_burst(pilots: int, tasks: int) -> tuple[dict[str, Any], int]:
-    with tempfile.TemporaryDirectory(prefix="tq-bench-") as tmp:
-        env = {
-            **os.environ,
-            "GLIDEIN_EXT_TQ_OPERATOR_TOKEN": "bench-op",
-            "GLIDEIN_EXT_TQ_PILOT_TOKEN": "bench-pilot",
-        }
-        process, port = _start_server(Path(tmp), env)
-        try:
-            result = asyncio.run(_burst(port, pilots, tasks))
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
+    if str(REPO) not in sys.path:  # run as `python bench/tq_bench.py`: tests.support from here
+        sys.path.insert(0, str(REPO))
+    from tests.support.tq_server import TqServer
+
+    with (
+        tempfile.TemporaryDirectory(prefix="tq-bench-") as tmp,
+        TqServer(Path(tmp), operator_token=OPERATOR, pilot_token=PILOT) as server,
+    ):
+        result = asyncio.run(_burst(server.port, pilots, tasks))
     return result, pilots
 
 

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
+from typing import Union
 
 from glidein_ext.errors import AdFileError, AdFileMissing
 
@@ -38,7 +39,7 @@ MAX_AD_BYTES = 64 * 1024
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
-AdValue = int | bool
+AdValue = Union[int, bool]  # noqa: UP007 -- evaluated at run time on Python 3.9
 
 
 class Kind(Enum):

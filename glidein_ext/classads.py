@@ -8,13 +8,14 @@ other as TARGET (``symmetricMatch``).  ``Rank`` is a number; undefined, error or
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Union
 
 import classad2
 
 from glidein_ext.errors import ClassAdError
 
 ClassAd = classad2.ClassAd
-Scalar = bool | int | float | str
+Scalar = Union[bool, int, float, str]  # noqa: UP007 -- evaluated at run time on Python 3.9
 
 
 def parse_expr(text: str, what: str = "expression") -> classad2.ExprTree:
@@ -60,7 +61,7 @@ def rank(my: classad2.ClassAd, target: classad2.ClassAd) -> float:
     value = expr.eval(scope=my, target=target)
     if isinstance(value, bool):
         return 1.0 if value else 0.0
-    if isinstance(value, int | float):
+    if isinstance(value, (int, float)):
         return float(value)
     return 0.0
 

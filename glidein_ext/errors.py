@@ -6,8 +6,10 @@ turns them into one line and a non-zero exit (``exit_code``; tracebacks with ``-
 
     GlideinExtError                      exit 1
     +-- UsageError                       exit 2: a malformed flag, duration, file given by the user
+    |   +-- RankMatrixError              exit 2: a rank matrix is malformed (seed 000 III.C)
     +-- ConfigError                      a setting is missing or unusable
     |   +-- SitesFileError               exit 2: the PilotMonitor's sites file
+    |   +-- MissingDependencyError       an optional package (numpy/scipy, classad2) is absent
     +-- AdFileError                      .pilot.ad / .site.ad / MJF value unsafe or malformed
     |   +-- AdFileMissing                the file does not exist (normal for .site.ad)
     +-- StateError                       the glidein's own state files
@@ -43,6 +45,16 @@ class UsageError(GlideinExtError):
 
 class ConfigError(GlideinExtError):
     """A setting is missing or has a value that cannot be used."""
+
+
+class RankMatrixError(UsageError):
+    """A rank matrix (seed 000 III.C: row = task, column = pilot) is malformed: ragged rows, a rank
+    that is not a finite number, an index out of range, a task reported twice."""
+
+
+class MissingDependencyError(ConfigError):
+    """An optional package is not installed: numpy/scipy for the optimal assignment, classad2 for
+    ClassAd expressions on a worker node's bare Python."""
 
 
 class AdFileError(GlideinExtError):

@@ -13,7 +13,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,6 +28,7 @@ from glidein_ext.errors import (
     TaskQueueRequestError,
 )
 from glidein_ext.tq.client import TqClient
+from glidein_ext.tq.protocol import Completion, Neighbour, Registration
 
 T = TypeVar("T")
 _DEFAULTS = AgentSettings()
@@ -99,7 +100,7 @@ class PilotAgent:
             )
         return self.cache
 
-    def _set_neighbours(self, others: list[dict[str, Any]]) -> None:
+    def _set_neighbours(self, others: Sequence[Neighbour]) -> None:
         cache = self.open_cache()
         with self._report_lock:  # HostShare is driven by one thread at a time
             cache.set_others(others)
@@ -114,10 +115,11 @@ class PilotAgent:
             if cached is not None:
                 cache.mark_reported(cached)
                 log.info("reported %d cached file(s) to the Task Queue", len(cached))
-        self._set_neighbours(answer["others"])
+        self._set_neighbours(answer.others)
 
-    def report_cache(self, pilot_id: int) -> None:
-        """Tell the Task Queue now if the cache changed (after a task); failures wait a beat."""
+    def report_cache(self, pilot_id: int, failed: str = "cache report failed") -> None:
+        """A heartbeat now (after a task: tells the cache changes at once).  A pilot the Task
+        Queue forgot stops the agent; any other failure is logged and the next beat retries."""
         try:
             self.heartbeat(pilot_id)
         except TaskQueueNotFound:
@@ -125,49 +127,39 @@ class PilotAgent:
             self.lost.set()
             self.stop.set()
         except TaskQueueError as exc:
-            log.warning("cache report failed (next heartbeat retries): %s", exc)
+            log.warning("%s (the next heartbeat retries): %s", failed, exc)
 
     def register(self) -> int:
         c = self.config
         cache = self.open_cache()
         cached = cache.lfns()
-        answer = self._retry(
-            "register",
-            lambda: self.client.register(
-                site=c.site,
-                host=c.host,
-                se=c.se,
-                cpus=c.cpus,
-                memory=c.memory,
-                disk=c.disk,
-                ttl=c.ttl,
-                attributes=c.attributes,
-                requirements=c.requirements,
-                rank=c.rank,
-                cache_dir=str(self.cache_dir.resolve()),
-                cached=cached,
-                batch_id=c.batch_id,
-            ),
+        registration = Registration(
+            site=c.site,
+            host=c.host,
+            se=c.se,
+            cpus=c.cpus,
+            memory=c.memory,
+            disk=c.disk,
+            ttl=c.ttl,
+            attributes=c.attributes,
+            requirements=c.requirements,
+            rank=c.rank,
+            cache_dir=str(self.cache_dir.resolve()),
+            cached=tuple(cached),
+            batch_id=c.batch_id,
         )
-        self.pilot_id = int(answer["pilot_id"])
-        self.heartbeat_interval = float(answer["heartbeat_interval"])
+        answer = self._retry("register", functools.partial(self.client.register, registration))
+        self.pilot_id = answer.pilot_id
+        self.heartbeat_interval = float(answer.heartbeat_interval)
         cache.mark_reported(cached)
         cache.set_pilot_id(self.pilot_id)
-        self._set_neighbours(answer["others"])
+        self._set_neighbours(answer.others)
         log.info("registered as pilot %s at %s", self.pilot_id, c.url)
         return self.pilot_id
 
     def _heartbeats(self, pilot_id: int) -> None:
-        while not self.stop.wait(self.heartbeat_interval):
-            try:
-                self.heartbeat(pilot_id)
-            except TaskQueueNotFound:
-                log.warning("the Task Queue forgot pilot %s; stopping", pilot_id)
-                self.lost.set()
-                self.stop.set()
-                return
-            except TaskQueueError as exc:
-                log.warning("heartbeat failed: %s", exc)
+        while not self.stop.wait(self.heartbeat_interval):  # a forgotten pilot sets stop
+            self.report_cache(pilot_id, "heartbeat failed")
 
     def run(self) -> int:
         pilot_id = self.register()
@@ -203,22 +195,20 @@ class PilotAgent:
                     break
                 self.stop.wait(c.poll_interval)
                 continue
-            log.info("running task %s (%s)", task["task_id"], task["name"])
+            log.info("running task %s (%s)", task.task_id, task.name)
             outcome = run_task(task, c.workdir, cache, self.stop)
             if self.lost.is_set():
                 break
             if self.stop.is_set():
                 break  # interrupted: the deregister below requeues the task
-            report = functools.partial(
-                self.client.complete,
-                pilot_id,
-                task_id=task["task_id"],
-                attempt=task["attempt"],
-                exit_code=outcome.exit_code,
-                outputs=outcome.outputs,
-                report=outcome.report,
+            completion = Completion(
+                task.task_id,
+                task.attempt,
+                outcome.exit_code,
+                tuple(outcome.outputs),
+                outcome.report,
             )
-            self._retry("complete", report)
+            self._retry("complete", functools.partial(self.client.complete, pilot_id, completion))
             cache.forget_reported()  # the TQ added the outputs (pre-DHT): send the whole list
             self.report_cache(pilot_id)
             if self.lost.is_set():

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from glidein_ext.agent.settings import AgentSettings
 from glidein_ext.cache.hostshare import HostShare, PeerCache
@@ -25,6 +24,7 @@ from glidein_ext.cache.resolve import Resolver, Source
 from glidein_ext.cache.se import StorageElement
 from glidein_ext.cache.store import CacheStore
 from glidein_ext.errors import CacheError, CatalogError, TransferError
+from glidein_ext.tq.protocol import Neighbour
 
 log = logging.getLogger("glidein_ext.agent")
 
@@ -90,12 +90,12 @@ class PilotCache:
     def set_pilot_id(self, pilot_id: int) -> None:
         self.share.pilot_id = str(pilot_id)
 
-    def set_others(self, others: Iterable[Mapping[str, Any]]) -> None:
+    def set_others(self, others: Iterable[Neighbour]) -> None:
         """The Task Queue's ``others`` (pilots on this host); capacity follows their number."""
         peers = [
-            PeerCache(str(o["pilot_id"]), Path(o["cache_dir"]))
+            PeerCache(str(o.pilot_id), Path(o.cache_dir))
             for o in others
-            if o.get("cache_dir") and Path(o["cache_dir"]) != self.root
+            if o.cache_dir and Path(o.cache_dir) != self.root
         ]
         self.share.set_peers(peers)
 

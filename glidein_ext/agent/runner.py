@@ -18,11 +18,11 @@ import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from glidein_ext.agent import files
 from glidein_ext.agent.pilot_cache import PilotCache
 from glidein_ext.errors import CacheError, TaskQueueError, TransferError
+from glidein_ext.tq.protocol import Assignment
 
 log = logging.getLogger("glidein_ext.agent")
 
@@ -35,13 +35,13 @@ class Outcome:
 
 
 def run_task(
-    task: dict[str, Any],
+    task: Assignment,
     workdir: Path,
     cache: PilotCache,
     stop: threading.Event,
 ) -> Outcome:
     """Stage in (inputs pinned while it runs), run, stage out; never raises for task failures."""
-    task_dir = workdir / "tasks" / f"{task['task_id']}.{task['attempt']}"
+    task_dir = workdir / "tasks" / f"{task.task_id}.{task.attempt}"
     shutil.rmtree(task_dir, ignore_errors=True)
     task_dir.mkdir(parents=True)
     pinned: list[str] = []
@@ -53,7 +53,7 @@ def run_task(
 
 
 def _stage_and_run(
-    task: dict[str, Any],
+    task: Assignment,
     task_dir: Path,
     cache: PilotCache,
     stop: threading.Event,
@@ -62,12 +62,12 @@ def _stage_and_run(
     sources: list[str] = []
     try:
         inputs = []
-        for lfn in task["inputs"]:
+        for lfn in task.inputs:
             path, origin = cache.acquire(lfn)
             pinned.append(lfn)
             inputs.append(str(path))
             sources.append(f"{lfn}:{origin}")
-        outputs = {lfn: files.lfn_path(task_dir / "out", lfn) for lfn in task["outputs"]}
+        outputs = {lfn: files.lfn_path(task_dir / "out", lfn) for lfn in task.outputs}
         for path in outputs.values():
             path.parent.mkdir(parents=True, exist_ok=True)
     except (TaskQueueError, CacheError, TransferError) as exc:
@@ -76,14 +76,14 @@ def _stage_and_run(
         **os.environ,
         "TQ_INPUTS": " ".join(inputs),
         "TQ_OUTPUTS": " ".join(str(p) for p in outputs.values()),
-        "TQ_TASK_ID": str(task["task_id"]),
-        "TQ_TASK_NAME": str(task["name"]),
+        "TQ_TASK_ID": str(task.task_id),
+        "TQ_TASK_NAME": task.name,
     }
     log_path = task_dir / "task.log"
     try:
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
-                shlex.split(task["command"]),
+                shlex.split(task.command),
                 cwd=task_dir,
                 env=env,
                 stdout=log,
@@ -93,7 +93,7 @@ def _stage_and_run(
             )
     except (OSError, ValueError) as exc:
         return Outcome(127, [], f"cannot start: {exc}")
-    code = _wait(process, float(task["max_runtime"]), stop)
+    code = _wait(process, float(task.max_runtime), stop)
     tail = log_path.read_bytes()[-2000:].decode(errors="replace")
     produced = [lfn for lfn, path in outputs.items() if path.is_file()]
     if code == 0:

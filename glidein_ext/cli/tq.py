@@ -7,12 +7,16 @@ import logging
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
 
 from glidein_ext.errors import TaskQueueNotFound, UsageError
+
+if TYPE_CHECKING:
+    from glidein_ext.tq.client import TqClient
+    from glidein_ext.tq.protocol import Status
 
 URL_ENV = "GLIDEIN_EXT_TQ_URL"
 TOKEN_ENV = "GLIDEIN_EXT_TQ_OPERATOR_TOKEN"  # noqa: S105 (a variable name)
@@ -79,10 +83,10 @@ def monitor(
     Without --dry-run it submits, like the service does every interval; do not run it next to a
     `tq serve --sites` on the same sites.
     """
+    from glidein_ext.tq.monitor import run_cycle
     from glidein_ext.tq.server import PilotMonitorService, open_store
     from glidein_ext.tq.settings import load_tq_settings
     from glidein_ext.tq.sites import load_sites
-    from glidein_ext.tq.submit import run_cycle
 
     if not once:
         raise UsageError("give --once (the periodic PilotMonitor runs in `tq serve --sites`)")
@@ -117,7 +121,7 @@ def monitor(
         sys.exit(1)
 
 
-def _client(url: str | None, token: str | None) -> Any:
+def _client(url: str | None, token: str | None) -> TqClient:
     from glidein_ext.tq.client import TqClient
 
     url = url or os.environ.get(URL_ENV)
@@ -146,7 +150,7 @@ def submit(path: str, url: str | None, token: str | None) -> None:
         raw = handle.read()
     data = json.loads(raw) if path.endswith(".json") else yaml.safe_load(raw)
     answer = _client(url, token).submit(data)
-    click.echo(f"workflow {answer['workflow_id']} ({workflow.name}): {answer['tasks']} tasks")
+    click.echo(f"workflow {answer.workflow_id} ({workflow.name}): {answer.tasks} tasks")
 
 
 def _bar(done: int, total: int, width: int = 30) -> str:
@@ -154,24 +158,24 @@ def _bar(done: int, total: int, width: int = 30) -> str:
     return "[" + "#" * filled + "." * (width - filled) + f"] {done}/{total}"
 
 
-def render_status(status: dict[str, Any], sites: dict[str, Any] | None = None) -> str:
+def render_status(status: Status, sites: dict[str, Any] | None = None) -> str:
     """The human view of ``tq status``: one line per workflow, pilots per site, PilotMonitor."""
     lines = []
-    for wf in status["workflows"]:
-        counts = wf["tasks"]
+    for wf in status.workflows:
+        counts = wf.tasks
         total = sum(counts.values())
         finished = counts.get("done", 0) + counts.get("failed", 0)
         states = " ".join(f"{s}={counts.get(s, 0)}" for s in _STATES)
-        lines.append(f"workflow {wf['id']:>4} {wf['name']:<20} {_bar(finished, total)}  {states}")
-    if not status["workflows"]:
+        lines.append(f"workflow {wf.id:>4} {wf.name:<20} {_bar(finished, total)}  {states}")
+    if not status.workflows:
         lines.append("no workflows")
     lines.append("pilots:")
-    if not status["pilots"]:
+    if not status.pilots:
         lines.append("  none")
-    for site, states in sorted(status["pilots"].items()):
-        shown = " ".join(f"{state}={n}" for state, n in sorted(states.items()))
+    for site, by_state in sorted(status.pilots.items()):
+        shown = " ".join(f"{state}={n}" for state, n in sorted(by_state.items()))
         lines.append(f"  {site:<24} {shown}")
-    lines.append(f"completions: {status['completions']}")
+    lines.append(f"completions: {status.completions}")
     if sites and sites["sites"]:
         lines.append(f"pilot monitor (every {sites['interval']} s, {sites['passes']} passes):")
         for site in sites["sites"]:
@@ -198,6 +202,8 @@ def render_status(status: dict[str, Any], sites: dict[str, Any] | None = None) -
 @click.option("--watch", type=float, default=None, help="Refresh every SECONDS until all done.")
 def status(url: str | None, token: str | None, as_json: bool, watch: float | None) -> None:
     """Workflows, tasks by state, pilots by site and state."""
+    from glidein_ext.tq.protocol import to_json
+
     client = _client(url, token)
     while True:
         answer = client.status()
@@ -206,12 +212,12 @@ def status(url: str | None, token: str | None, as_json: bool, watch: float | Non
         except TaskQueueNotFound:  # a service without the PilotMonitor endpoint
             sites = None
         if as_json:
-            click.echo(json.dumps({**answer, "sites": sites}, indent=2, sort_keys=True))
+            click.echo(json.dumps({**to_json(answer), "sites": sites}, indent=2, sort_keys=True))
         else:
             if watch is not None and sys.stdout.isatty():
                 click.clear()
             click.echo(render_status(answer, sites))
-        pending = sum(wf["tasks"].get(s, 0) for wf in answer["workflows"] for s in _STATES[:3])
+        pending = sum(wf.tasks.get(s, 0) for wf in answer.workflows for s in _STATES[:3])
         if watch is None or pending == 0:
             return
         time.sleep(watch)
@@ -235,3 +241,8 @@ def generate(kind: str, scale: float, size: int, sleep: float, output: str) -> N
     else:
         with open(output, "w") as handle:
             handle.write(text)
+
+
+from glidein_ext.cli.assign import assign  # noqa: E402  (seed 000 III.C: the master's assignment)
+
+tq.add_command(assign)

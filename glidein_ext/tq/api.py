@@ -1,12 +1,15 @@
 """The Task Queue HTTP API (FastAPI): the pilot protocol of seed 001 IV and the operators' calls.
 
 Pilots and operators each carry their own bearer token.  Errors of the store become HTTP answers
-here: unknown or gone pilots 404, bad workflows 422, other TQ failures 503.
+here: unknown or gone pilots 404, bad workflows 422, other TQ failures 503.  The store answers
+with the protocol's dataclasses (``tq.protocol``); the pydantic schemas built from them here give
+the same JSON and the OpenAPI description.
 """
 
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
@@ -20,8 +23,9 @@ from glidein_ext.errors import (
     TaskQueueRequestError,
 )
 from glidein_ext.tq import schemas as s
+from glidein_ext.tq.protocol import Completion, Registration, to_json
 from glidein_ext.tq.settings import TqSettings
-from glidein_ext.tq.store import Registration, Store
+from glidein_ext.tq.store import Store
 from glidein_ext.tq.workflow import parse_workflow
 
 API = "/api/v1"
@@ -35,6 +39,15 @@ def _check(credentials: HTTPAuthorizationCredentials | None, expected: str, who:
         raise TaskQueueAuthError(f"a valid {who} token is required")
 
 
+def token_check(expected: str, who: str) -> Callable[[HTTPAuthorizationCredentials | None], None]:
+    """A FastAPI dependency: the call needs the bearer token ``expected`` (of ``who``)."""
+
+    def check(credentials: Credentials) -> None:
+        _check(credentials, expected, who)
+
+    return check
+
+
 def create_app(store: Store, settings: TqSettings) -> FastAPI:
     """The application over ``store``; nothing starts until a server runs it."""
     app = FastAPI(
@@ -43,14 +56,8 @@ def create_app(store: Store, settings: TqSettings) -> FastAPI:
         description="Pull-based task queue with cache-aware matching (seed 001, section IV).",
     )
 
-    def pilot_auth(credentials: Credentials) -> None:
-        _check(credentials, settings.pilot_token, "pilot")
-
-    def operator_auth(credentials: Credentials) -> None:
-        _check(credentials, settings.operator_token, "operator")
-
-    pilot = [Depends(pilot_auth)]
-    operator = [Depends(operator_auth)]
+    pilot = [Depends(token_check(settings.pilot_token, "pilot"))]
+    operator = [Depends(token_check(settings.operator_token, "operator"))]
     errors: dict[int | str, dict[str, Any]] = {
         401: {"model": s.ErrorResponse},
         404: {"model": s.ErrorResponse},
@@ -75,32 +82,25 @@ def create_app(store: Store, settings: TqSettings) -> FastAPI:
     @app.post(f"{API}/pilots", dependencies=pilot, responses=errors)
     async def register(body: s.RegisterRequest) -> s.RegisterResponse:
         """Register a pilot (seed IV): its PilotID, and the other pilots on its host (IV-D)."""
-        answer = store.register(Registration(**body.model_dump()))
-        return s.RegisterResponse(
-            pilot_id=answer["pilot_id"],
-            heartbeat_interval=settings.heartbeat_interval,
-            cache_mode=settings.cache_mode,
-            others=answer["others"],
-        )
+        registration = Registration(**{**body.model_dump(), "cached": tuple(body.cached)})
+        return s.RegisterResponse.model_validate(to_json(store.register(registration)))
 
     @app.post(f"{API}/pilots/{{pilot_id}}/request", dependencies=pilot, responses=errors)
     async def request(pilot_id: int, body: s.TaskRequest) -> s.TaskResponse:
         """Ask for a task (seed IV-E); ``task`` is null when nothing fits now."""
         task = store.request(pilot_id, body.cached)
-        return s.TaskResponse(task=None if task is None else s.Assignment(**task))
+        return s.TaskResponse.model_validate({"task": to_json(task)})
 
     @app.post(f"{API}/pilots/{{pilot_id}}/heartbeat", dependencies=pilot, responses=errors)
     async def heartbeat(pilot_id: int, body: s.HeartbeatRequest) -> s.HeartbeatResponse:
         """I am alive (seed IV-D); answers the other live pilots on the same host."""
-        return s.HeartbeatResponse(**store.heartbeat(pilot_id, body.cached))
+        return s.HeartbeatResponse.model_validate(to_json(store.heartbeat(pilot_id, body.cached)))
 
     @app.post(f"{API}/pilots/{{pilot_id}}/complete", dependencies=pilot, responses=errors)
     async def complete(pilot_id: int, body: s.CompleteRequest) -> s.CompleteResponse:
         """A task ended; idempotent per (task, attempt)."""
-        answer = store.complete(
-            pilot_id, body.task_id, body.attempt, body.exit_code, body.outputs, body.report
-        )
-        return s.CompleteResponse(**answer)
+        completion = Completion(**{**body.model_dump(), "outputs": tuple(body.outputs)})
+        return s.CompleteResponse.model_validate(to_json(store.complete(pilot_id, completion)))
 
     @app.delete(f"{API}/pilots/{{pilot_id}}", dependencies=pilot, responses=errors)
     async def deregister(pilot_id: int) -> dict[str, bool]:
@@ -119,8 +119,8 @@ def create_app(store: Store, settings: TqSettings) -> FastAPI:
         return s.SubmitResponse(workflow_id=store.submit(workflow), tasks=len(workflow.tasks))
 
     @app.get(f"{API}/status", dependencies=operator, responses=errors)
-    def status() -> dict[str, Any]:
+    def status() -> s.StatusResponse:
         """Workflows with tasks by state; pilots by site and state."""
-        return store.status()
+        return s.StatusResponse.model_validate(to_json(store.status()))
 
     return app

@@ -1,15 +1,19 @@
 """A small HTTP client of the Task Queue API, stdlib only (pilots run where pip cannot reach).
 
 HTTP and socket errors are translated here: 401 TaskQueueAuthError, 404 TaskQueueNotFound,
-422 TaskQueueRequestError, anything else (or no answer) TaskQueueError.
+422 TaskQueueRequestError, anything else (or no answer) TaskQueueError.  The answers are parsed into
+the protocol's dataclasses (``tq.protocol``); a malformed answer is a TaskQueueError naming the
+call and the field.  Python 3.9 and the standard library only: the pilot agent runs it.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import urllib.error
 import urllib.request
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from glidein_ext.errors import (
     TaskQueueAuthError,
@@ -17,8 +21,22 @@ from glidein_ext.errors import (
     TaskQueueNotFound,
     TaskQueueRequestError,
 )
+from glidein_ext.tq.protocol import (
+    Assignment,
+    Completion,
+    CompletionAnswer,
+    HeartbeatAnswer,
+    RegisterAnswer,
+    Registration,
+    Status,
+    SubmitAnswer,
+    parse,
+    parse_assignment,
+    to_json,
+)
 
 API = "/api/v1"
+T = TypeVar("T")
 
 
 class TqClient:
@@ -63,37 +81,50 @@ class TqClient:
 
     # --- pilots ---
 
-    def register(self, **fields: Any) -> dict[str, Any]:
-        answer: dict[str, Any] = self.call("POST", f"{API}/pilots", fields)
-        return answer
+    def register(self, registration: Registration) -> RegisterAnswer:
+        return self._post(f"{API}/pilots", to_json(registration), RegisterAnswer)
 
-    def request(self, pilot_id: int, cached: list[str] | None = None) -> dict[str, Any] | None:
-        answer = self.call("POST", f"{API}/pilots/{pilot_id}/request", {"cached": cached})
-        task: dict[str, Any] | None = answer["task"]
-        return task
+    def request(self, pilot_id: int, cached: Sequence[str] | None = None) -> Assignment | None:
+        """Seed IV-E: the pilot's next task, None when nothing fits now."""
+        path = f"{API}/pilots/{pilot_id}/request"
+        answer = self.call("POST", path, {"cached": _listed(cached)})
+        return self._parsed(path, parse_assignment, answer)
 
-    def heartbeat(self, pilot_id: int, cached: list[str] | None = None) -> dict[str, Any]:
-        answer: dict[str, Any] = self.call(
-            "POST", f"{API}/pilots/{pilot_id}/heartbeat", {"cached": cached}
-        )
-        return answer
+    def heartbeat(self, pilot_id: int, cached: Sequence[str] | None = None) -> HeartbeatAnswer:
+        path = f"{API}/pilots/{pilot_id}/heartbeat"
+        return self._post(path, {"cached": _listed(cached)}, HeartbeatAnswer)
 
-    def complete(self, pilot_id: int, **fields: Any) -> dict[str, Any]:
-        answer: dict[str, Any] = self.call("POST", f"{API}/pilots/{pilot_id}/complete", fields)
-        return answer
+    def complete(self, pilot_id: int, completion: Completion) -> CompletionAnswer:
+        path = f"{API}/pilots/{pilot_id}/complete"
+        return self._post(path, to_json(completion), CompletionAnswer)
 
     def deregister(self, pilot_id: int) -> None:
         self.call("DELETE", f"{API}/pilots/{pilot_id}")
 
     # --- operators ---
 
-    def submit(self, workflow: Any) -> dict[str, Any]:
-        answer: dict[str, Any] = self.call("POST", f"{API}/workflows", workflow)
-        return answer
+    def submit(self, workflow: Mapping[str, Any]) -> SubmitAnswer:
+        """Submit a workflow (the JSON form of a workflow file)."""
+        return self._post(f"{API}/workflows", workflow, SubmitAnswer)
 
-    def status(self) -> dict[str, Any]:
-        answer: dict[str, Any] = self.call("GET", f"{API}/status")
-        return answer
+    def status(self) -> Status:
+        path = f"{API}/status"
+        return self._parsed(path, functools.partial(parse, Status), self.call("GET", path))
+
+    # --- answers ---
+
+    def _post(self, path: str, body: Any, kind: type[T]) -> T:
+        return self._parsed(path, functools.partial(parse, kind), self.call("POST", path, body))
+
+    def _parsed(self, path: str, read: Callable[[Any], T], answer: Any) -> T:
+        try:
+            return read(answer)
+        except ValueError as exc:
+            raise TaskQueueError(f"{self.url}{path}: malformed answer: {exc}") from None
+
+
+def _listed(cached: Sequence[str] | None) -> list[str] | None:
+    return None if cached is None else list(cached)
 
 
 def _detail(exc: urllib.error.HTTPError) -> str:

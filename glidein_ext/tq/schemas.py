@@ -1,8 +1,10 @@
-"""The wire format of the Task Queue API (pydantic models; FastAPI derives OpenAPI from them)."""
+"""The wire format of the Task Queue API (pydantic models; FastAPI derives OpenAPI from them).
+
+The same shapes as the protocol's dataclasses (``tq.protocol``), which the store returns and the
+client parses; the API builds these from them.
+"""
 
 from __future__ import annotations
-
-from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -91,8 +93,19 @@ class SubmitResponse(BaseModel):
     tasks: int
 
 
+class WorkflowStatus(BaseModel):
+    id: int
+    name: str
+    submitted_at: float
+    tasks: dict[str, int] = Field(description="tasks by state, every state listed")
+
+
+class StatusResponse(BaseModel):
+    workflows: list[WorkflowStatus]
+    pilots: dict[str, dict[str, int]] = Field(description="site -> pilot state -> number")
+    completions: int
+    queued_groups: int
+
+
 class ErrorResponse(BaseModel):
     detail: str
-
-
-Status = dict[str, Any]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 import os
 import socket
@@ -22,16 +21,16 @@ from typing import Any
 
 import uvicorn
 from fastapi import Depends, FastAPI
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from glidein_ext.errors import ConfigError, TaskQueueAuthError
-from glidein_ext.tq.api import API, create_app
+from glidein_ext.errors import ConfigError
+from glidein_ext.tq.api import API, create_app, token_check
 from glidein_ext.tq.db import make_engine, migrate
 from glidein_ext.tq.models import CacheMode
+from glidein_ext.tq.monitor import Decision, MonitorStore, PilotSubmitter, SitePolicy, run_cycle
 from glidein_ext.tq.settings import TqSettings
 from glidein_ext.tq.sites import SiteConfig, load_sites
 from glidein_ext.tq.store import Store
-from glidein_ext.tq.submit import Decision, PilotManager, SitePolicy, run_cycle
+from glidein_ext.tq.submit import PilotManager
 
 log = logging.getLogger("glidein_ext.tq.monitor")
 
@@ -44,6 +43,7 @@ def open_store(settings: TqSettings) -> Store:
         engine,
         wait_for_data=settings.wait_for_data,
         heartbeat_timeout=settings.heartbeat_timeout,
+        heartbeat_interval=settings.heartbeat_interval,
         cache_mode=CacheMode(settings.cache_mode),
     )
     store.load()
@@ -56,7 +56,7 @@ class PilotMonitorService:
 
     def __init__(
         self,
-        store: Store,
+        store: MonitorStore,
         sites: Sequence[SiteConfig],
         tq_url: str,
         interval: float,
@@ -68,7 +68,7 @@ class PilotMonitorService:
         self.interval = interval
         self.clock = clock
         managers: dict[tuple[str | None, str | None], PilotManager] = {}
-        self.policies: list[tuple[SitePolicy, PilotManager]] = [
+        self.policies: list[tuple[SitePolicy, PilotSubmitter]] = [
             (
                 site.policy(tq_url),
                 managers.setdefault((site.pool, site.schedd), PilotManager(site.pool, site.schedd)),
@@ -122,9 +122,9 @@ class PilotMonitorService:
                     "min_pilots": site.limits.min_pilots,
                     "max_pilots": site.limits.max_pilots,
                     "min_idle_pilots": site.limits.min_idle_pilots,
-                    "inactive": view["inactive"],
-                    "idle": view["idle"],
-                    "busy": view["busy"],
+                    "inactive": view.inactive,
+                    "idle": view.idle,
+                    "busy": view.busy,
                     "submitted": len(states),
                     "vanished": states.count("vanished"),
                     "last": None
@@ -150,15 +150,7 @@ def build_app(
 ) -> FastAPI:
     """The API plus a lifespan that owns the reaper task and the PilotMonitor's task."""
     app = create_app(store, settings)
-    bearer = HTTPBearer(auto_error=False)
-
-    def operator_auth(
-        credentials: HTTPAuthorizationCredentials | None = Depends(bearer),  # noqa: B008
-    ) -> None:
-        given = credentials.credentials if credentials is not None else ""
-        expected = settings.operator_token
-        if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
-            raise TaskQueueAuthError("a valid operator token is required")
+    operator_auth = token_check(settings.operator_token, "operator")
 
     @app.get(f"{API}/sites", dependencies=[Depends(operator_auth)])
     def sites() -> dict[str, Any]:

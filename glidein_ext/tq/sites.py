@@ -41,8 +41,8 @@ import yaml
 from glidein_ext.errors import SitesFileError, UsageError
 from glidein_ext.timefmt import parse_duration
 from glidein_ext.tq.models import PilotInfo
-from glidein_ext.tq.monitor import Thresholds
-from glidein_ext.tq.submit import PilotJob, SitePolicy
+from glidein_ext.tq.monitor import SitePolicy, Thresholds
+from glidein_ext.tq.submit import PilotJob
 
 _SITE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 _SITE_KEYS = {"minPilots", "maxPilots", "minIdlePilots", "pool", "schedd", "pilot"}

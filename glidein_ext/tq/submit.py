@@ -1,9 +1,8 @@
 """The PilotManager (seed 001 IV, IV-A): pilots submitted as jobs to an HTCondor schedd.
 
 This module is the one boundary over htcondor2 for the Task Queue; htcondor2 is imported inside
-the functions (nothing at import), and its errors become CondorError.  ``monitor_cycle`` runs the
-PilotMonitor for every site: it notices pilots that left the batch queue without registering,
-asks ``pilots_to_submit`` how many to send, and has the PilotManager submit them.
+the functions (nothing at import), and its errors become CondorError.  The PilotMonitor's pass that
+decides what to submit is ``tq.monitor.run_cycle``; the PilotManager is its ``PilotSubmitter``.
 """
 
 from __future__ import annotations
@@ -14,9 +13,6 @@ from typing import Any
 
 from glidein_ext.condor import ALIVE_STATES, JobStatus, condor_errors
 from glidein_ext.errors import CondorError
-from glidein_ext.tq.models import PilotInfo
-from glidein_ext.tq.monitor import SiteView, Thresholds, plan
-from glidein_ext.tq.store import Store
 
 
 @dataclass(frozen=True)
@@ -144,110 +140,3 @@ class PilotManager:
             return
         with condor_errors("cannot remove pilots"):
             self._schedd().act(htcondor2.JobAction.Remove, list(batch_ids))
-
-
-@dataclass(frozen=True)
-class SitePolicy:
-    """A site the PilotMonitor watches: its thresholds and how its pilots start."""
-
-    site: str
-    limits: Thresholds
-    job: PilotJob
-    template: PilotInfo = field(default_factory=lambda: PilotInfo(0))
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What one PilotMonitor pass decided for one site, and why (logged, shown by the CLI)."""
-
-    site: str
-    limits: Thresholds
-    inactive: int = 0
-    idle: int = 0
-    busy: int = 0
-    queued_groups: tuple[int, ...] = ()
-    vanished: tuple[str, ...] = ()  # noticed in this pass: left the queue, never registered
-    count: int = 0  # pilots to submit
-    submitted: tuple[str, ...] = ()  # batch ids submitted in this pass
-    reason: str = ""
-    error: str | None = None  # the pass failed for this site (schedd down...); retried next time
-
-    def describe(self) -> str:
-        head = (
-            f"site {self.site}: inactive={self.inactive} idle={self.idle} busy={self.busy} "
-            f"queued={sum(self.queued_groups)} min/max/minIdle={self.limits.min_pilots}/"
-            f"{self.limits.max_pilots}/{self.limits.min_idle_pilots}"
-        )
-        if self.vanished:
-            head += f" vanished={','.join(self.vanished)}"
-        if self.error is not None:
-            return f"{head}: failed: {self.error}"
-        ids = f" ({', '.join(self.submitted)})" if self.submitted else ""
-        return f"{head}: submit {self.count}{ids}: {self.reason}"
-
-
-def decide_site(
-    store: Store, manager: PilotManager, policy: SitePolicy, now: float, dry_run: bool = False
-) -> Decision:
-    """One PilotMonitor pass for one site; CondorError becomes ``Decision.error``."""
-    try:
-        waiting = [b for b, state in store.submissions(policy.site).items() if state == "inactive"]
-        gone = sorted(set(waiting) - manager.alive(waiting))
-        if dry_run:
-            manager.locate()
-        else:
-            store.mark_vanished(gone)  # submitted, left the queue, never registered
-        view = store.site_view(policy.site)
-        inactive = view["inactive"] - (len(gone) if dry_run else 0)
-        expires = now + policy.job.ttl if policy.job.ttl else policy.template.expires_at
-        template = PilotInfo(
-            **{
-                **policy.template.__dict__,
-                "site": policy.site,
-                "cached": set(),
-                "expires_at": expires,
-            }
-        )
-        groups = tuple(store.queued_groups_for(template, now))
-        answer = plan(policy.limits, SiteView(inactive, view["idle"], view["busy"], groups))
-        submitted: list[str] = []
-        if not dry_run:
-            submitted = manager.submit(policy.site, answer.count, policy.job)
-            for batch_id in submitted:
-                store.record_submission(batch_id, policy.site)
-    except CondorError as exc:
-        return Decision(policy.site, policy.limits, error=str(exc))
-    return Decision(
-        policy.site,
-        policy.limits,
-        inactive,
-        view["idle"],
-        view["busy"],
-        groups,
-        tuple(gone),
-        answer.count,
-        tuple(submitted),
-        answer.reason,
-    )
-
-
-def run_cycle(
-    store: Store,
-    policies: Sequence[tuple[SitePolicy, PilotManager]],
-    now: float,
-    dry_run: bool = False,
-) -> list[Decision]:
-    """One PilotMonitor pass over every site (seed IV-A); a failing site stops no other."""
-    return [decide_site(store, manager, policy, now, dry_run) for policy, manager in policies]
-
-
-def monitor_cycle(
-    store: Store, manager: PilotManager, policies: Sequence[SitePolicy], now: float
-) -> dict[str, int]:
-    """One PilotMonitor pass over every site through one schedd; the pilots submitted per site."""
-    submitted: dict[str, int] = {}
-    for decision in run_cycle(store, [(p, manager) for p in policies], now):
-        if decision.error is not None:
-            raise CondorError(decision.error)
-        submitted[decision.site] = decision.count
-    return submitted

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -255,28 +255,15 @@ def _command(name: str, size: int, sleep: float) -> str:
 def _gen(
     kind: str, step0: int, step1: int, inputs_of: Any, size: int, sleep: float
 ) -> dict[str, Any]:
-    tasks: list[dict[str, Any]] = []
-    for i in range(step0):
-        name = f"{kind}-s0-{i:04d}"
-        tasks.append(
-            {
-                "name": name,
-                "step": 0,
-                "command": _command(name, size, sleep),
-                "outputs": [f"/store/{kind}/step0/f{i:04d}.dat"],
-            }
-        )
-    for j in range(step1):
-        name = f"{kind}-s1-{j:04d}"
-        tasks.append(
-            {
-                "name": name,
-                "step": 1,
-                "command": _command(name, size, sleep),
-                "inputs": [f"/store/{kind}/step0/f{i:04d}.dat" for i in inputs_of(j)],
-                "outputs": [f"/store/{kind}/step1/f{j:04d}.dat"],
-            }
-        )
+    def task(step: int, index: int, inputs: Sequence[int] = ()) -> dict[str, Any]:
+        name = f"{kind}-s{step}-{index:04d}"
+        made: dict[str, Any] = {"name": name, "step": step, "command": _command(name, size, sleep)}
+        if step:  # step1 reads step0 files
+            made["inputs"] = [f"/store/{kind}/step0/f{i:04d}.dat" for i in inputs]
+        made["outputs"] = [f"/store/{kind}/step{step}/f{index:04d}.dat"]
+        return made
+
+    tasks = [task(0, i) for i in range(step0)] + [task(1, j, inputs_of(j)) for j in range(step1)]
     return {"name": kind, "defaults": {"max_runtime": 600}, "tasks": tasks}
 
 

@@ -2,107 +2,31 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from glidein_ext.errors import TaskQueueError
+from glidein_ext.errors import CondorError
+from glidein_ext.sandbox import wait_for
 from glidein_ext.tq.client import TqClient
-
-OPERATOR = "op-secret"
-PILOT = "pilot-secret"
-
-
-def env(**extra: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "GLIDEIN_EXT_TQ_OPERATOR_TOKEN": OPERATOR,
-        "GLIDEIN_EXT_TQ_PILOT_TOKEN": PILOT,
-        **extra,
-    }
-
-
-class TqServer:
-    """``glidein-ext tq serve`` in a subprocess this test owns."""
-
-    def __init__(self, directory: Path, **settings: str) -> None:
-        self.directory = directory
-        self.database = directory / "tq.sqlite"
-        self.settings = {f"GLIDEIN_EXT_TQ_{k.upper()}": v for k, v in settings.items()}
-        self.port = 0
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        port_file = self.directory / "port"
-        port_file.unlink(missing_ok=True)
-        log = open(self.directory / "serve.log", "ab")  # noqa: SIM115 (closed with the process)
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "glidein_ext",
-                "tq",
-                "serve",
-                "--database",
-                str(self.database),
-                "--port",
-                str(self.port),
-                "--port-file",
-                str(port_file),
-            ],
-            env=env(**self.settings),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-        log.close()
-        deadline = time.monotonic() + 30
-        while not port_file.exists():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError((self.directory / "serve.log").read_text())
-            time.sleep(0.1)
-        self.port = int(port_file.read_text())
-        while True:
-            try:
-                self.operator().status()
-                return
-            except TaskQueueError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def operator(self) -> TqClient:
-        return TqClient(self.url, OPERATOR, timeout=10)
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(sig)
-            self.process.wait(timeout=30)
-
-    def stop(self) -> None:
-        self.kill(signal.SIGTERM)
+from glidein_ext.tq.protocol import Status
+from tests.support.tq_server import TqServer, tq_env
 
 
 @pytest.fixture
 def tq_server(tmp_path: Path) -> Iterator[Callable[..., TqServer]]:
+    """Start ``tq serve`` processes (``TqServer``'s arguments; ``name``: its own directory);
+    every one is stopped at the end of the test."""
     servers: list[TqServer] = []
 
-    def start(**settings: str) -> TqServer:
-        server = TqServer(tmp_path, **settings)
-        server.start()
+    def start(name: str = "", **options: Any) -> TqServer:
+        server = TqServer(tmp_path / name if name else tmp_path, **options)
         servers.append(server)
-        return server
+        return server.start()
 
     yield start
     for server in servers:
@@ -146,7 +70,7 @@ class Pilots:
                 host or name,
                 *args,
             ],
-            env=env(),
+            env=tq_env(),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -178,21 +102,17 @@ def pilots(tmp_path: Path) -> Iterator[Pilots]:
 
 
 def wait_until(probe: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.3)
+    """``probe()`` once it is truthy, polled every 0.3 s; AssertionError after ``timeout``."""
+    try:
+        return wait_for(probe, timeout, what, interval=0.3)
+    except CondorError as exc:  # sandbox.wait_for's timeout: here, a failed test
+        raise AssertionError(str(exc)) from None
 
 
-def all_finished(client: TqClient) -> dict[str, Any] | None:
+def all_finished(client: TqClient) -> Status | None:
     status = client.status()
-    for wf in status["workflows"]:
-        tasks = wf["tasks"]
-        if tasks["waiting"] + tasks["queued"] + tasks["running"]:
+    for wf in status.workflows:
+        if wf.tasks["waiting"] + wf.tasks["queued"] + wf.tasks["running"]:
             return None
     return status
 
@@ -203,7 +123,7 @@ def wait_until_fixture() -> Callable[[Callable[[], Any], float, str], Any]:
 
 
 @pytest.fixture(name="all_finished")
-def all_finished_fixture() -> Callable[[TqClient], dict[str, Any] | None]:
+def all_finished_fixture() -> Callable[[TqClient], Status | None]:
     return all_finished
 
 

@@ -10,11 +10,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from glidein_ext.tq.client import TqClient
+from tests.support.tq_server import TqServer
+
+CachedFile = Callable[[Path, str], Path]
 READ = "sh -c 'cat $TQ_INPUTS > /dev/null'"
 WRITE = "sh -c 'head -c 1200 /dev/zero > $TQ_OUTPUTS'"
 
 
-def _tq_cached(database: Path, host: str) -> list[str] | None:
+@pytest.fixture
+def server(tq_server: Callable[..., TqServer]) -> TqServer:
+    """A Task Queue asking for a heartbeat every second: cache reports arrive fast."""
+    return tq_server(heartbeat_interval="1")
+
+
+def _tq_cached(database: str, host: str) -> list[str] | None:
     with sqlite3.connect(database) as db:
         row = db.execute(
             "SELECT cached FROM pilots WHERE host = ? AND state != 'gone'", (host,)
@@ -22,20 +34,16 @@ def _tq_cached(database: Path, host: str) -> list[str] | None:
     return None if row is None else list(json.loads(row[0]))
 
 
-def _done(client: Any, name: str) -> bool:
-    for wf in client.status()["workflows"]:
-        if wf["name"] == name:
-            return bool(wf["tasks"]["done"] == 1)
+def _done(client: TqClient, name: str) -> bool:
+    for wf in client.status().workflows:
+        if wf.name == name:
+            return wf.tasks["done"] == 1
     return False
 
 
 def test_second_pilot_on_the_host_links_the_first_pilots_file(
-    tq_server: Callable[..., Any],
-    pilots: Any,
-    wait_until: Callable[..., Any],
-    cached_file: Callable[[Path, str], Path],
+    server: TqServer, pilots: Any, wait_until: Callable[..., Any], cached_file: CachedFile
 ) -> None:
-    server = tq_server(heartbeat_interval="1")
     client = server.operator()
     (pilots.se_dir / "store").mkdir()
     (pilots.se_dir / "store" / "in.dat").write_bytes(os.urandom(5000))
@@ -68,12 +76,8 @@ def test_second_pilot_on_the_host_links_the_first_pilots_file(
 
 
 def test_small_cache_evicts_lru_and_the_tq_forgets_the_file(
-    tq_server: Callable[..., Any],
-    pilots: Any,
-    wait_until: Callable[..., Any],
-    cached_file: Callable[[Path, str], Path],
+    server: TqServer, pilots: Any, wait_until: Callable[..., Any], cached_file: CachedFile
 ) -> None:
-    server = tq_server(heartbeat_interval="1")
     client = server.operator()
     pilots.start(
         server.url,

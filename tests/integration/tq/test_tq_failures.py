@@ -35,11 +35,11 @@ def test_killed_pilot_gets_its_task_requeued_after_heartbeat_lapse(
     os.kill(int(pid_file.read_text()), signal.SIGKILL)  # the orphaned task of the killed pilot
     second = pilots.start(server.url, "rescuer", "--max-idle", "8")
     status = wait_until(
-        lambda: (s := client.status())["workflows"][0]["tasks"]["done"] == 1 and s,
+        lambda: (s := client.status()).workflows[0].tasks["done"] == 1 and s,
         60,
         "the requeued task to finish on the second pilot",
     )
-    assert status["pilots"]["T0"].get("lost") == 1
+    assert status.pilots["T0"].get("lost") == 1
     assert second.wait(timeout=30) == 0
     with sqlite3.connect(server.database) as db:
         attempt, pilot = db.execute("SELECT attempt, pilot_id FROM tasks").fetchone()
@@ -63,15 +63,15 @@ def test_tq_killed_and_restarted_loses_nothing_and_counts_once(
         pilots.start(server.url, name, "--max-idle", "8", "--retry-for", "120")
 
     def done() -> int:
-        return int(client.status()["workflows"][0]["tasks"]["done"])
+        return int(client.status().workflows[0].tasks["done"])
 
     wait_until(lambda: done() >= 4, 60, "a few completions before the kill")
     server.kill(signal.SIGKILL)
     time.sleep(1.5)  # pilots keep running, fail to report, and retry
     server.start()  # the same database and port
     status = wait_until(lambda: all_finished(client), 120, "the workflow after the restart")
-    assert status["workflows"][0]["tasks"]["done"] == total
-    assert status["completions"] == total
+    assert status.workflows[0].tasks["done"] == total
+    assert status.completions == total
     with sqlite3.connect(server.database) as db:
         twice = db.execute(
             "SELECT task_id FROM completions WHERE ok = 1 GROUP BY task_id HAVING COUNT(*) > 1"
@@ -98,5 +98,5 @@ def test_sigterm_kills_the_task_deregisters_and_requeues(
     pilot.terminate()
     assert pilot.wait(timeout=30) == 0
     status = client.status()
-    assert status["pilots"]["T0"] == {"gone": 1}
-    assert status["workflows"][0]["tasks"]["queued"] == 1 and status["completions"] == 0
+    assert status.pilots["T0"] == {"gone": 1}
+    assert status.workflows[0].tasks["queued"] == 1 and status.completions == 0

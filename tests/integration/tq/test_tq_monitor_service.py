@@ -8,7 +8,6 @@ site whose schedd is down (logged every pass).
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,11 +19,11 @@ import pytest
 import yaml
 
 from glidein_ext.sandbox import CondorSandbox, Glidein
-from glidein_ext.tq.client import TqClient
 from glidein_ext.tq.db import make_engine
 from glidein_ext.tq.store import Store
 from glidein_ext.tq.submit import PilotManager
-from tests.integration.tq.conftest import CLAIM, OPERATOR, PILOT, env
+from tests.integration.tq.conftest import CLAIM
+from tests.support.tq_server import OPERATOR, PILOT, TqServer, tq_env
 
 pytestmark = pytest.mark.condor
 POOL = "127.0.0.1:9618"
@@ -38,53 +37,10 @@ def glidein(sandbox: CondorSandbox) -> Iterator[Glidein]:
     started.stop()
 
 
-class Service:
-    """`glidein-ext tq serve --sites FILE --monitor-interval 1s` in a subprocess this test owns."""
-
-    def __init__(self, directory: Path, sites_file: Path) -> None:
-        self.directory = directory
-        self.database = directory / "tq.sqlite"
-        self.log_path = directory / "serve.log"
-        port_file = directory / "port"
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                [
-                    *(sys.executable, "-m", "glidein_ext", "tq", "serve"),
-                    *("--database", str(self.database), "--port", "0"),
-                    *("--port-file", str(port_file)),
-                    *("--sites", str(sites_file), "--monitor-interval", "1s"),
-                ],
-                env=env(**CLAIM),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        deadline = time.monotonic() + 30
-        while not port_file.exists():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise AssertionError(self.log())
-            time.sleep(0.1)
-        self.url = f"http://127.0.0.1:{int(port_file.read_text())}"
-
-    def client(self) -> TqClient:
-        return TqClient(self.url, OPERATOR, timeout=10)
-
-    def sites(self) -> dict[str, dict[str, Any]]:
-        answer = self.client().call("GET", "/api/v1/sites")
-        return {site["site"]: site for site in answer["sites"]}
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+def site_views(server: TqServer) -> dict[str, dict[str, Any]]:
+    """``GET /api/v1/sites``: the service's PilotMonitor, per site."""
+    answer = server.operator(timeout=10).call("GET", "/api/v1/sites")
+    return {site["site"]: site for site in answer["sites"]}
 
 
 def alive(site: dict[str, Any]) -> int:
@@ -96,6 +52,7 @@ def test_service_pilot_monitor_submits_and_keeps_thresholds(
     glidein: Glidein,
     claim_to_be_glidein: None,
     tmp_path: Path,
+    tq_server: Callable[..., TqServer],
     wait_until: Callable[..., Any],
 ) -> None:
     workdir = sandbox.make_dir(f"tq-monitor-{os.getpid()}")
@@ -127,12 +84,12 @@ def test_service_pilot_monitor_submits_and_keeps_thresholds(
             }
         )
     )
-    service = Service(tmp_path, sites_file)
+    service = tq_server(args=("--sites", str(sites_file), "--monitor-interval", "1s"), env=CLAIM)
     manager = PilotManager(POOL)
     try:
         # minPilots with an empty queue: the service submits one pilot by itself
-        wait_until(lambda: service.sites()[SITE]["submitted"] >= 1, 30, "the minPilots pilot")
-        service.client().submit(
+        wait_until(lambda: site_views(service)[SITE]["submitted"] >= 1, 30, "the minPilots pilot")
+        service.operator().submit(
             {
                 "name": "monitored",
                 "tasks": [
@@ -149,44 +106,42 @@ def test_service_pilot_monitor_submits_and_keeps_thresholds(
 
         def done() -> bool:
             nonlocal most
-            view = service.sites()[SITE]
+            view = site_views(service)[SITE]
             most = max(most, alive(view))
             assert alive(view) <= 2, view  # never more than maxPilots
-            tasks = service.client().status()["workflows"][0]["tasks"]
-            return bool(tasks["done"] == 6)
+            return service.operator().status().workflows[0].tasks["done"] == 6
 
         wait_until(done, 60, "the service's pilots to run the site's 6 tasks")
         assert most == 2  # the queue filled the site up to maxPilots
-        status = service.client().status()
-        assert status["completions"] == 6
-        with make_engine(str(service.database)).connect() as conn:
+        assert service.operator().status().completions == 6
+        with make_engine(service.database).connect() as conn:
             sites = {r[0] for r in conn.exec_driver_sql("SELECT site FROM pilots").all()}
         assert sites == {SITE}  # the pilots that ran the tasks are the ones the service sent
 
         # the queue drained: the pilots leave (--max-idle) and minPilots brings one back, only one
-        after = service.sites()[SITE]["submitted"]
+        after = site_views(service)[SITE]["submitted"]
         wait_until(
-            lambda: (v := service.sites()[SITE])["submitted"] > after and alive(v) >= 1,
+            lambda: (v := site_views(service)[SITE])["submitted"] > after and alive(v) >= 1,
             30,
             "a pilot resubmitted for minPilots",
         )
         for _ in range(10):
-            assert alive(service.sites()[SITE]) <= 1
+            assert alive(site_views(service)[SITE]) <= 1
             time.sleep(0.3)
 
         # a pilot that can never run, removed from the queue: noticed as vanished, replaced
-        store = Store(make_engine(str(service.database)))
+        store = Store(make_engine(service.database))
         (first,) = store.submissions(NOWHERE)
         manager.remove([first])
         wait_until(
-            lambda: (v := service.sites()[NOWHERE])["vanished"] == 1 and v["inactive"] == 1,
+            lambda: (v := site_views(service)[NOWHERE])["vanished"] == 1 and v["inactive"] == 1,
             30,
             "the vanished pilot to be noticed and replaced",
         )
         assert store.submissions(NOWHERE)[first] == "vanished"
 
         # the site whose schedd is down: logged every pass, the service goes on
-        down = service.sites()[DOWN]
+        down = site_views(service)[DOWN]
         assert down["last"]["error"] and "schedd" in down["last"]["error"]
         log = service.log()
         assert log.count(f"PilotMonitor site {DOWN}") >= 3 and "failed:" in log
@@ -207,20 +162,20 @@ def test_service_pilot_monitor_submits_and_keeps_thresholds(
             [
                 *cli,
                 *("monitor", "--sites", str(sites_file), "--once", "--dry-run"),
-                *("--database", str(service.database), "--tq", service.url),
+                *("--database", service.database, "--tq", service.url),
             ],
             check=False,
             capture_output=True,
             text=True,
             timeout=60,
-            env=env(**CLAIM),
+            env=tq_env(**CLAIM),
         )
         assert dry.returncode == 1, dry.stderr  # one site failed
         assert f"{SITE}: would submit" in dry.stdout and f"{DOWN}: failed" in dry.stdout
-        assert service.process.poll() is None
+        assert service.process is not None and service.process.poll() is None
     finally:
         service.stop()
-        store = Store(make_engine(str(service.database)))
+        store = Store(make_engine(service.database))
         every = [b for site in (SITE, NOWHERE) for b in store.submissions(site)]
         manager.remove(every)
         store.engine.dispose()

@@ -11,9 +11,10 @@ import pytest
 
 from glidein_ext.sandbox import CondorSandbox, Glidein
 from glidein_ext.tq.db import make_engine
-from glidein_ext.tq.monitor import Thresholds
+from glidein_ext.tq.monitor import SitePolicy, Thresholds, monitor_cycle
 from glidein_ext.tq.store import Store
-from glidein_ext.tq.submit import PilotJob, PilotManager, SitePolicy, monitor_cycle
+from glidein_ext.tq.submit import PilotJob, PilotManager
+from tests.support.tq_server import PILOT
 
 pytestmark = pytest.mark.condor
 POOL = "127.0.0.1:9618"
@@ -51,10 +52,10 @@ def test_pilot_manager_submits_pilots_that_register_and_work(
         executable="/opt/glidein-ext/bin/glidein-ext",
         requirements=f'TARGET.GLIDEIN_ExtName =?= "{glidein.name}"',
         extra_args=("--max-idle", "5", "--poll", "0.5", "--min-free-mb", "1", "--host", "wn-c"),
-        environment={"GLIDEIN_EXT_TQ_PILOT_TOKEN": "pilot-secret", "PATH": "/usr/bin:/bin"},
+        environment={"GLIDEIN_EXT_TQ_PILOT_TOKEN": PILOT, "PATH": "/usr/bin:/bin"},
         request_memory=128,
     )
-    store = Store(make_engine(str(server.database)))
+    store = Store(make_engine(server.database))
     store.load()
     manager = PilotManager(POOL)
     policy = SitePolicy(site, Thresholds(min_pilots=0, max_pilots=2, min_idle_pilots=0), job)
@@ -70,11 +71,11 @@ def test_pilot_manager_submits_pilots_that_register_and_work(
             "the submitted pilots to register with the TQ",
         )
         status = wait_until(
-            lambda: (s := server.operator().status())["workflows"][0]["tasks"]["done"] == 4 and s,
+            lambda: (s := server.operator().status()).workflows[0].tasks["done"] == 4 and s,
             120,
             "the pilots to run the site's tasks",
         )
-        assert status["completions"] == 4
+        assert status.completions == 4
         with store.engine.connect() as conn:
             rows = conn.exec_driver_sql("SELECT batch_id, site FROM pilots").all()
         assert {r[0] for r in rows} == batch_ids and {r[1] for r in rows} == {site}
@@ -87,7 +88,7 @@ def test_pilot_manager_submits_pilots_that_register_and_work(
         )
         assert monitor_cycle(store, manager, [never], time.time()) == {"T3_NOWHERE": 1}
         (first,) = store.submissions("T3_NOWHERE")
-        assert store.site_view("T3_NOWHERE")["inactive"] == 1
+        assert store.site_view("T3_NOWHERE").inactive == 1
         manager.remove([first])
         wait_until(lambda: not manager.alive([first]), 60, "the removal")
         assert monitor_cycle(store, manager, [never], time.time()) == {"T3_NOWHERE": 1}

@@ -11,6 +11,18 @@ from pathlib import Path
 from typing import Any
 
 from glidein_ext.tq.workflow import generate
+from tests.support.tq_server import OPERATOR
+
+
+def _tq_status(url: str, token: str) -> subprocess.CompletedProcess[str]:
+    """`glidein-ext tq status` with the operator token in its environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "glidein_ext", "tq", "status", "--tq", url],
+        env={**os.environ, "GLIDEIN_EXT_TQ_OPERATOR_TOKEN": token},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def test_w1_w2_w3_complete(
@@ -26,16 +38,16 @@ def test_w1_w2_w3_complete(
     for kind in ("w1", "w2", "w3"):
         data = generate(kind, scale=0.1, size=100)
         totals += len(data["tasks"])
-        assert client.submit(data)["tasks"] == len(data["tasks"])
+        assert client.submit(data).tasks == len(data["tasks"])
     # two hosts with two pilots each: cache-per-host can serve neighbours' files
     for name, host in (("p1", "wnA"), ("p2", "wnA"), ("p3", "wnB"), ("p4", "wnB")):
         pilots.start(server.url, name, "--max-idle", "6", host=host)
     status = wait_until(lambda: all_finished(client), 120, "W1, W2 and W3 to finish")
-    by_name = {wf["name"]: wf["tasks"] for wf in status["workflows"]}
+    by_name = {wf.name: wf.tasks for wf in status.workflows}
     assert by_name["w1"]["done"] == 16 and by_name["w2"]["done"] == 12
     assert by_name["w3"]["done"] == 12
     assert sum(t["failed"] for t in by_name.values()) == 0
-    assert status["completions"] == totals
+    assert status.completions == totals
     se = pilots.se_dir / "store"
     # merging (W3): step1 job j read step0 files 2j and 2j+1
     merged = (se / "w3/step1/f0001.dat").read_bytes()
@@ -50,21 +62,10 @@ def test_w1_w2_w3_complete(
     assert len(reports) == 8 and local >= 6, reports
     for process in pilots.processes:
         assert process.wait(timeout=30) == 0
-    shown = subprocess.run(
-        [sys.executable, "-m", "glidein_ext", "tq", "status", "--tq", server.url],
-        env={**os.environ, "GLIDEIN_EXT_TQ_OPERATOR_TOKEN": "op-secret"},
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert "[##############################] 16/16" in shown and "done=16" in shown
-    assert "gone=4" in shown
-    refused = subprocess.run(
-        [sys.executable, "-m", "glidein_ext", "tq", "status", "--tq", server.url],
-        env={**os.environ, "GLIDEIN_EXT_TQ_OPERATOR_TOKEN": "wrong"},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    shown = _tq_status(server.url, OPERATOR)
+    assert shown.returncode == 0, shown.stderr
+    assert "[##############################] 16/16" in shown.stdout and "done=16" in shown.stdout
+    assert "gone=4" in shown.stdout
+    refused = _tq_status(server.url, "wrong")
     assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1
     assert "operator token" in refused.stderr

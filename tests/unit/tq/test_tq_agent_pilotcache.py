@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from glidein_ext.agent.pilot_cache import PilotCache
 from glidein_ext.agent.runner import run_task
 from glidein_ext.agent.settings import parse_size
 from glidein_ext.errors import CacheError, ConfigError, TransferError
+from glidein_ext.tq.protocol import Assignment, Neighbour
 
 
 def _se_file(se: Path, lfn: str, data: bytes) -> None:
@@ -40,7 +42,7 @@ def test_fetch_from_se_then_cache_then_host_by_hard_link(tmp_path: Path) -> None
     (se / "d" / "x").unlink()  # the second pilot can only get it from the first one
     second = PilotCache(tmp_path / "b", max_space=10_000, min_threshold=0, se_dir=se)
     second.set_pilot_id(2)
-    second.set_others([{"pilot_id": 1, "cache_dir": str(first.root)}])
+    second.set_others([Neighbour(1, str(first.root))])
     linked, origin = second.fetch("/d/x")
     assert origin == "host"
     assert linked.stat().st_ino == path.stat().st_ino
@@ -86,15 +88,16 @@ def test_run_task_pins_inputs_and_caches_outputs_of_successes_only(tmp_path: Pat
         seen.append(any(e.pinned for e in cache.store.entries() if e.lfn == lfn))
 
     cache.store.pin = pin  # type: ignore[method-assign]
-    task = {
-        "task_id": 1,
-        "attempt": 1,
-        "name": "copy",
-        "command": "sh -c 'cat $TQ_INPUTS > $TQ_OUTPUTS'",
-        "inputs": ["/in/x"],
-        "outputs": ["/out/y"],
-        "max_runtime": 30,
-    }
+    task = Assignment(
+        task_id=1,
+        attempt=1,
+        name="copy",
+        command="sh -c 'cat $TQ_INPUTS > $TQ_OUTPUTS'",
+        inputs=("/in/x",),
+        outputs=("/out/y",),
+        max_runtime=30,
+        cached_inputs=0,
+    )
     outcome = run_task(task, tmp_path / "w", cache, threading.Event())
     assert outcome.exit_code == 0 and outcome.outputs == ["/out/y"]
     assert "/in/x:se" in outcome.report
@@ -102,12 +105,9 @@ def test_run_task_pins_inputs_and_caches_outputs_of_successes_only(tmp_path: Pat
     assert not any(e.pinned for e in cache.store.entries())  # released after the task
     assert cache.store.path_of("/out/y").read_bytes() == b"payload"
     assert (se / "out" / "y").read_bytes() == b"payload"
-    failing = {
-        **task,
-        "task_id": 2,
-        "outputs": ["/out/z"],
-        "command": "sh -c 'echo > $TQ_OUTPUTS; exit 3'",
-    }
+    failing = dataclasses.replace(
+        task, task_id=2, outputs=("/out/z",), command="sh -c 'echo > $TQ_OUTPUTS; exit 3'"
+    )
     outcome = run_task(failing, tmp_path / "w", cache, threading.Event())
     assert outcome.exit_code == 3 and "/in/x:cache" in outcome.report
     assert "/out/z" not in cache.lfns() and not (se / "out" / "z").exists()
@@ -115,14 +115,6 @@ def test_run_task_pins_inputs_and_caches_outputs_of_successes_only(tmp_path: Pat
 
 def test_run_task_stage_in_failure(tmp_path: Path) -> None:
     cache = PilotCache(tmp_path / "cache", max_space=1000, min_threshold=0, se_dir=tmp_path / "se")
-    task = {
-        "task_id": 3,
-        "attempt": 1,
-        "name": "t",
-        "command": "true",
-        "inputs": ["/missing"],
-        "outputs": [],
-        "max_runtime": 5,
-    }
+    task = Assignment(3, 1, "t", "true", ("/missing",), (), max_runtime=5, cached_inputs=0)
     outcome = run_task(task, tmp_path, cache, threading.Event())
     assert outcome.exit_code == 97 and "stage-in failed" in outcome.report

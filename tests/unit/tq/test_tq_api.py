@@ -3,24 +3,44 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from fastapi.testclient import TestClient
 
+from glidein_ext.tq.protocol import (
+    CompletionAnswer,
+    HeartbeatAnswer,
+    Neighbour,
+    RegisterAnswer,
+    Registration,
+    Status,
+    parse,
+    parse_assignment,
+    to_json,
+)
 from glidein_ext.tq.server import build_app, open_store
 from glidein_ext.tq.settings import TqSettings, load_tq_settings
+from glidein_ext.tq.store import Store
 from glidein_ext.tq.workflow import generate
 
 OP = {"Authorization": "Bearer op"}
 PI = {"Authorization": "Bearer pi"}
 
 
-def _client(tmp_path: Path) -> TestClient:
-    settings = TqSettings(
+def _app(tmp_path: Path, **settings: Any) -> tuple[TestClient, Store]:
+    """The API over a store on a SQLite file; the store too, to compare with what it returns."""
+    config = TqSettings(
         database=str(tmp_path / "api.sqlite"),
         operator_token="op",  # noqa: S106 (a test token)
         pilot_token="pi",  # noqa: S106
+        **settings,
     )
-    return TestClient(build_app(open_store(settings), settings))
+    store = open_store(config)
+    return TestClient(build_app(store, config)), store
+
+
+def _client(tmp_path: Path) -> TestClient:
+    return _app(tmp_path)[0]
 
 
 def test_tokens_are_separate_for_pilots_and_operators(tmp_path: Path) -> None:
@@ -82,3 +102,28 @@ def test_settings_layers(tmp_path: Path) -> None:
         str(config), env={"GLIDEIN_EXT_TQ_WAIT_FOR_DATA": "7"}, overrides={"port": 0}
     )
     assert (settings.wait_for_data, settings.cache_mode, settings.port) == (7, "centralized", 0)
+
+
+def test_the_wire_parses_back_into_what_the_store_returned(tmp_path: Path) -> None:
+    """The JSON the API sends is the protocol's dataclasses, field for field."""
+    http, store = _app(tmp_path, heartbeat_interval=9)
+    with http:
+        http.post("/api/v1/workflows", json=generate("w1", scale=1 / 80), headers=OP)
+        first = Registration(site="S", host="wn", cache_dir="/c1", cached=("/a",), ttl=3600)
+        reg = http.post("/api/v1/pilots", json=to_json(first), headers=PI).json()
+        assert parse(RegisterAnswer, reg) == RegisterAnswer(1, 9, "pre-dht")
+        second = to_json(Registration(site="S", host="wn", cache_dir="/c2"))
+        answer = http.post("/api/v1/pilots", json=second, headers=PI).json()
+        assert parse(RegisterAnswer, answer).others == (Neighbour(1, "/c1"),)
+        beat = http.post("/api/v1/pilots/1/heartbeat", json={}, headers=PI).json()
+        assert parse(HeartbeatAnswer, beat) == store.heartbeat(1)
+        task = parse_assignment(http.post("/api/v1/pilots/1/request", json={}, headers=PI).json())
+        assert task is not None and task == store.request(1)  # asked again: the same task
+        done = {"task_id": task.task_id, "attempt": 1, "exit_code": 0, "outputs": task.outputs}
+        answer = http.post("/api/v1/pilots/1/complete", json=done, headers=PI).json()
+        assert parse(CompletionAnswer, answer) == CompletionAnswer(True, False, "done")
+        status = http.get("/api/v1/status", headers=OP).json()
+        assert parse(Status, status) == store.status() and to_json(store.status()) == status
+        # step1 waits for pilot 1, which holds its input (waitForData): nothing for pilot 2
+        nothing = http.post("/api/v1/pilots/2/request", json={}, headers=PI).json()
+        assert nothing == {"task": None} and parse_assignment(nothing) is None

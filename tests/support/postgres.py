@@ -1,8 +1,10 @@
-"""A real, throw-away PostgreSQL server for the Task Queue tests.
+"""A real, throw-away PostgreSQL server for the Task Queue tests (the store's suite runs on it
+and on SQLite; the PostgreSQL-only tests use it alone).
 
-One server per test session (``initdb`` + ``pg_ctl start`` in a fresh temporary directory, on
-127.0.0.1 and a free port, trust authentication), one fresh database per test.  PostgreSQL refuses
-to run as root, so under root the server runs as the ``postgres`` user (``runuser``).
+Import the ``pg_server`` and ``pg_url`` fixtures into a test module to use them.  One server per
+test session (``initdb`` + ``pg_ctl start`` in a fresh temporary directory, on 127.0.0.1 and a
+free port, trust authentication), one fresh database per test.  PostgreSQL refuses to run as root,
+so under root the server runs as the ``postgres`` user (``runuser``).
 
 Without the server binaries or the psycopg driver the tests skip with the reason, or fail when
 ``GLIDEIN_EXT_REQUIRE_POSTGRES=1`` (CI sets it).  ``GLIDEIN_EXT_PG_BIN`` names the binaries'

@@ -1,0 +1,34 @@
+"""The Task Queue's state: the database (every change committed first) and the matcher in memory.
+
+Each operation of the pilot protocol (seed 001 IV, IV-D, IV-E) is one transaction; the in-memory
+Matcher is updated only after the commit and is rebuilt from the database at start, so a TQ killed
+at any moment loses no task.  Completions are keyed by (task, attempt): a repeated or stale report
+is answered but never counted twice.  One lock serialises the operations of one TQ process.
+
+Several TQ processes may share one PostgreSQL database, each with its own matcher.  A task is handed
+out by a conditional update (``state = 'queued'``): of two processes choosing the same task, the
+second blocks on the row until the first commits, then updates nothing and chooses again.  Pilot
+rows are locked (``SELECT ... FOR UPDATE``) before task rows in every operation, so a reaper in
+another process cannot requeue a task while it is being assigned, and a repeated completion sent
+through two processes is counted once.  SQLite ignores the row locks (it has one writer anyway).
+
+The parts, one concept each, over ``core.StoreCore`` (engine, matcher, lock, transaction):
+``workflows`` (submission), ``pilots`` (register, request, heartbeat, deregister, reap),
+``completions`` (a task's end), ``bookkeeping`` (the PilotMonitor's submissions and site counts),
+``views`` (status, task rows).  ``Store`` is all of them over one database.
+"""
+
+from __future__ import annotations
+
+from glidein_ext.tq.store.bookkeeping import MonitorBookkeeping
+from glidein_ext.tq.store.completions import Completions
+from glidein_ext.tq.store.pilots import PilotProtocol
+from glidein_ext.tq.store.views import StatusViews, TaskRow
+from glidein_ext.tq.store.workflows import WorkflowSubmission
+
+
+class Store(PilotProtocol, Completions, MonitorBookkeeping, StatusViews, WorkflowSubmission):
+    """The TQ state machine over a database; every public method is one transaction."""
+
+
+__all__ = ["Store", "TaskRow"]
