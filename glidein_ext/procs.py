@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+PID_MAX_LIMIT = 4 * 1024 * 1024  # the kernel's ceiling for pid_max (64-bit): no pid is above it
+
 
 def start_ticks(pid: int) -> int | None:
     """Field 22 of /proc/PID/stat (start time in clock ticks since boot), or None if unknown."""
@@ -27,7 +29,7 @@ def start_ticks(pid: int) -> int | None:
 
 def is_alive(pid: int, ticks: int | None) -> bool:
     """True if ``pid`` runs and (when ``ticks`` is known) started at ``ticks``."""
-    if pid <= 0:
+    if pid <= 0 or pid > PID_MAX_LIMIT:  # a bigger number (a hostile pin file) is no process
         return False
     current = start_ticks(pid)
     if current is not None:

@@ -11,6 +11,7 @@ import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from glidein_ext.errors import TransferError
 
@@ -39,22 +40,25 @@ def adler32_bytes(data: bytes | bytearray | memoryview, value: int = ADLER32_STA
 
 def adler32_file(path: str | os.PathLike[str]) -> int:
     """Adler32 of a whole file; OS errors become TransferError."""
-    value = ADLER32_START
-    buf = bytearray(CHUNK)
-    view = memoryview(buf)
     try:
         with open(path, "rb", buffering=0) as handle:
-            while True:
-                n = handle.readinto(view)
-                if not n:
-                    break
-                value = zlib.adler32(view[:n], value)
+            return adler32_handle(handle)
     except OSError as exc:
         raise TransferError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    return value
 
 
-@dataclass(frozen=True, slots=True)
+def adler32_handle(handle: BinaryIO) -> int:
+    """Adler32 of an open file from its current position to its end (OSError passes through)."""
+    value = ADLER32_START
+    view = memoryview(bytearray(CHUNK))
+    while True:
+        n = handle.readinto(view)  # type: ignore[attr-defined]
+        if not n:
+            return value
+        value = zlib.adler32(view[:n], value)
+
+
+@dataclass(frozen=True)
 class FileMeta:
     """What a correct copy of a file looks like: its size and adler32."""
 

@@ -33,7 +33,7 @@ from glidein_ext.procs import pid_alive
 MAX_ENTRY_BYTES = 4096
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class PeerCache:
     """Another pilot on this host and its cache root."""
 

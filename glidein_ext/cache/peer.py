@@ -32,18 +32,19 @@ from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from glidein_ext.cache import peerauth
 from glidein_ext.cache.checksum import (
     ADLER32_START,
     FileMeta,
     adler32_bytes,
-    adler32_file,
+    adler32_handle,
     format_adler32,
     parse_adler32,
 )
 from glidein_ext.cache.httprange import Unsatisfiable, parse_range
+from glidein_ext.cache.safeopen import open_beneath
 from glidein_ext.cache.store import CacheStore, check_lfn
 from glidein_ext.errors import CacheError, TransferError
 
@@ -71,12 +72,16 @@ class _DigestMemo:
         self._limit = limit
         self._lock = threading.Lock()
 
-    def get(self, path: Path, st: os.stat_result) -> int:
+    def get(self, handle: BinaryIO, st: os.stat_result) -> int:
+        """The checksum of the open ``handle`` (read from the start; the position is kept)."""
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         with self._lock:
             value = self._values.get(key)
         if value is None:
-            value = adler32_file(path)
+            position = handle.tell()
+            handle.seek(0)
+            value = adler32_handle(handle)
+            handle.seek(position)
             with self._lock:
                 if len(self._values) >= self._limit:
                     self._values.clear()
@@ -132,27 +137,31 @@ class _Handler(BaseHTTPRequestHandler):
             return
         lfn = urllib.parse.unquote(raw[len(PREFIX) :])
         try:
-            path = peer.store.peek(lfn)
+            cached = peer.store.peek(lfn) is not None
         except CacheError:
             self._fail(HTTPStatus.BAD_REQUEST)
             return
-        if path is None:
+        if not cached:
             self._fail(HTTPStatus.NOT_FOUND)
             return
         if not peer.slots.acquire(blocking=False):
             self._fail(HTTPStatus.SERVICE_UNAVAILABLE, {"Retry-After": "1"})
             return
         try:
-            self._send_file(path, send_body=send_body)
+            self._send_file(lfn, send_body=send_body)
         finally:
             peer.slots.release()
 
-    def _send_file(self, path: Path, *, send_body: bool) -> None:
+    def _send_file(self, lfn: str, *, send_body: bool) -> None:
         peer = self.server.peer
-        try:
-            handle = path.open("rb")
-        except OSError:  # evicted between the lookup and the open
+        try:  # never through a symlink, never outside data/ (see safeopen)
+            handle = open_beneath(peer.store.data, lfn[1:])
+        except FileNotFoundError:  # evicted between the lookup and the open
             self._fail(HTTPStatus.NOT_FOUND)
+            return
+        except OSError as exc:  # a symlink or a special file swapped into the cache
+            log.warning("peer %s: refused %r: %s", self.address_string(), lfn, exc)
+            self._fail(HTTPStatus.FORBIDDEN)
             return
         with handle:
             st = os.fstat(handle.fileno())
@@ -168,7 +177,7 @@ class _Handler(BaseHTTPRequestHandler):
                 first, count = 0, st.st_size
                 self.send_response(HTTPStatus.OK)
                 if peer.send_digest:
-                    digest = format_adler32(peer.digests.get(path, st))
+                    digest = format_adler32(peer.digests.get(handle, st))
                     self.send_header("Digest", f"adler32={digest}")
             else:
                 first, count = wanted[0], wanted[1] - wanted[0] + 1

@@ -41,7 +41,7 @@ class Source(Enum):
     SE = "se"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Resolved:
     """A job input ready to read, and where it came from."""
 

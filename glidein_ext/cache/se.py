@@ -42,7 +42,7 @@ from glidein_ext.errors import ConfigError, TransferError
 COPY_CHUNK = 4 * 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SeCondition:
     """One row of the seed's Table I."""
 

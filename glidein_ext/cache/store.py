@@ -4,8 +4,10 @@ Layout under the cache root (the pilot's cache area, IV.C):
 
 - ``data/<lfn without its leading slash>``: the cached files, named like their LFNs, so that
   pilots on one host find each other's files by name (IV.D) and operators can read them;
-- ``tmp/``: files being written; a file appears under ``data/`` only by ``rename`` (atomic
-  insertion: a reader sees the whole file or none);
+- ``tmp/``: files being written, named ``<pid>-<start ticks>-<random>.<kind>`` after the process
+  writing them; a file appears under ``data/`` only by ``rename`` (atomic insertion: a reader
+  sees the whole file or none).  Opening the store removes only the temporaries of processes
+  that are gone (a crashed pilot's torn writes), never a live pilot's running transfer;
 - ``pins/<sha1 of the lfn>.pin``: "pid lfn" of a file in use by a running job, so that another
   process (``glidein-ext cache evict``, a restarted pilot) leaves it alone while that pid lives.
 
@@ -19,10 +21,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
+import re
 import shutil
 import stat
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -31,14 +36,19 @@ from typing import BinaryIO
 
 from glidein_ext.cache.layout import DATA_DIR, PINS_DIR, TMP_DIR
 from glidein_ext.cache.lru import LruIndex
+from glidein_ext.cache.safeopen import unlink_beneath
 from glidein_ext.errors import CacheError
-from glidein_ext.procs import pid_alive
+from glidein_ext.procs import is_alive, pid_alive, start_ticks
+
+log = logging.getLogger(__name__)
 
 MAX_LFN_CHARS = 4096
+STALE_TEMP_SECONDS = 24 * 3600  # a tmp/ name not in our form is removed after a day unwritten
 LastLinkListener = Callable[[str], None]
+_TEMP_NAME = re.compile(r"^([0-9]{1,10})-([0-9]{1,20})-")  # see temp_name
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class CacheEntry:
     """One cached file as listed by :meth:`CacheStore.entries` and :func:`scan_cache`."""
 
@@ -89,6 +99,40 @@ def read_live_pins(root: Path) -> set[str]:
     return pinned
 
 
+def temp_name(kind: str) -> str:
+    """A fresh name in ``tmp/`` that says which process writes it: ``pid-ticks-random.kind``."""
+    pid = os.getpid()
+    return f"{pid}-{start_ticks(pid) or 0}-{uuid.uuid4().hex}.{kind}"
+
+
+def temp_owner_alive(name: str) -> bool | None:
+    """Whether the writer of the ``tmp/`` file ``name`` lives; None if the name is not ours."""
+    match = _TEMP_NAME.match(name)
+    if match is None:
+        return None
+    return is_alive(int(match.group(1)), int(match.group(2)) or None)
+
+
+def remove_dead_temporaries(tmp: Path, now: float) -> list[str]:
+    """Remove the torn writes of processes that are gone; a live process's file stays.
+
+    Names not in :func:`temp_name`'s form are removed once unwritten for STALE_TEMP_SECONDS.
+    """
+    removed: list[str] = []
+    for name in os.listdir(tmp):
+        path = tmp / name
+        alive = temp_owner_alive(name)
+        try:
+            if alive is None:
+                alive = now - os.lstat(path).st_mtime < STALE_TEMP_SECONDS
+            if not alive:
+                os.unlink(path)
+                removed.append(name)
+        except FileNotFoundError:
+            continue  # its writer committed or discarded it meanwhile
+    return removed
+
+
 def scan_cache(root: Path) -> list[CacheEntry]:
     """The files of the cache at ``root``, least recently used (oldest mtime) first."""
     data = root / DATA_DIR
@@ -137,9 +181,7 @@ class CacheStore:
         try:
             for directory in (self.data, self.tmp, self.pins):
                 directory.mkdir(parents=True, exist_ok=True)
-            for leftover in os.listdir(self.tmp):  # torn writes of a crashed pilot
-                with contextlib.suppress(OSError):
-                    os.unlink(self.tmp / leftover)
+            remove_dead_temporaries(self.tmp, time.time())  # torn writes of a crashed pilot
         except OSError as exc:
             raise CacheError(f"cannot prepare the cache at {self.root}: {exc.strerror}") from exc
         self._load()
@@ -178,10 +220,11 @@ class CacheStore:
 
     def peek(self, lfn: str) -> Path | None:
         """The file's path if cached, without making it recently used (the peer server's view)."""
+        path = self.path_of(lfn)  # a malformed name is a CacheError even when it is not cached
         with self._lock:
             if lfn not in self._index or lfn in self._writing:
                 return None
-        return self.path_of(lfn)
+        return path
 
     def lookup(self, lfn: str) -> Path | None:
         """The file's path if cached (a hit makes it most recently used), else None."""
@@ -210,38 +253,46 @@ class CacheStore:
     # -- insertion (atomic: temp file, then rename) --------------------------------------------
 
     @contextlib.contextmanager
+    def _staged(self, lfn: str, size: int, kind: str) -> Iterator[Path]:
+        """Reserve room for ``lfn`` and yield a fresh name in ``tmp/``; when the block succeeds
+        the file there is renamed into ``data/``, else it and the reservation are discarded."""
+        final = self.path_of(lfn)
+        self._reserve(lfn, size)
+        tmp = self.tmp / temp_name(kind)
+        committed = False
+        try:
+            yield tmp
+            self._commit(lfn, tmp, final)
+            committed = True
+        finally:
+            if not committed:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                self._release(lfn)
+
+    @contextlib.contextmanager
     def writer(self, lfn: str, size: int) -> Iterator[BinaryIO]:
         """Write a new file of exactly ``size`` bytes; it appears in the cache only on success.
 
         Room is made first (LRU eviction); an exception inside the block, or a size mismatch,
         discards the partial file and the reservation.
         """
-        final = self.path_of(lfn)
-        self._reserve(lfn, size)
-        tmp = self.tmp / f"{uuid.uuid4().hex}.part"
-        committed = False
         try:
-            try:
-                handle = open(tmp, "xb")  # noqa: SIM115 - closed below on every path
-            except OSError as exc:
-                raise CacheError(f"cannot create {tmp}: {exc.strerror}") from exc
-            with handle:
-                yield handle
-                handle.flush()
-                written = handle.tell()
-                if written != size:
-                    raise CacheError(f"{lfn}: wrote {written} bytes, expected {size}")
-                if self._fsync:
-                    os.fsync(handle.fileno())
-            self._commit(lfn, tmp, final)
-            committed = True
+            with self._staged(lfn, size, "part") as tmp:
+                try:
+                    handle = open(tmp, "xb")  # noqa: SIM115 - closed below on every path
+                except OSError as exc:
+                    raise CacheError(f"cannot create {tmp}: {exc.strerror}") from exc
+                with handle:
+                    yield handle
+                    handle.flush()
+                    written = handle.tell()
+                    if written != size:
+                        raise CacheError(f"{lfn}: wrote {written} bytes, expected {size}")
+                    if self._fsync:
+                        os.fsync(handle.fileno())
         except OSError as exc:
             raise CacheError(f"cannot write {lfn} into the cache: {exc.strerror}") from exc
-        finally:
-            if not committed:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                self._release(lfn)
 
     def insert_file(self, lfn: str, src: str | os.PathLike[str]) -> Path:
         """Copy ``src`` into the cache as ``lfn`` (a job's output, IV.C); return its path."""
@@ -260,26 +311,13 @@ class CacheStore:
 
     def link_file(self, lfn: str, src: str | os.PathLike[str]) -> Path:
         """Hard-link ``src`` (another pilot's cached file, IV.D) into this cache as ``lfn``."""
-        final = self.path_of(lfn)
         try:
             size = os.stat(src).st_size
-        except OSError as exc:
-            raise CacheError(f"cannot stat {src}: {exc.strerror}") from exc
-        self._reserve(lfn, size)
-        tmp = self.tmp / f"{uuid.uuid4().hex}.link"
-        committed = False
-        try:
-            os.link(src, tmp)
-            self._commit(lfn, tmp, final)
-            committed = True
+            with self._staged(lfn, size, "link") as tmp:
+                os.link(src, tmp)
         except OSError as exc:
             raise CacheError(f"cannot hard-link {src} into the cache: {exc.strerror}") from exc
-        finally:
-            if not committed:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                self._release(lfn)
-        return final
+        return self.path_of(lfn)
 
     def _reserve(self, lfn: str, size: int) -> None:
         check_lfn(lfn)
@@ -385,23 +423,21 @@ class CacheStore:
             return removed
 
     def _unlink(self, lfn: str) -> None:
-        """Unlink one hard link; report the file if that was its last link (IV.D)."""
+        """Unlink one hard link; report the file if that was its last link (IV.D).
+
+        The name is walked without following links (see safeopen): a symlink swapped into the
+        cache is removed itself, and nothing outside ``data/`` is ever unlinked.
+        """
         path = self.path_of(lfn)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            last = unlink_beneath(self.data, lfn[1:])
         except FileNotFoundError:
             return
-        except OSError as exc:
-            raise CacheError(f"cannot open {path} to remove it: {exc.strerror}") from exc
-        try:
-            os.unlink(path)
-            last = os.fstat(fd).st_nlink == 0
-        except FileNotFoundError:
-            last = False
+        except NotADirectoryError:  # a parent directory was swapped for a link or a file
+            log.warning("cache: not removing %r: a parent directory is not a directory", lfn)
+            return
         except OSError as exc:
             raise CacheError(f"cannot remove {path}: {exc.strerror}") from exc
-        finally:
-            os.close(fd)
         self._prune_dirs(path.parent)
         if last and self._on_last_link is not None:
             self._on_last_link(lfn)

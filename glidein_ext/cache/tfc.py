@@ -46,7 +46,7 @@ LFN_PREFIX = "/store/"
 MAX_CHAIN_DEPTH = 16
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Rule:
     """One ``<lfn-to-pfn>`` / ``<pfn-to-lfn>`` element (or one storage.json rule)."""
 

@@ -3,12 +3,37 @@
 from __future__ import annotations
 
 import time
+import unicodedata
 from pathlib import Path
 
 import click
 
 from glidein_ext.cache.store import CacheStore, scan_cache
 from glidein_ext.errors import CacheError, UsageError
+
+_NAMED_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_UNPRINTED = {"Cc", "Cf", "Cs", "Zl", "Zp"}  # controls, format (bidi, zero-width), lines
+
+
+def shown(name: str) -> str:
+    """``name`` with backslashes and control, format and line-separator characters escaped
+    (``\\n``, ``\\x1b``, ``\\u202e``), so an LFN is one line of output and cannot forge others."""
+    if name.isprintable() and "\\" not in name:
+        return name
+    out = []
+    for char in name:
+        code = ord(char)
+        if char in _NAMED_ESCAPES:
+            out.append(_NAMED_ESCAPES[char])
+        elif unicodedata.category(char) not in _UNPRINTED:
+            out.append(char)
+        elif code < 0x100:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    return "".join(out)
 
 
 @click.group()
@@ -19,13 +44,16 @@ def cache() -> None:
 @cache.command("ls")
 @click.argument("directory", type=click.Path(file_okay=False))
 def ls(directory: str) -> None:
-    """List cached files, least recently used first: size, links, pinned, last use, LFN."""
+    """List cached files, least recently used first: size, links, pinned, last use, LFN.
+
+    Control characters and backslashes in an LFN are printed escaped (\\n, \\x1b, \\\\).
+    """
     entries = scan_cache(Path(directory))
     total = 0
     for entry in entries:
         used = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(entry.mtime))
         pin = "pinned" if entry.pinned else "-"
-        click.echo(f"{entry.size:>14} {entry.links:>3} {pin:<6} {used} {entry.lfn}")
+        click.echo(f"{entry.size:>14} {entry.links:>3} {pin:<6} {used} {shown(entry.lfn)}")
         total += entry.size
     click.echo(f"{len(entries)} files, {total} bytes")
 
@@ -50,7 +78,7 @@ def evict(directory: str, lfns: tuple[str, ...], free_bytes: int | None, evict_a
     if lfns:
         for lfn in lfns:
             if not store.evict(lfn):
-                raise CacheError(f"{lfn} is not in the cache at {root}")
+                raise CacheError(f"{shown(lfn)} is not in the cache at {root}")
             removed.append(lfn)
     elif evict_all:
         removed = store.clear()
@@ -65,4 +93,4 @@ def evict(directory: str, lfns: tuple[str, ...], free_bytes: int | None, evict_a
             removed.append(entry.lfn)
             freed += entry.size
     for lfn in removed:
-        click.echo(f"evicted {lfn}")
+        click.echo(f"evicted {shown(lfn)}")

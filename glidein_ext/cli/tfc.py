@@ -2,42 +2,69 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
 import click
 
 from glidein_ext.cache.tfc import DEFAULT_DESTINATION, Catalog, load_catalog
 from glidein_ext.errors import CatalogError
 
-_catalog = click.option(
-    "--catalog",
-    "catalog_path",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="storage.xml or storage.json.",
-)
-_protocol = click.option(
-    "--protocol",
-    "protocols",
-    required=True,
-    multiple=True,
-    help="Protocol whose rules apply; repeat or comma-separate to try several in order.",
-)
-_destination = click.option(
-    "--destination",
-    default=DEFAULT_DESTINATION,
-    show_default=True,
-    help="Destination matched against destination-match.",
-)
-_site = click.option("--site", default=None, help="storage.json: the site entry to use.")
-_volume = click.option("--volume", default=None, help="storage.json: the volume entry to use.")
+F = TypeVar("F", bound=Callable[..., Any])
+Convert = Callable[[Catalog, str, Sequence[str], str], str | None]
+
+
+def _catalog_options(command: F) -> F:
+    """--catalog, --protocol, --destination, --site and --volume, shared by both directions."""
+    options = [
+        click.option(
+            "--catalog",
+            "catalog_path",
+            required=True,
+            type=click.Path(dir_okay=False),
+            help="storage.xml or storage.json.",
+        ),
+        click.option(
+            "--protocol",
+            "protocols",
+            required=True,
+            multiple=True,
+            help="Protocol whose rules apply; repeat or comma-separate to try several in order.",
+        ),
+        click.option(
+            "--destination",
+            default=DEFAULT_DESTINATION,
+            show_default=True,
+            help="Destination matched against destination-match.",
+        ),
+        click.option("--site", default=None, help="storage.json: the site entry to use."),
+        click.option("--volume", default=None, help="storage.json: the volume entry to use."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _print_mapped(
+    convert: Convert,
+    rule: str,
+    names: tuple[str, ...],
+    catalog: Catalog,
+    protocols: tuple[str, ...],
+    destination: str,
+) -> None:
+    """Print ``convert(name)`` for each name, one per line; an unmatched name is an error."""
+    order = [p for item in protocols for p in item.split(",") if p]
+    for name in names:
+        mapped = convert(catalog, name, order, destination)
+        if mapped is None:
+            raise CatalogError(f"no {rule} rule of protocol {','.join(order)} matches {name}")
+        click.echo(mapped)
 
 
 def _load(path: str, site: str | None, volume: str | None, require_store: bool) -> Catalog:
     catalog = load_catalog(path, site=site, volume=volume)
     return Catalog(catalog.lfn_to_pfn_rules, catalog.pfn_to_lfn_rules, require_store)
-
-
-def _split(protocols: tuple[str, ...]) -> list[str]:
-    return [p for item in protocols for p in item.split(",") if p]
 
 
 @click.group()
@@ -46,11 +73,7 @@ def tfc() -> None:
 
 
 @tfc.command()
-@_catalog
-@_protocol
-@_destination
-@_site
-@_volume
+@_catalog_options
 @click.option(
     "--require-store/--any-lfn",
     default=True,
@@ -69,20 +92,11 @@ def lfn2pfn(
 ) -> None:
     """Print the PFN of each LFN, one per line; an unmatched LFN is an error."""
     catalog = _load(catalog_path, site, volume, require_store)
-    order = _split(protocols)
-    for lfn in lfns:
-        pfn = catalog.lfn_to_pfn(lfn, order, destination)
-        if pfn is None:
-            raise CatalogError(f"no lfn-to-pfn rule of protocol {','.join(order)} matches {lfn}")
-        click.echo(pfn)
+    _print_mapped(Catalog.lfn_to_pfn, "lfn-to-pfn", lfns, catalog, protocols, destination)
 
 
 @tfc.command()
-@_catalog
-@_protocol
-@_destination
-@_site
-@_volume
+@_catalog_options
 @click.argument("pfns", nargs=-1, required=True)
 def pfn2lfn(
     catalog_path: str,
@@ -94,9 +108,4 @@ def pfn2lfn(
 ) -> None:
     """Print the LFN of each PFN, one per line; an unmatched PFN is an error."""
     catalog = _load(catalog_path, site, volume, True)
-    order = _split(protocols)
-    for pfn in pfns:
-        lfn = catalog.pfn_to_lfn(pfn, order, destination)
-        if lfn is None:
-            raise CatalogError(f"no pfn-to-lfn rule of protocol {','.join(order)} matches {pfn}")
-        click.echo(lfn)
+    _print_mapped(Catalog.pfn_to_lfn, "pfn-to-lfn", pfns, catalog, protocols, destination)

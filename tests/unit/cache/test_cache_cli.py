@@ -8,6 +8,7 @@ import pytest
 
 from glidein_ext.cache.store import CacheStore
 from glidein_ext.cli import main
+from glidein_ext.cli.cache import shown
 
 CATALOG = str(Path(__file__).resolve().parents[2] / "data" / "T1_CH_CERN_storage.xml")
 
@@ -104,3 +105,48 @@ def test_cache_ls_and_evict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert out == "evicted /store/c\n"
     code, _, err = run(["cache", "ls", str(tmp_path / "nope")], capsys)
     assert code == 1 and "not a cache directory" in err
+
+
+FORGED = [
+    "/store/a\n         1   1 -      2020-01-01T00:00:00 /store/forged",  # a fake entry line
+    "/store/b\r3 files, 0 bytes",
+    "/store/c\x1b[2K\x1b[1Ahidden",  # terminal escapes
+    "/store/d\u202egnp.exe",  # right-to-left override
+    "/store/e\u2028f",  # line separator
+    "/store/back\\nslash",  # a literal backslash-n must not look like an escaped newline
+]
+
+
+def test_cache_ls_prints_control_characters_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = CacheStore(tmp_path, 10_000, fsync=False)
+    for lfn in FORGED:
+        store.insert_bytes(lfn, b"x")
+    code, out, _ = run(["cache", "ls", str(tmp_path)], capsys)
+    assert code == 0
+    lines = out.split("\n")
+    assert lines[-2:] == [f"{len(FORGED)} files, {len(FORGED)} bytes", ""]
+    assert len(lines) == len(FORGED) + 2  # one line per entry, nothing forged
+    listed = {line.rsplit(" ", 1)[-1] for line in lines[:-2] if " /store/" in line}
+    assert "/store/a\\n" in out and "/store/forged" in out  # the fake line is inside entry a
+    assert "\\x1b[2K\\x1b[1Ahidden" in out and "\\u202egnp.exe" in out and "\\u2028" in out
+    assert "/store/back\\\\nslash" in listed
+    assert not any(ch in out for ch in "\r\x1b\u202e\u2028")
+    code, out, _ = run(["cache", "evict", str(tmp_path), "--all"], capsys)
+    assert code == 0 and len(out.splitlines()) == len(FORGED)
+    assert "evicted /store/c\\x1b[2K\\x1b[1Ahidden" in out.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("/store/plain é ü", "/store/plain é ü"),
+        ("/a\tb\x00c\x7fd", "/a\\tb\\x00c\\x7fd"),
+        ("/a\x85b\u200bc", "/a\\x85b\\u200bc"),  # C1 NEL, zero-width space
+        ("/s\udcffx", "/s\\udcffx"),  # a non-UTF-8 byte in a file name (surrogateescape)
+        ("/\U000e0001", "/\\U000e0001"),  # a tag character (format, outside the BMP)
+    ],
+)
+def test_shown_escapes_only_what_could_forge_output(name: str, expected: str) -> None:
+    assert shown(name) == expected

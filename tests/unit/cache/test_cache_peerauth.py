@@ -42,6 +42,12 @@ def test_old_or_future_requests_are_refused() -> None:
         ("bytes=0-1,5-6", 100, None),  # several ranges: the whole file
         ("items=0-1", 100, None),
         ("bytes=9-1", 100, None),
+        # thousands of digits: no int() of the text (Python's digit limit), the RFC's answer
+        ("bytes=0-" + "9" * 5000, 100, (0, 99)),
+        ("bytes=-" + "9" * 5000, 100, (0, 99)),
+        ("bytes=" + "0" * 5000 + "7-" + "0" * 4000 + "8", 100, (7, 8)),
+        ("bytes=" + "9" * 5000 + "-1", 100, None),  # last before first: ignored
+        ("bytes=\u0663-", 100, None),  # only ASCII digits are numbers
     ],
 )
 def test_range_parsing(header: str | None, size: int, expected: tuple[int, int] | None) -> None:
@@ -49,7 +55,14 @@ def test_range_parsing(header: str | None, size: int, expected: tuple[int, int] 
 
 
 @pytest.mark.parametrize(
-    ("header", "size"), [("bytes=100-", 100), ("bytes=-0", 100), ("bytes=-5", 0)]
+    ("header", "size"),
+    [
+        ("bytes=100-", 100),
+        ("bytes=-0", 100),
+        ("bytes=-5", 0),
+        ("bytes=" + "9" * 5000 + "-", 100),
+        ("bytes=" + "9" * 19 + "-" + "9" * 5000, 2**62),
+    ],
 )
 def test_unsatisfiable_ranges(header: str, size: int) -> None:
     with pytest.raises(Unsatisfiable):

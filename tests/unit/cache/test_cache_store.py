@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
-from glidein_ext.cache.store import CacheStore, check_lfn, scan_cache
+from glidein_ext.cache.store import (
+    STALE_TEMP_SECONDS,
+    CacheStore,
+    check_lfn,
+    scan_cache,
+    temp_name,
+    temp_owner_alive,
+)
 from glidein_ext.errors import CacheError, CacheFullError
 
 
@@ -113,3 +121,65 @@ def test_empty_directories_are_pruned_after_eviction(tmp_path: Path) -> None:
     store.insert_bytes("/store/deep/dir/f", b"x")
     store.evict("/store/deep/dir/f")
     assert os.listdir(tmp_path / "data") == []
+
+
+def test_opening_keeps_live_temporaries_and_removes_dead_and_stale_ones(tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    mine = temp_name("part")  # this process: alive
+    dead = f"{2**22 + 7}-0-{'0' * 32}.part"  # above pid_max's default range: no such process
+    recycled = f"{os.getpid()}-1-{'1' * 32}.part"  # our pid, but another start time
+    old_foreign, new_foreign = "legacy-old.part", "legacy-new.part"
+    for name in (mine, dead, recycled, old_foreign, new_foreign):
+        (tmp / name).write_bytes(b"x")
+    day_and_more = time.time() - STALE_TEMP_SECONDS - 60
+    os.utime(tmp / old_foreign, (day_and_more, day_and_more))
+    CacheStore(tmp_path, 100, fsync=False)
+    assert sorted(os.listdir(tmp)) == sorted([mine, new_foreign])
+
+
+def test_temporaries_are_named_after_their_writer(tmp_path: Path) -> None:
+    store = CacheStore(tmp_path, 100, fsync=False)
+    with store.writer("/store/w", 1) as out:
+        (name,) = os.listdir(tmp_path / "tmp")
+        assert name.startswith(f"{os.getpid()}-") and name.endswith(".part")
+        assert temp_owner_alive(name) is True
+        out.write(b"w")
+    assert temp_owner_alive("not-ours.part") is None
+    for foreign in (f"{os.getpid()}-{'9' * 40}-x.part", "1-\u00b2-x.part", "-1-x.part"):
+        assert temp_owner_alive(foreign) is None  # absurd ticks, a superscript digit, no pid
+
+
+@pytest.mark.parametrize("how", ["symlink", "parent-symlink", "fifo"])
+def test_removal_never_reaches_outside_the_cache(tmp_path: Path, how: str) -> None:
+    """A name swapped for a link (or a FIFO) after caching: evicting it removes the link only."""
+    reported: list[str] = []
+    store = CacheStore(tmp_path / "c", 100, on_last_link=reported.append, fsync=False)
+    victim = store.insert_bytes("/store/dir/victim", b"v")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim").write_bytes(b"precious")
+    victim.unlink()
+    if how == "symlink":
+        victim.symlink_to(outside / "victim")
+    elif how == "parent-symlink":
+        victim.parent.rmdir()
+        victim.parent.symlink_to(outside)
+    else:
+        os.mkfifo(victim)
+    assert store.clear() == ["/store/dir/victim"]  # neither raises nor blocks
+    assert (outside / "victim").read_bytes() == b"precious"
+    assert reported == []
+    assert os.path.lexists(victim) == (how == "parent-symlink")  # there: the outside file
+
+
+@pytest.mark.parametrize(
+    "pin_text",
+    [f"{10**30} /store/p\n", f"{2**31} /store/p\n", "-1 /store/p\n", "x /store/p", "\xff\xfe"],
+)
+def test_a_hostile_pin_file_neither_pins_nor_breaks_opening(tmp_path: Path, pin_text: str) -> None:
+    CacheStore(tmp_path, 100, fsync=False).insert_bytes("/store/p", b"p")
+    (tmp_path / "pins" / "forged.pin").write_text(pin_text, encoding="latin-1")
+    store = CacheStore(tmp_path, 100, fsync=False)  # before: OverflowError for a huge pid
+    assert [e.pinned for e in store.entries()] == [False]
+    assert store.evict("/store/p")
