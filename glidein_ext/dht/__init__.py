@@ -7,8 +7,15 @@ Pilots of one site form a Kademlia network (Maymounkov & Mazieres, 2002) over UD
 - ``lookup``: the iterative node lookup (Kademlia section 2.3), as a pure state machine.
 - ``storage``: values that append and deduplicate per key, with owner and expiry (seed III.A).
 - ``regions``, ``aggregation``: broadcast over eight regions, reply aggregation (seed III.B).
-- ``replay``, ``protocol``: authenticated msgpack messages with a replay window (beyond the seed).
-- ``rpc``, ``broadcaster``, ``node``: the asyncio edges.
+- ``wire``, ``protocol``, ``replay``: authenticated messages (a struct header and a compact body
+  encoding, standard library only) with a replay window (beyond the seed).
+- ``handler``: the answers to requests, synchronous.
+- ``rpc``, ``caller``, ``broadcaster``, ``node``: the asyncio edges; ``caller`` also notices dead
+  contacts (beyond the seed).
+
+Python 3.9 and the standard library only: it runs inside the pilots.
 
 Nothing happens at import.
 """
+
+from __future__ import annotations

@@ -9,7 +9,8 @@ a list of parts (``merged`` is False) and its parent adds them to its own list.
 
 The depth-dependent timeout is a budget: the root waits ``timeout``; each child is given what its
 parent has left minus a hop margin, so every node answers before its parent gives up.  Answers are
-msgpack values; ``None`` means "nothing to report" and is left out of the aggregation.  Pure code.
+values that can travel (see ``wire``); ``None`` means "nothing to report" and is left out of the
+aggregation.  Pure code.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 Combine = Callable[[list[Any]], Any]
-"""Folds a subtree's answers into one (e.g. ``sum``); the result must be msgpack-able."""
+"""Folds a subtree's answers into one (e.g. ``sum``); the result must travel (``wire``)."""
 
 
 def child_budget(remaining: float, hop_margin: float) -> float:

@@ -20,12 +20,19 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
-from glidein_ext.dht import regions
+from glidein_ext.dht import regions, wire
 from glidein_ext.dht.aggregation import Aggregation, Combine, child_budget
 from glidein_ext.dht.contact import Address, Contact
-from glidein_ext.dht.protocol import BroadcastRequest, Kind, Message, ProtocolError, parse_flag
+from glidein_ext.dht.protocol import (
+    BODY_BUDGET,
+    BroadcastRequest,
+    Kind,
+    Message,
+    ProtocolError,
+    parse_flag,
+)
 from glidein_ext.dht.routing import RoutingTable
 from glidein_ext.dht.settings import DhtSettings
 from glidein_ext.dht.stats import NodeStats
@@ -35,20 +42,20 @@ log = logging.getLogger(__name__)
 
 Answer = Callable[[Any], Any]
 """A topic's handler: the payload in, this node's answer out (a value or an awaitable of one)."""
-Request = Callable[[Contact, Kind, list[Any]], Awaitable[Message | None]]
+Request = Callable[[Contact, Kind, list[Any]], Awaitable[Optional[Message]]]
 Notify = Callable[[Address, Kind, list[Any]], None]
 Spawn = Callable[[Coroutine[Any, Any, None]], None]
 Discover = Callable[[int, set[int]], Awaitable[list[Contact]]]
 """Contacts near an id (learned from our contacts closest to it), leaving out the given ids."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Topic:
     answer: Answer
     combine: Combine
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class BroadcastResult:
     """What the root gets back: the aggregated answer, and whether every node it reached
     answered in time (``complete``)."""
@@ -58,7 +65,7 @@ class BroadcastResult:
     elapsed: float
 
 
-@dataclass(slots=True)
+@dataclass
 class _Active:
     request: BroadcastRequest
     aggregation: Aggregation
@@ -100,7 +107,10 @@ class Broadcaster:
         self._topics[topic] = Topic(answer, combine)
 
     async def start(self, topic: str, payload: Any, timeout: float) -> BroadcastResult:
-        """Broadcast from this node (the root) and wait for the aggregated answer."""
+        """Broadcast from this node (the root) and wait for the aggregated answer.
+
+        Raises DhtError when the payload cannot travel or does not fit in one datagram.
+        """
         started = time.monotonic()
         request = BroadcastRequest(
             bid=os.urandom(16),
@@ -110,6 +120,9 @@ class Broadcaster:
             budget=timeout,
             depth=0,
         )
+        size = len(wire.encode(request.to_wire()))  # raises DhtError for what cannot travel
+        if size > BODY_BUDGET:
+            raise DhtError(f"a broadcast of {size} bytes does not fit in one datagram")
         future: asyncio.Future[tuple[Any, bool]] = asyncio.get_running_loop().create_future()
         self._handle(request, None, future)
         value, complete = await future
@@ -171,7 +184,7 @@ class Broadcaster:
     def _answer(self, state: _Active, topic: Topic) -> None:
         try:
             value = topic.answer(state.request.payload)
-        except Exception:
+        except Exception:  # contract: the caller's handler never breaks the broadcast (logged)
             log.exception("broadcast handler for %r failed", state.request.topic)
             value = None
         if inspect.isawaitable(value):
@@ -182,7 +195,7 @@ class Broadcaster:
     async def _await_answer(self, state: _Active, pending: Awaitable[Any]) -> None:
         try:
             value = await pending
-        except Exception:
+        except Exception:  # contract: the caller's handler never breaks the broadcast (logged)
             log.exception("broadcast handler for %r failed", state.request.topic)
             value = None
         if state.aggregation.finished:
@@ -255,7 +268,7 @@ class Broadcaster:
         complete = state.aggregation.whole
         try:
             value = state.aggregation.finish()
-        except Exception:
+        except Exception:  # contract: the caller's combine never breaks the broadcast (logged)
             log.exception("combining answers for %r failed", state.request.topic)
             value = None
         self._stats.broadcast_late_replies += state.aggregation.late

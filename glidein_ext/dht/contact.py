@@ -9,9 +9,11 @@ from glidein_ext.dht.ids import to_hex
 Address = tuple[str, int]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Contact:
     """A peer: its 160-bit id and the UDP address it answers on."""
+
+    __slots__ = ("host", "id", "port")
 
     id: int
     host: str

@@ -6,11 +6,15 @@ closest not-yet-asked candidates at a time, merges the contacts they return, and
 once values were found and the ``replication`` closest candidates have answered (with append,
 seed III.A, the values of those nodes are the key's replica list).  The async driver lives in
 ``node.py``; this class only decides whom to ask next.
+
+Beyond the paper: contacts that other nodes report but that we know to be suspect or dead
+(``avoid``, from our routing table) are not asked, so a node that has noticed a death does not pay
+a timeout again because its peers have not noticed yet.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from glidein_ext.dht.contact import Contact
 
@@ -27,8 +31,10 @@ class Lookup:
         width: int,
         alpha: int,
         exclude: Iterable[int] = (),
+        avoid: Callable[[int], bool] | None = None,
     ) -> None:
         self.target = target
+        self._avoid = avoid
         self.width = width
         self.alpha = alpha
         self._skip = {own_id, *exclude}
@@ -60,8 +66,10 @@ class Lookup:
         return batch
 
     def answered(self, contact: Contact, contacts: Iterable[Contact]) -> None:
+        """``contact`` answered with ``contacts``; those we are to avoid are left out."""
         self._answered.add(contact.id)
-        self.add(contacts)
+        avoid = self._avoid
+        self.add(contacts if avoid is None else (c for c in contacts if not avoid(c.id)))
 
     def failed(self, contact: Contact) -> None:
         self._failed.add(contact.id)

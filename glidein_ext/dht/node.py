@@ -4,7 +4,13 @@ The asyncio edge that ties the pure parts together: it answers the six RPCs (PIN
 FIND_NODE, FIND_VALUE, LEAVE, BROADCAST), runs iterative lookups (Kademlia section 2.3), joins
 with an id and site contacts given by the caller, stores with append (seed III.A), republishes
 (Kademlia section 2.5), leaves with LEAVE after handing its keys on (seed III.A), and broadcasts
-with aggregation (seed III.B).  Every task it starts is kept in a set and reaped with logging.
+with aggregation (seed III.B).  Requests it receives are answered by :mod:`handler`.
+
+Beyond the seed: what a key holds may exceed one datagram, so STOREs are split to the datagram
+budget and a value lookup pages through each holder's values; a contact that misses an answer is
+probed at once and dropped when it keeps silent (see :mod:`routing`); the maintenance loop logs a
+failing pass and carries on.  Every task the node starts is kept in a set, reaped with logging and
+cancelled by :meth:`DhtNode.close`.
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ from typing import Any
 from glidein_ext.dht import ids, protocol
 from glidein_ext.dht.aggregation import Combine
 from glidein_ext.dht.broadcaster import Answer, Broadcaster, BroadcastResult
+from glidein_ext.dht.caller import Caller
 from glidein_ext.dht.contact import Address, Contact
+from glidein_ext.dht.handler import RequestHandler
 from glidein_ext.dht.lookup import Lookup
 from glidein_ext.dht.protocol import Codec, Kind, Message, ProtocolError, WireValue
 from glidein_ext.dht.routing import RoutingTable
@@ -33,12 +41,12 @@ from glidein_ext.errors import DhtError
 
 log = logging.getLogger(__name__)
 
-MAX_CONTACTS_ON_WIRE = 256
-FOUND_VALUES_BUDGET = 48_000
-"""Bytes of values one FIND_VALUE answer carries at most, so that it fits in a datagram."""
+RECEIVE_BUFFER = 1 << 20
+"""Socket receive buffer asked for, so that a few full-size datagrams can queue (the kernel caps
+it at net.core.rmem_max)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class LookupResult:
     """The outcome of one iterative lookup, with what the benchmark measures."""
 
@@ -70,24 +78,25 @@ class DhtNode:
         self.storage = Storage(self.settings.max_values_per_key)
         self._rng = rng or random.Random()
         self._codec = Codec(key, self.settings.auth_tag_bytes)
-        self._rpc = RpcEndpoint(
-            self._codec,
-            self.id,
-            self._handle,
-            replay_window=self.settings.replay_window,
-            stats=self.stats,
-            read_only=read_only,
-        )
         self._broadcaster = Broadcaster(
             self.id,
             self.table,
             self.settings,
             self.stats,
             request=self._call,
-            notify=self._rpc.notify,
+            notify=self._notify,
             spawn=self._spawn,
             discover=self._neighbours,
         )
+        self._rpc = RpcEndpoint(
+            self._codec,
+            self.id,
+            RequestHandler(self.id, self.table, self.storage, self.settings, self._broadcaster),
+            replay_window=self.settings.replay_window,
+            stats=self.stats,
+            read_only=read_only,
+        )
+        self._caller = Caller(self._rpc, self.table, self.settings, self._spawn)
         self._tasks: set[asyncio.Task[None]] = set()
         # What we published ourselves: key -> value -> lifetime.  Republished with a fresh
         # lifetime by the owner (Kademlia section 2.5) until withdrawn.
@@ -103,9 +112,12 @@ class DhtNode:
         """Bind the UDP socket; with ``maintenance``, republish and refresh periodically."""
         loop = asyncio.get_running_loop()
         try:
-            await loop.create_datagram_endpoint(lambda: self._rpc, local_addr=(host, port))
+            transport, _ = await loop.create_datagram_endpoint(
+                lambda: self._rpc, local_addr=(host, port)
+            )
         except OSError as exc:
             raise DhtError(f"cannot bind UDP {host}:{port}: {exc.strerror or exc}") from exc
+        _tune_socket(transport)
         self._address = self._rpc.address
         if maintenance and not self.read_only:
             self._spawn(self._maintain())
@@ -153,12 +165,26 @@ class DhtNode:
             log.error("DHT task failed", exc_info=task.exception())
 
     async def _maintain(self) -> None:
+        """Every republish interval (with jitter), one maintenance pass, until cancelled.
+
+        The loop must outlive a failing pass (the one contract that allows a blind except here):
+        a failure is logged with its traceback and the next pass runs on schedule.
+        """
         period = self.settings.republish_interval
         while True:
             await asyncio.sleep(period * (0.75 + 0.5 * self._rng.random()))
-            self.storage.expire(time.monotonic())
-            await self.republish()
-            await self.refresh()
+            try:
+                await self.maintenance_pass()
+            except Exception:  # contract: a failing pass never ends maintenance (logged)
+                log.exception("DHT maintenance pass failed; the next one is due in ~%g s", period)
+
+    async def maintenance_pass(self) -> None:
+        """Expire values, republish (Kademlia section 2.5), refresh idle buckets (section 2.3),
+        and ping the contacts not heard from since the last sweep (beyond the seed)."""
+        self.storage.expire(time.monotonic())
+        await self.republish()
+        await self.refresh()
+        await self._caller.sweep()
 
     # --- joining and leaving -------------------------------------------------------------------
 
@@ -218,14 +244,24 @@ class DhtNode:
 
     async def put(self, key: str | bytes, value: bytes, ttl: float | None = None) -> int:
         """Append ``value`` to ``key`` on the ``replication`` closest nodes; how many stored it."""
-        if len(value) > self.settings.max_value_bytes:
-            raise DhtError(f"a value has at most {self.settings.max_value_bytes} bytes")
+        return await self.put_many(key, [value], ttl)
+
+    async def put_many(
+        self, key: str | bytes, values: Sequence[bytes], ttl: float | None = None
+    ) -> int:
+        """Append ``values`` to ``key`` (STOREs split to the datagram budget); how many nodes
+        stored them all."""
+        limit = self.settings.max_value_bytes
+        if any(len(value) > limit for value in values):
+            raise DhtError(f"a value has at most {limit} bytes")
         target = ids.key_id(key)
         lifetime = self.settings.value_ttl if ttl is None else ttl
         if not self.read_only:
-            self._published.setdefault(target, {})[value] = lifetime
+            published = self._published.setdefault(target, {})
+            published.update(dict.fromkeys(values, lifetime))
         found = await self.lookup(target)
-        return await self._store_at(target, [WireValue(value, self.id, lifetime)], found.contacts)
+        wired = [WireValue(value, self.id, lifetime) for value in dict.fromkeys(values)]
+        return await self._store_at(target, wired, found.contacts)
 
     def withdraw(self, key: str | bytes, value: bytes) -> bool:
         """Stop republishing ``value`` (say, a file left our cache); it then expires."""
@@ -282,7 +318,7 @@ class DhtNode:
         candidates.sort(key=lambda c: c.id ^ key)
         holders = candidates[: self.settings.replication]
         now = time.monotonic()
-        body = [ids.to_bytes(key), [v.to_wire() for v in values]]
+        bodies = protocol.store_bodies(key, values)
         stored = 0
         remote = []
         for holder in holders:
@@ -291,9 +327,16 @@ class DhtNode:
                     self.storage.append(key, v.data, v.owner, v.ttl, now)
                 stored += 1
             else:
-                remote.append(self._call(holder, Kind.STORE, body))
-        stored += sum(msg is not None for msg in await asyncio.gather(*remote))
+                remote.append(self._store_all(holder, bodies))
+        stored += sum(await asyncio.gather(*remote))
         return stored
+
+    async def _store_all(self, holder: Contact, bodies: list[list[Any]]) -> bool:
+        """Send STOREs one after the other (one full datagram in flight per holder)."""
+        for body in bodies:
+            if await self._call(holder, Kind.STORE, body) is None:
+                return False
+        return True
 
     # --- lookups -------------------------------------------------------------------------------
 
@@ -310,6 +353,7 @@ class DhtNode:
             width=settings.k,
             alpha=settings.alpha,
             exclude=skip,
+            avoid=self.table.is_suspect if self.table.has_suspects() else None,
         )
         values: dict[bytes, WireValue] = {}
         if find_value:
@@ -317,42 +361,29 @@ class DhtNode:
             for held in self.storage.get(target, now):
                 values[held.data] = WireValue(held.data, held.owner, held.ttl(now))
         kind = Kind.FIND_VALUE if find_value else Kind.FIND_NODE
-        body = [ids.to_bytes(target)]
+        body: list[Any] = [ids.to_bytes(target), None] if find_value else [ids.to_bytes(target)]
         while not (values and state.settled(settings.replication)):
             batch = state.next_batch()
             if not batch:
                 break
             replies = await asyncio.gather(*(self._call(c, kind, body) for c in batch))
-            for contact, msg in zip(batch, replies, strict=True):
+            rest = []
+            for contact, msg in _pairs(batch, replies):
                 try:
-                    found, contacts = self._parse_found(msg, find_value)
+                    found, contacts, more = self._caller.parse_answer(msg, find_value)
                 except ProtocolError:
                     state.failed(contact)
                     continue
                 state.answered(contact, contacts)
-                for v in found:
-                    old = values.get(v.data)
-                    if old is None or old.ttl < v.ttl:
-                        values[v.data] = v
+                _merge(values, found)
+                if more and found:
+                    rest.append(self._caller.more_values(contact, target, found[-1].data))
+            for found in await asyncio.gather(*rest):
+                _merge(values, found)
         self.table.note_lookup(target, time.monotonic())
         return LookupResult(
             state.closest(settings.k), list(values.values()), state.rounds, state.queried
         )
-
-    def _parse_found(
-        self, msg: Message | None, find_value: bool
-    ) -> tuple[list[WireValue], list[Contact]]:
-        if msg is None:
-            raise ProtocolError("no answer")
-        if find_value:
-            return protocol.parse_found(
-                msg.body,
-                MAX_CONTACTS_ON_WIRE,
-                self.settings.max_values_per_key,
-                self.settings.max_value_bytes,
-            )
-        (contacts,) = msg.body if len(msg.body) == 1 else (None,)
-        return [], protocol.parse_contacts(contacts, MAX_CONTACTS_ON_WIRE)
 
     async def _neighbours(self, target: int, exclude: set[int]) -> list[Contact]:
         """One FIND_NODE round to our ``alpha`` contacts closest to ``target``: what they know."""
@@ -362,7 +393,7 @@ class DhtNode:
         found: dict[int, Contact] = {}
         for msg in replies:
             try:
-                _, contacts = self._parse_found(msg, find_value=False)
+                _, contacts, _ = self._caller.parse_answer(msg, find_value=False)
             except ProtocolError:
                 continue
             for contact in contacts:
@@ -391,74 +422,45 @@ class DhtNode:
     # --- the RPC edge --------------------------------------------------------------------------
 
     async def _call(self, contact: Contact, kind: Kind, body: list[Any]) -> Message | None:
-        """A request to a known contact; None (and one more failure on its record) on timeout."""
-        try:
-            msg = await self._rpc.request(contact.address, kind, body, self.settings.rpc_timeout)
-        except RpcTimeout:
-            self.table.record_failure(contact.id)
-            return None
-        if msg.sender != contact.id or msg.kind != kind:
-            # Another node now answers at that address: the contact we knew is gone.
-            self.table.remove(contact.id)
-            return None
-        if not msg.read_only:
-            self.table.observe(contact)
-        return msg
+        return await self._caller.call(contact, kind, body)
 
-    def _handle(self, msg: Message, address: Address) -> list[Any] | None:
-        """Answer one authenticated, fresh request (called by the RPC endpoint)."""
-        if msg.sender == self.id:
-            raise ProtocolError("a message claiming our own id")
-        if msg.kind == Kind.LEAVE:
-            self.table.remove(msg.sender)  # seed III.A: drop it at once
-            return []
-        sender = Contact(msg.sender, *address)
-        if not msg.read_only:
-            self.table.observe(sender)
-        settings = self.settings
-        match msg.kind:
-            case Kind.PING:
-                return []
-            case Kind.STORE:
-                key, values = protocol.parse_store(
-                    msg.body, settings.max_values_per_key, settings.max_value_bytes
-                )
-                now = time.monotonic()
-                added = sum(
-                    self.storage.append(key, v.data, v.owner, min(v.ttl, settings.value_ttl), now)
-                    for v in values
-                )
-                return [added]
-            case Kind.FIND_NODE:
-                target = protocol.parse_target(msg.body)
-                closest = self.table.closest(target, settings.k, (msg.sender,))
-                return [[protocol.contact_to_wire(c) for c in closest]]
-            case Kind.FIND_VALUE:
-                target = protocol.parse_target(msg.body)
-                closest = self.table.closest(target, settings.k, (msg.sender,))
-                return [
-                    self._values_on_wire(target),
-                    [protocol.contact_to_wire(c) for c in closest],
-                ]
-            case Kind.BROADCAST:
-                request = protocol.parse_broadcast(msg.body)
-                return [self._broadcaster.on_request(request, address)]
-            case Kind.BROADCAST_REPLY:
-                bid, value, complete, merged = protocol.parse_broadcast_reply(msg.body)
-                self._broadcaster.on_reply(msg.sender, bid, value, complete, merged)
-                return None
-        raise ProtocolError(f"unhandled kind {msg.kind}")
+    def _notify(self, address: Address, kind: Kind, body: list[Any]) -> None:
+        self._rpc.notify(address, kind, body)
 
-    def _values_on_wire(self, key: int) -> list[list[Any]]:
-        now = time.monotonic()
-        out: list[list[Any]] = []
-        size = 0
-        for v in self.storage.get(key, now):
-            size += len(v.data) + 40
-            if size > FOUND_VALUES_BUDGET:
-                break
-            out.append(WireValue(v.data, v.owner, v.ttl(now)).to_wire())
-        return out
+
+def _pairs(
+    contacts: Sequence[Contact], replies: Sequence[Message | None]
+) -> list[tuple[Contact, Message | None]]:
+    """zip(strict=True) for Python 3.9: each contact asked with its answer."""
+    if len(contacts) != len(replies):
+        raise RuntimeError("one answer per contact asked")
+    return [(contacts[i], replies[i]) for i in range(len(contacts))]
+
+
+def _merge(values: dict[bytes, WireValue], found: Iterable[WireValue]) -> None:
+    """Add ``found`` to ``values`` (by bytes), keeping the longest remaining lifetime."""
+    for v in found:
+        old = values.get(v.data)
+        if old is None or old.ttl < v.ttl:
+            values[v.data] = v
+
+
+def _tune_socket(transport: asyncio.BaseTransport) -> None:
+    """A receive buffer for a few full datagrams, and reads no larger than a datagram.
+
+    The selector loop reads every datagram into a 256 KiB buffer by default, which glibc serves
+    with an mmap per read; one datagram's size is below its mmap threshold (a third of the
+    get latency on loopback).
+    """
+    if hasattr(transport, "max_size"):
+        transport.max_size = 65535  # the largest UDP payload
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
+    except OSError as exc:
+        log.debug("cannot enlarge the UDP receive buffer: %s", exc)
 
 
 async def _resolve(loop: asyncio.AbstractEventLoop, address: Address) -> Address:

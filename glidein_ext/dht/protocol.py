@@ -1,31 +1,47 @@
-"""The wire format: msgpack messages authenticated with a per-site HMAC.
+"""The wire format: a fixed header and a compact body, authenticated with a per-site HMAC.
 
-A datagram is ``msgpack([version, kind, flags, sender, timestamp_ms, nonce, reply_to, body])``
-followed by a tag: HMAC-SHA256 over the encoded bytes with the site key, truncated to
-``tag_bytes`` (beyond the seed; the key is handed out at join).  ``nonce`` is 8 random bytes, the
-request identifier as well; a response carries its request's nonce in ``reply_to`` and the request
-kind with the RESPONSE bit.  Bodies are lists, checked by the ``parse_*`` helpers below; anything
-malformed raises :class:`ProtocolError` and is dropped by the caller.
+A datagram is (beyond the seed; standard library only)::
+
+    version(1) kind(1) flags(1) sender(20) timestamp_ms(8) nonce(8) [reply_to(8)]  body  tag
+
+packed with :mod:`struct` (big-endian), ``reply_to`` present exactly on responses, ``body`` a list
+in the encoding of :mod:`glidein_ext.dht.wire`, and ``tag`` HMAC-SHA256 over everything before it
+with the site key, truncated to ``tag_bytes`` (the key is handed out at join).  ``nonce`` is 8
+random bytes, the request identifier as well; a response carries its request's nonce in
+``reply_to`` and the request kind with the RESPONSE bit.  Bodies are lists, checked by the
+``parse_*`` helpers below; anything malformed raises :class:`ProtocolError` and is dropped by the
+caller.  A datagram is at most :data:`MAX_DATAGRAM` bytes; :data:`BODY_BUDGET` is what a body may
+use whatever the header and tag, and senders split what they send to it.
 """
 
 from __future__ import annotations
 
+import functools
 import hmac
+import math
 import os
+import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-import msgpack  # type: ignore[import-untyped]
-
-from glidein_ext.dht import ids
+from glidein_ext.dht import ids, wire
 from glidein_ext.dht.contact import Contact
 from glidein_ext.dht.regions import Block
 from glidein_ext.errors import DhtError
 
-VERSION = 1
+VERSION = 2
 NONCE_BYTES = 8
 MAX_DATAGRAM = 65000
+MAX_TAG_BYTES = 32
+HEADER = struct.Struct(">BBB20sQ8s")
+"""version, kind, flags, sender id, timestamp in ms, nonce; a response adds its ``reply_to``."""
+MAX_HEADER_BYTES = HEADER.size + NONCE_BYTES
+BODY_BUDGET = MAX_DATAGRAM - MAX_HEADER_BYTES - MAX_TAG_BYTES
+"""Bytes an encoded body may take so that the datagram fits, whatever its header and tag."""
+MAX_VALUES_PER_MESSAGE = 2048
+"""Values one STORE or FIND_VALUE answer carries at most (senders split beyond it)."""
 FLAG_READ_ONLY = 1
 """A client that never stores nor routes: receivers keep it out of their routing tables."""
 
@@ -53,7 +69,7 @@ class AuthError(ProtocolError):
     """A datagram whose HMAC tag does not verify with the site key."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Message:
     kind: Kind
     response: bool
@@ -71,6 +87,8 @@ class Codec:
     def __init__(self, key: bytes, tag_bytes: int = 16) -> None:
         if len(key) < 16:
             raise DhtError("the site key must have at least 16 bytes")
+        if not 8 <= tag_bytes <= MAX_TAG_BYTES:
+            raise DhtError(f"the tag has 8 to {MAX_TAG_BYTES} bytes")
         self._key = key
         self.tag_bytes = tag_bytes
 
@@ -91,17 +109,24 @@ class Codec:
     ) -> tuple[bytes, bytes]:
         """The datagram and its nonce; raises DhtError if it would not fit in one datagram."""
         nonce = nonce if nonce is not None else os.urandom(NONCE_BYTES)
-        header = [
-            VERSION,
-            int(kind) | (RESPONSE if response else 0),
-            FLAG_READ_ONLY if read_only else 0,
-            ids.to_bytes(sender),
-            round(timestamp * 1000),
-            nonce,
-            reply_to,
-            body,
-        ]
-        packed: bytes = msgpack.packb(header, use_bin_type=True)
+        if len(nonce) != NONCE_BYTES or response != (reply_to is not None):
+            raise DhtError("a nonce has 8 bytes; reply_to is set on responses only")
+        try:
+            header = HEADER.pack(
+                VERSION,
+                int(kind) | (RESPONSE if response else 0),
+                FLAG_READ_ONLY if read_only else 0,
+                ids.to_bytes(sender),
+                round(timestamp * 1000),
+                nonce,
+            )
+        except (struct.error, OverflowError) as exc:
+            raise DhtError(f"cannot encode a message header: {exc}") from exc
+        if reply_to is not None:
+            if len(reply_to) != NONCE_BYTES:
+                raise DhtError("reply_to is a nonce of 8 bytes")
+            header += reply_to
+        packed = header + wire.encode(body)
         if len(packed) + self.tag_bytes > MAX_DATAGRAM:
             raise DhtError(f"message of {len(packed)} bytes does not fit in one datagram")
         return packed + self._tag(packed), nonce
@@ -113,41 +138,39 @@ class Codec:
         packed, tag = datagram[: -self.tag_bytes], datagram[-self.tag_bytes :]
         if not hmac.compare_digest(tag, self._tag(packed)):
             raise AuthError("bad HMAC tag")
-        try:
-            fields = msgpack.unpackb(packed, raw=False, ext_hook=_no_ext)
-        except (ValueError, msgpack.UnpackException) as exc:
-            raise ProtocolError(f"not msgpack: {exc}") from exc
-        if not isinstance(fields, list) or len(fields) != 8:
-            raise ProtocolError("header is not an 8-element list")
-        version, kind_code, flags, sender, ts_ms, nonce, reply_to, body = fields
+        if len(packed) < HEADER.size:
+            raise ProtocolError("truncated header")
+        version, kind_int, flags, sender, ts_ms, nonce = HEADER.unpack_from(packed)
         if version != VERSION:
             raise ProtocolError(f"unsupported version {version!r}")
-        kind_int = _int(kind_code)
         try:
             kind = Kind(kind_int & ~RESPONSE)
         except ValueError as exc:
             raise ProtocolError(f"unknown kind {kind_int}") from exc
-        if not isinstance(nonce, bytes) or len(nonce) != NONCE_BYTES:
-            raise ProtocolError("bad nonce")
         response = bool(kind_int & RESPONSE)
-        if response != isinstance(reply_to, bytes) or (reply_to is not None and not response):
-            raise ProtocolError("reply_to must be set on responses only")
+        start = HEADER.size
+        reply_to = None
+        if response:
+            start += NONCE_BYTES
+            if len(packed) < start:
+                raise ProtocolError("truncated reply_to")
+            reply_to = packed[HEADER.size : start]
+        try:
+            body = wire.decode(packed, start)
+        except wire.DecodeError as exc:
+            raise ProtocolError(f"bad body: {exc}") from exc
         if not isinstance(body, list):
             raise ProtocolError("body is not a list")
         return Message(
             kind=kind,
             response=response,
-            sender=parse_id(sender),
-            timestamp=_int(ts_ms) / 1000,
+            sender=ids.from_bytes(sender),
+            timestamp=ts_ms / 1000,
             nonce=nonce,
             reply_to=reply_to,
             body=body,
-            read_only=bool(_int(flags) & FLAG_READ_ONLY),
+            read_only=bool(flags & FLAG_READ_ONLY),
         )
-
-
-def _no_ext(code: int, data: bytes) -> Any:
-    raise ProtocolError(f"msgpack extension type {code} is not part of the protocol")
 
 
 # --- body helpers: wire values to checked Python values ------------------------------------------
@@ -160,8 +183,10 @@ def _int(value: object) -> int:
 
 
 def _num(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ProtocolError(f"expected a number, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ProtocolError("expected a finite number")
     return float(value)
 
 
@@ -183,22 +208,39 @@ def parse_bytes(value: object, limit: int) -> bytes:
     return value
 
 
-def contact_to_wire(contact: Contact) -> list[Any]:
-    return [ids.to_bytes(contact.id), contact.host, contact.port]
+_CONTACT_HEAD = ids.ID_BYTES + 2  # the id, then the port
+_CONTACT_CACHE = 4096
+
+
+def contact_to_wire(contact: Contact) -> bytes:
+    """``id(20) || port(2, big-endian) || host (UTF-8)``: one short bytes value, cheap to decode."""
+    return (
+        contact.id.to_bytes(ids.ID_BYTES, "big")
+        + contact.port.to_bytes(2, "big")
+        + (contact.host.encode())
+    )
 
 
 def parse_contact(value: object) -> Contact:
-    # Hot path (a lookup answer carries k contacts): the checks are written out.
-    if type(value) is not list or len(value) != 3:
-        raise ProtocolError("a contact is a list of 3 items")
-    ident, host, port = value
-    if type(ident) is not bytes or len(ident) != ids.ID_BYTES:
-        raise ProtocolError("bad id")
-    if type(host) is not str or not 0 < len(host) <= 255:
-        raise ProtocolError("bad host")
-    if type(port) is not int or not 0 < port <= 65535:
+    """A contact from its wire form; raises ProtocolError."""
+    if type(value) is not bytes:
+        raise ProtocolError("a contact is id, port and host in one bytes value")
+    return _parse_contact(value)
+
+
+@functools.lru_cache(maxsize=_CONTACT_CACHE)
+def _parse_contact(value: bytes) -> Contact:
+    # Hot path (a lookup answer carries k contacts, mostly known ones): checks written out, cached.
+    if not _CONTACT_HEAD < len(value) <= _CONTACT_HEAD + 255:
+        raise ProtocolError("a contact is id, port and host in 24 to 277 bytes")
+    port = value[ids.ID_BYTES] << 8 | value[ids.ID_BYTES + 1]
+    if port == 0:
         raise ProtocolError("bad port")
-    return Contact(int.from_bytes(ident, "big"), host, port)
+    try:
+        host = value[_CONTACT_HEAD:].decode()
+    except UnicodeDecodeError as exc:
+        raise ProtocolError("bad host") from exc
+    return Contact(int.from_bytes(value[: ids.ID_BYTES], "big"), host, port)
 
 
 def parse_contacts(value: object, limit: int) -> list[Contact]:
@@ -208,16 +250,23 @@ def parse_contacts(value: object, limit: int) -> list[Contact]:
     return [parse_contact(item) for item in items]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class WireValue:
     """A value as it travels: its bytes, its owner, its remaining lifetime in seconds."""
 
+    __slots__ = ("data", "owner", "ttl")
     data: bytes
     owner: int
     ttl: float
 
     def to_wire(self) -> list[Any]:
-        return [self.data, ids.to_bytes(self.owner), self.ttl]
+        return [self.data, ids.to_bytes(self.owner), float(self.ttl)]
+
+    @property
+    def wire_size(self) -> int:
+        """Bytes of :meth:`to_wire` once encoded."""
+        inner = wire.bytes_size(len(self.data)) + wire.bytes_size(ids.ID_BYTES) + wire.FLOAT_SIZE
+        return wire.list_size(3, inner)
 
 
 def parse_values(value: object, max_count: int, max_bytes: int) -> list[WireValue]:
@@ -231,9 +280,74 @@ def parse_values(value: object, max_count: int, max_bytes: int) -> list[WireValu
     return found
 
 
+def split_values(
+    values: Sequence[WireValue], budget: int, max_count: int = MAX_VALUES_PER_MESSAGE
+) -> list[list[WireValue]]:
+    """``values`` cut into consecutive runs whose wire encodings fit ``budget`` bytes each.
+
+    Each run also has at most ``max_count`` values; a value larger than the budget alone raises
+    DhtError (settings keep values far below it).
+    """
+    runs: list[list[WireValue]] = []
+    run: list[WireValue] = []
+    used = 0
+    for value in values:
+        size = value.wire_size
+        if size > budget:
+            raise DhtError(f"a value of {len(value.data)} bytes does not fit in one datagram")
+        if run and (used + size > budget or len(run) >= max_count):
+            runs.append(run)
+            run, used = [], 0
+        run.append(value)
+        used += size
+    if run:
+        runs.append(run)
+    return runs
+
+
+STORE_VALUES_BUDGET = BODY_BUDGET - wire.list_size(
+    2, wire.bytes_size(ids.ID_BYTES) + wire.list_size(MAX_VALUES_PER_MESSAGE, 0)
+)
+"""Bytes the values of one STORE may take: the body budget less the key and the list headers."""
+
+
+def store_bodies(key: int, values: Sequence[WireValue]) -> list[list[Any]]:
+    """The STORE bodies ``[key, [value, ...]]`` that carry ``values``, each fitting a datagram."""
+    key_bytes = ids.to_bytes(key)
+    return [
+        [key_bytes, [v.to_wire() for v in run]] for run in split_values(values, STORE_VALUES_BUDGET)
+    ]
+
+
+def found_body(values: Sequence[WireValue], contacts: Sequence[Contact]) -> list[Any]:
+    """A FIND_VALUE answer ``[[value, ...], [contact, ...], more]`` that fits one datagram.
+
+    ``values`` are the ones after the requester's cursor, in cursor order; the answer carries as
+    many as fit, and ``more`` says whether some were left out (the requester asks again from the
+    last one it got).
+    """
+    wired = [contact_to_wire(c) for c in contacts]
+    if not values:
+        return [[], wired, False]
+    # A bound on the contacts' size without encoding them twice: each is a bytes value of at most
+    # 277 bytes, so its tag and length take at most 3 bytes.
+    contacts_bound = sum(map(len, wired)) + 3 * len(wired)
+    overhead = wire.list_size(3, wire.list_size(len(wired), contacts_bound) + 1) + wire.list_size(
+        MAX_VALUES_PER_MESSAGE, 0
+    )
+    runs = split_values(values, BODY_BUDGET - overhead)
+    return [[v.to_wire() for v in runs[0]], wired, len(runs) > 1]
+
+
 def parse_target(body: list[Any]) -> int:
     (target,) = _list(body, 1)
     return parse_id(target)
+
+
+def parse_find_value(body: list[Any], max_bytes: int) -> tuple[int, bytes | None]:
+    """FIND_VALUE ``[key, after]``: the key, and the cursor (None: from the first value)."""
+    target, after = _list(body, 2)
+    return parse_id(target), None if after is None else parse_bytes(after, max_bytes)
 
 
 def parse_store(body: list[Any], max_count: int, max_bytes: int) -> tuple[int, list[WireValue]]:
@@ -241,7 +355,7 @@ def parse_store(body: list[Any], max_count: int, max_bytes: int) -> tuple[int, l
     return parse_id(key), parse_values(values, max_count, max_bytes)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class BroadcastRequest:
     """BROADCAST body (seed III.B): the message, the range to cover, and the time left."""
 
@@ -305,6 +419,9 @@ def parse_count(body: list[Any]) -> int:
 
 def parse_found(
     body: list[Any], k: int, max_count: int, max_bytes: int
-) -> tuple[list[WireValue], list[Contact]]:
-    values, contacts = _list(body, 2)
-    return parse_values(values, max_count, max_bytes), parse_contacts(contacts, k)
+) -> tuple[list[WireValue], list[Contact], bool]:
+    """A FIND_VALUE answer: values, contacts, and whether the holder has more values."""
+    values, contacts, more = _list(body, 3)
+    if not isinstance(more, bool):
+        raise ProtocolError("expected a boolean")
+    return parse_values(values, max_count, max_bytes), parse_contacts(contacts, k), more

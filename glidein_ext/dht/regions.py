@@ -30,9 +30,11 @@ from glidein_ext.dht.contact import Contact
 from glidein_ext.dht.ids import ID_BITS
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Block:
     """The ids sharing the first ``prefix_len`` bits of ``low`` (``low`` has zeros after them)."""
+
+    __slots__ = ("low", "prefix_len")
 
     low: int
     prefix_len: int
@@ -64,7 +66,7 @@ class Block:
         return Block(self.low, self.prefix_len + 1), Block(self.low + half, self.prefix_len + 1)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Assignment:
     """Send the broadcast to ``contact``, who then covers ``block``."""
 

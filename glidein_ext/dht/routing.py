@@ -5,10 +5,18 @@ them, ordered by the time they were last seen.  The paper keeps the oldest conta
 full; seed 000, section III.A, changes this: "we apply a simple least-recently-seen expiration
 policy", because pilots have a roughly constant lifetime.  So a full bucket evicts its
 least-recently-seen contact to make room for the newcomer.  Evicted contacts wait in a small
-replacement cache (Kademlia section 4.1) and come back when a bucket loses a member.
+replacement cache (Kademlia section 4.1) and come back when a bucket loses a member, as suspects
+(below) until heard from, since they may have died in the cache; the node pings them
+(:meth:`take_promoted`).
 
 A contact is dropped at once when it sends LEAVE (seed III.A) and after ``stale_after``
-consecutive unanswered requests (Kademlia section 4.1).  Pure code: time is passed in.
+consecutive unanswered requests (Kademlia section 4.1).  Beyond the seed, so that pilots killed
+without LEAVE stop slowing lookups down at once: a contact that missed one answer is *suspect*.
+It moves to the least-recently-seen end of its bucket (the next newcomer evicts it first),
+:meth:`closest` and :meth:`contacts` give live contacts before suspects, and lookups skip suspect
+ids that other nodes tell them about.  Dropped ids are remembered as dead (a bounded memory) until
+they are heard from again, so that the answers of nodes that have not noticed yet do not bring
+them back.  Pure code: time is passed in.
 """
 
 from __future__ import annotations
@@ -21,14 +29,20 @@ from collections.abc import Iterable
 from glidein_ext.dht.contact import Contact
 from glidein_ext.dht.ids import ID_BITS, bucket_index
 
+DEAD_MEMORY = 4096
+"""Ids remembered as dead, and contacts whose failures are counted, at most (oldest forgotten)."""
+
 
 class RoutingTable:
     """The k-buckets of one node."""
 
-    def __init__(self, own_id: int, k: int, stale_after: int = 3) -> None:
+    def __init__(
+        self, own_id: int, k: int, stale_after: int = 3, memory: int = DEAD_MEMORY
+    ) -> None:
         self.own_id = own_id
         self.k = k
         self.stale_after = stale_after
+        self.memory = memory
         # One ordered map per bucket: least recently seen first.
         self._buckets: list[OrderedDict[int, Contact]] = [OrderedDict() for _ in range(ID_BITS)]
         self._replacements: list[OrderedDict[int, Contact]] = [
@@ -36,7 +50,10 @@ class RoutingTable:
         ]
         self._seen_seq: dict[int, int] = {}
         self._all: dict[int, Contact] = {}
-        self._failures: dict[int, int] = {}
+        # Consecutive unanswered requests, of contacts in the table or met in lookups (bounded).
+        self._failures: OrderedDict[int, int] = OrderedDict()
+        self._dead: OrderedDict[int, None] = OrderedDict()
+        self._promoted: list[Contact] = []
         self._seq = 0
         self._last_lookup: list[float] = [0.0] * ID_BITS
 
@@ -57,6 +74,7 @@ class RoutingTable:
         bucket = self._buckets[index]
         self._seq += 1
         self._failures.pop(contact.id, None)
+        self._dead.pop(contact.id, None)
         if contact.id in bucket:
             bucket.pop(contact.id)
             bucket[contact.id] = contact  # most recently seen goes last; address may change
@@ -91,36 +109,90 @@ class RoutingTable:
         replacements = self._replacements[index]
         if replacements:
             _, back = replacements.popitem(last=True)
-            self._seq += 1
             self._buckets[index][back.id] = back
             self._buckets[index].move_to_end(back.id, last=False)  # not seen lately: LRS end
-            self._seen_seq[back.id] = self._seq
+            self._seen_seq[back.id] = 0  # heard from before any mark: the next sweep asks it
             self._all[back.id] = back
+            self._failures[back.id] = 1  # suspect until heard from: it may have died meanwhile
+            self._promoted.append(back)
         return True
 
+    def take_promoted(self) -> list[Contact]:
+        """Replacements promoted since the last call: not heard from lately, worth a PING."""
+        promoted, self._promoted = self._promoted, []
+        return [c for c in promoted if c.id in self._all]
+
     def record_failure(self, node_id: int) -> bool:
-        """Count an unanswered request; return True when the contact was dropped as stale."""
-        if node_id not in self._seen_seq:
+        """Count an unanswered request; True when the contact was just declared dead.
+
+        The first failure makes a contact suspect; ``stale_after`` in a row drop it from the
+        table and remember it as dead.  Contacts that are not in the table (met in a lookup)
+        are counted too.
+        """
+        if node_id in self._dead or node_id == self.own_id:
             return False
-        count = self._failures.get(node_id, 0) + 1
+        count = self._failures.pop(node_id, 0) + 1
         if count >= self.stale_after:
-            self.remove(node_id)
+            self.mark_dead(node_id)
             return True
         self._failures[node_id] = count
+        while len(self._failures) > self.memory:
+            self._failures.popitem(last=False)
+        if count == 1 and node_id in self._seen_seq:
+            # Not heard from when asked: least recently seen now, so evicted first (seed III.A).
+            self._buckets[bucket_index(self.own_id, node_id)].move_to_end(node_id, last=False)
         return False
 
+    def mark_dead(self, node_id: int) -> None:
+        """Drop a contact that is gone (stale, LEAVE, another node at its address); remember it."""
+        self.remove(node_id)
+        self._dead[node_id] = None
+        self._dead.move_to_end(node_id)
+        while len(self._dead) > self.memory:
+            self._dead.popitem(last=False)
+
+    def failures(self, node_id: int) -> int:
+        """Consecutive unanswered requests of a contact not (yet) declared dead."""
+        return self._failures.get(node_id, 0)
+
+    def has_suspects(self) -> bool:
+        """Whether any contact is suspect or remembered as dead."""
+        return bool(self._failures or self._dead)
+
+    def is_suspect(self, node_id: int) -> bool:
+        """True for a contact that missed its last answer or was declared dead."""
+        return node_id in self._failures or node_id in self._dead
+
+    def mark(self) -> int:
+        """A point in the table's history, for :meth:`unheard_since`."""
+        return self._seq
+
+    def unheard_since(self, mark: int) -> list[Contact]:
+        """Contacts not heard from since ``mark`` (most recently seen first)."""
+        seq = self._seen_seq
+        return [c for c in self.contacts() if seq[c.id] <= mark]
+
     def closest(self, target: int, count: int, exclude: Iterable[int] = ()) -> list[Contact]:
-        """Up to ``count`` contacts closest to ``target`` by XOR distance."""
+        """Up to ``count`` contacts closest to ``target`` by XOR distance, live ones first.
+
+        Suspect contacts only fill up the answer when there are too few live ones.
+        """
         skip = set(exclude)
         pool = self._all.values()
         if skip:
             pool = [c for c in pool if c.id not in skip]  # type: ignore[assignment]
-        return heapq.nsmallest(count, pool, key=lambda c: c.id ^ target)
+        failures = self._failures
+        if not failures:
+            return heapq.nsmallest(count, pool, key=lambda c: c.id ^ target)
+        return heapq.nsmallest(count, pool, key=lambda c: (c.id in failures, c.id ^ target))
 
     def contacts(self) -> list[Contact]:
-        """Every contact, most recently seen first."""
+        """Every contact, live ones first, each group most recently seen first."""
         seq = self._seen_seq
-        return sorted(self._all.values(), key=lambda c: seq[c.id], reverse=True)
+        failures = self._failures
+        if not failures:
+            return sorted(self._all.values(), key=lambda c: seq[c.id], reverse=True)
+        return sorted(self._all.values(), key=lambda c: (c.id in failures, -seq[c.id]))
 
     def bucket_sizes(self) -> dict[int, int]:
         """Non-empty buckets: index -> number of contacts."""

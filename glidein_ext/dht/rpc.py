@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Optional, cast
 
 from glidein_ext.dht.contact import Address
 from glidein_ext.dht.protocol import AuthError, Codec, Kind, Message, ProtocolError
@@ -21,7 +21,7 @@ from glidein_ext.dht.stats import NodeStats
 
 log = logging.getLogger(__name__)
 
-RequestHandler = Callable[[Message, Address], list[Any] | None]
+RequestHandler = Callable[[Message, Address], Optional[list[Any]]]
 """Answers a request: the response body, or None for one-way messages."""
 
 
@@ -91,8 +91,7 @@ class RpcEndpoint(asyncio.DatagramProtocol):
         except ProtocolError:
             self._stats.dropped_malformed += 1
             return
-        except Exception:
-            # A bug in a handler must not take the node down; count it and keep serving.
+        except Exception:  # contract: a handler's bug never takes the node down (logged)
             self._stats.handler_errors += 1
             log.exception("handler failed on %s from %s", msg.kind.name, address)
             return

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+MAX_VALUE_BYTES = 16384
+"""Bound on ``max_value_bytes``: a value always fits one datagram with room to spare."""
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True)
 class DhtSettings:
     """All knobs of the site DHT. Defaults follow the Kademlia paper and seed 000."""
 
@@ -19,6 +22,9 @@ class DhtSettings:
     """Seconds to wait for the answer to a request."""
     stale_after: int = 3
     """Consecutive unanswered requests after which a contact is dropped (Kademlia section 4.1)."""
+    sweep_interval: float = 300.0
+    """Beyond the seed: when a contact misses an answer, the other contacts not heard from since
+    the last sweep are pinged too (pilots often end together), at most once in this many seconds."""
     value_ttl: float = 86400.0
     """Lifetime in seconds of a published value unless its owner republishes it (Kademlia 2.5)."""
     republish_interval: float = 3600.0
@@ -26,7 +32,7 @@ class DhtSettings:
     max_values_per_key: int = 256
     """Replicas kept per key; the ones expiring first are dropped beyond it."""
     max_value_bytes: int = 1024
-    """Largest value accepted by STORE."""
+    """Largest value accepted by STORE (at most ``MAX_VALUE_BYTES``: one fits a datagram)."""
     regions: int = 8
     """Regions a node splits its broadcast range into (seed III.B); a power of two."""
     broadcast_timeout: float = 5.0
@@ -45,6 +51,10 @@ class DhtSettings:
             raise ValueError("regions must be a power of two >= 2")
         if not 8 <= self.auth_tag_bytes <= 32:
             raise ValueError("auth_tag_bytes must be between 8 and 32")
+        if not 1 <= self.max_value_bytes <= MAX_VALUE_BYTES:
+            raise ValueError(f"max_value_bytes must be between 1 and {MAX_VALUE_BYTES}")
+        if self.stale_after < 1 or self.max_values_per_key < 1:
+            raise ValueError("stale_after and max_values_per_key must be positive")
         if self.rpc_timeout <= 0 or self.broadcast_timeout <= 0 or self.replay_window <= 0:
             raise ValueError("timeouts must be positive")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 
-@dataclass(slots=True)
+@dataclass
 class NodeStats:
     sent: int = 0
     received: int = 0

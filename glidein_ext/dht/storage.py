@@ -11,9 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StoredValue:
     """One value of a key: its bytes, its publisher and when it expires (local clock)."""
+
+    __slots__ = ("data", "expires_at", "owner")
 
     data: bytes
     owner: int

@@ -6,7 +6,10 @@ import asyncio
 import random
 import time
 
+import pytest
+
 from glidein_ext.dht.node import DhtNode
+from glidein_ext.errors import DhtError
 from tests.support.dht_testnet import network
 
 
@@ -107,5 +110,16 @@ def test_async_answers_and_nodes_without_the_topic() -> None:
             parts = await nodes[24].broadcast("who", None, timeout=3)
             assert isinstance(parts.value, list)
             assert merge(parts.value) == result.value
+
+    asyncio.run(scenario())
+
+
+def test_a_payload_that_cannot_travel_is_refused_at_the_root() -> None:
+    async def scenario() -> None:
+        async with network(3, seed=25) as nodes:
+            for payload, message in ((b"x" * 70_000, "does not fit"), ({1, 2}, "cannot travel")):
+                with pytest.raises(DhtError, match=message):
+                    await nodes[0].broadcast("who", payload, timeout=1)
+            assert sum(n.stats.broadcasts_forwarded for n in nodes) == 0
 
     asyncio.run(scenario())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import sys
@@ -9,6 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from glidein_ext.dht.contact import parse_address
+from glidein_ext.dht.keyfile import load_site_key
+from glidein_ext.dht.node import DhtNode
 
 CLI = [sys.executable, "-m", "glidein_ext"]
 
@@ -109,3 +114,28 @@ def test_unreadable_or_short_key_file(tmp_path: Path) -> None:
     result = run("dht", "node", "--key-file", str(short))
     assert result.returncode == 1
     assert "fewer than 16 bytes" in result.stderr
+
+
+def test_sigterm_hands_on_a_key_larger_than_one_datagram(key_file: Path) -> None:
+    # Issue 9 #4: the LEAVE hand-off of a key of ~110 KB used to raise, and the node exited 1.
+    values = [f"wn{i:03d}:/cache/".encode().ljust(400, b"x") for i in range(256)]
+    first, address = start_node(key_file)
+    try:
+        second, _ = start_node(key_file, address)
+        try:
+
+            async def fill() -> None:
+                async with DhtNode(load_site_key(key_file), read_only=True) as client:
+                    await client.start("127.0.0.1", 0, maintenance=False)
+                    await client.join([parse_address(address)])
+                    for value in values:
+                        assert await client.put("big", value) == 2
+
+            asyncio.run(fill())
+        finally:
+            assert "leaving" in stop(second)  # exit 0, no traceback
+        got = run("dht", "get", "--node", address, "--key-file", str(key_file), "big")
+        assert got.returncode == 0, got.stderr
+        assert sorted(got.stdout.encode().split()) == values
+    finally:
+        stop(first)

@@ -68,6 +68,28 @@ def test_dead_nodes_are_passed_over() -> None:
     assert found == [i for i in truly_closest if i not in dead][: len(found)]
 
 
+def test_contacts_we_know_to_be_dead_are_not_asked_again() -> None:
+    # Issue 9 #13: others still name the dead nodes; a node that knows better skips them.
+    tables = network(300, 8)
+    rng = random.Random(8)
+    ids = list(tables)
+    own = ids[0]
+    target = rng.getrandbits(ID_BITS)
+    dead = set(sorted(ids[1:], key=lambda i: i ^ target)[:3])
+    seeds = [c for c in tables[own].closest(target, K) if c.id not in dead]
+    asked: list[int] = []
+    lookup = Lookup(target, seeds, own_id=own, width=K, alpha=3, avoid=lambda ident: ident in dead)
+    while batch := lookup.next_batch():
+        for contact in batch:
+            asked.append(contact.id)
+            lookup.answered(contact, tables[contact.id].closest(target, K))
+    assert not dead & set(asked)
+    found = [c.id for c in lookup.closest(K)]
+    live = sorted((i for i in ids[1:] if i not in dead), key=lambda i: i ^ target)
+    assert len(found) >= K - len(dead)
+    assert found == live[: len(found)]
+
+
 def test_settled_counts_only_the_closest_candidates() -> None:
     target = 0
     near, far = Contact(1, "h", 1), Contact(1 << 100, "h", 2)

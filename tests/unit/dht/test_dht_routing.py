@@ -74,6 +74,57 @@ def test_stale_after_consecutive_failures() -> None:
     assert not table.record_failure(far(1).id)
 
 
+def test_a_missed_answer_makes_a_contact_suspect_and_least_recently_seen() -> None:
+    # Issue 9 #13: a contact that did not answer is avoided at once, and evicted first.
+    table = RoutingTable(OWN, k=3)
+    for i in range(3):
+        table.observe(far(i))
+    assert not table.record_failure(far(2).id)  # the most recently seen one
+    assert table.is_suspect(far(2).id) and table.failures(far(2).id) == 1
+    assert not table.is_suspect(far(1).id)
+    # Live contacts first, wherever the suspect lies; suspects only fill up.
+    assert [c.id for c in table.closest(far(2).id, 2)] == [far(0).id, far(1).id]
+    assert table.closest(far(2).id, 3)[-1] == far(2)
+    assert table.contacts()[-1] == far(2)
+    # Seed III.A: the least recently seen is evicted for a newcomer, and that is now the suspect.
+    assert table.observe(far(3)) == far(2)
+    assert far(2).id not in table
+
+
+def test_dead_contacts_are_remembered_until_heard_from() -> None:
+    table = RoutingTable(OWN, k=20, stale_after=2, memory=3)
+    for i in range(5):
+        table.observe(far(i))
+    assert not table.record_failure(far(1).id)
+    assert table.record_failure(far(1).id)
+    assert far(1).id not in table and table.is_suspect(far(1).id)
+    # Contacts we were told about but never had count too, and so does LEAVE.
+    stranger = Contact(1 << 150, "10.0.0.2", 7)
+    assert not table.record_failure(stranger.id)
+    assert table.is_suspect(stranger.id)
+    table.mark_dead(far(2).id)
+    assert far(2).id not in table and table.is_suspect(far(2).id)
+    table.observe(far(1))  # it answered after all
+    assert far(1).id in table and not table.is_suspect(far(1).id)
+    for i in range(10, 14):  # the memory is bounded: the oldest are forgotten
+        table.mark_dead(far(i).id)
+    assert not table.is_suspect(far(2).id) and table.is_suspect(far(13).id)
+
+
+def test_promoted_replacements_are_suspect_until_heard_from() -> None:
+    table = RoutingTable(OWN, k=2)
+    for i in range(3):
+        table.observe(far(i))  # far(0) waits in the replacement cache
+    mark = table.mark()
+    table.mark_dead(far(2).id)
+    assert far(0).id in table and table.is_suspect(far(0).id)
+    assert table.take_promoted() == [far(0)] and table.take_promoted() == []
+    assert table.unheard_since(mark) == [far(1), far(0)]  # live first
+    table.observe(far(0))
+    assert not table.is_suspect(far(0).id)
+    assert table.unheard_since(mark) == [far(1)]
+
+
 def test_own_id_is_never_stored() -> None:
     table = RoutingTable(42, k=20)
     assert table.observe(Contact(42, "h", 1)) is None
