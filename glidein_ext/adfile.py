@@ -39,7 +39,7 @@ MAX_AD_BYTES = 64 * 1024
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
-AdValue = Union[int, bool]  # noqa: UP007 -- evaluated at run time on Python 3.9
+AdValue = Union[int, bool]
 
 
 class Kind(Enum):

@@ -15,7 +15,7 @@ import classad2
 from glidein_ext.errors import ClassAdError
 
 ClassAd = classad2.ClassAd
-Scalar = Union[bool, int, float, str]  # noqa: UP007 -- evaluated at run time on Python 3.9
+Scalar = Union[bool, int, float, str]
 
 
 def parse_expr(text: str, what: str = "expression") -> classad2.ExprTree:

@@ -24,6 +24,7 @@ turns them into one line and a non-zero exit (``exit_code``; tracebacks with ``-
     +-- TaskQueueError                   the Task Queue failed or could not be reached (HTTP 503)
         +-- TaskQueueNotFound            no such pilot/task/workflow, or the pilot is gone (404)
         +-- TaskQueueAuthError           no valid token for the call (401/403)
+        +-- StaleMasterError             a stale master's call: another pilot holds the role (409)
         +-- TaskQueueRequestError        exit 2: the TQ refused the request's content (422)
             +-- WorkflowError            a workflow file is malformed (task and field named)
 """
@@ -143,6 +144,11 @@ class TaskQueueNotFound(TaskQueueError):
 
 class TaskQueueAuthError(TaskQueueError):
     """A request to the Task Queue had no valid token for what it asked."""
+
+
+class StaleMasterError(TaskQueueError):
+    """A distributed site's master call carried an epoch that is not the site's (HTTP 409):
+    another pilot holds the master role now; this one must step down (seed 000 III.B)."""
 
 
 class SitesFileError(ConfigError):

@@ -1,8 +1,13 @@
-"""The one boundary over the project's real HTCondor pool (``scripts/condor-sandbox``).
+"""The one boundary over the project's real HTCondor pools (``scripts/condor-sandbox``).
 
-The pool runs in a Debian trixie chroot (HTCondor 23.9) as the unprivileged user ``glidein``; this
-module starts and stops it, runs HTCondor's own tools inside it, and starts glideins there with
-``glidein-ext wrapper``.  The demo and the integration tests use it; nothing here is mocked.
+Two pools run in a Debian trixie chroot (HTCondor 23.9) as the unprivileged user ``glidein``: the
+*site* pool (collector 127.0.0.1:9618, the chroot's default configuration) and the *VO* pool
+(collector 127.0.0.1:9619, ``CONDOR_CONFIG=/etc/condor/vo-pool.config``).  This module starts and
+stops them, runs HTCondor's own tools inside the chroot against either pool (a
+:class:`CondorSandbox` is bound to one; :meth:`CondorSandbox.on` gives the other), and starts
+glideins there with ``glidein-ext wrapper``.  ``glidein_ext.sandbox_site`` adds site execute nodes
+and glideins that run as site jobs.  The demo and the integration tests use it; nothing here is
+mocked.
 """
 
 from __future__ import annotations
@@ -24,6 +29,28 @@ T = TypeVar("T")
 REPO = Path(__file__).resolve().parent.parent
 POOL_USER = "glidein"
 GLIDEIN_BASE_CONFIG = "/etc/condor/glidein-base.config"
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One of the sandbox's pools: its name, collector, and the CONDOR_CONFIG its tools use."""
+
+    name: str
+    collector: str
+    config: str | None  # None: the chroot's default configuration
+
+
+# The environment the host's own HTCondor clients (htcondor2, e.g. `glidein-ext site vacate`) need
+# to write to the sandbox's schedds: CLAIMTOBE as the pool user (the test pools only; a real site
+# authenticates its controller as a queue super user).
+HOST_CLIENT_ENV = {
+    "_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS": "CLAIMTOBE",
+    "_CONDOR_SEC_CLAIMTOBE_USER": POOL_USER,
+}
+
+SITE_POOL = Pool("site", "127.0.0.1:9618", None)
+VO_POOL = Pool("vo", "127.0.0.1:9619", "/etc/condor/vo-pool.config")
+ALL_POOLS = (SITE_POOL, VO_POOL)
 
 
 def default_script() -> Path:
@@ -90,11 +117,18 @@ class Glidein:
 
 
 class CondorSandbox:
-    """The chroot pool: build, start, stop, and HTCondor commands run inside it."""
+    """The chroot pools: build, start, stop, and HTCondor commands run inside against one pool."""
 
-    def __init__(self, script: Path | None = None) -> None:
+    def __init__(self, script: Path | None = None, pool: Pool = SITE_POOL) -> None:
         self.script = script or default_script()
+        self.pool = pool
         self._root: Path | None = None
+
+    def on(self, pool: Pool) -> CondorSandbox:
+        """The same sandbox, its HTCondor commands aimed at ``pool``."""
+        other = CondorSandbox(self.script, pool)
+        other._root = self._root
+        return other
 
     def _call(self, args: Sequence[str], timeout: float, check: bool = True) -> str:
         try:
@@ -125,15 +159,20 @@ class CondorSandbox:
     def build(self) -> None:
         self._call(["build"], timeout=1800)
 
-    def start(self) -> None:
-        self._call(["start"], timeout=1800)
+    def start(self, pools: Sequence[Pool] = ALL_POOLS) -> None:
+        """Start the pools (those already running are left alone); builds the chroot if needed."""
+        self._call(["start", "--pools", ",".join(p.name for p in pools)], timeout=1800)
 
     def stop(self) -> None:
         self._call(["stop"], timeout=120)
 
     def run(self, *cmd: str, timeout: float = 60, check: bool = True) -> str:
-        """Run ``cmd`` inside the chroot as the pool user; its stdout."""
-        return self._call(["exec", *cmd], timeout=timeout, check=check)
+        """Run ``cmd`` inside the chroot as the pool user, against this pool; its stdout."""
+        return self._call(["exec", *self.pool_env(), *cmd], timeout=timeout, check=check)
+
+    def pool_env(self) -> list[str]:
+        """The ``env CONDOR_CONFIG=...`` prefix that aims a command at this pool (none for site)."""
+        return ["env", f"CONDOR_CONFIG={self.pool.config}"] if self.pool.config else []
 
     def run_root(self, *cmd: str, timeout: float = 60, check: bool = True) -> str:
         """Run ``cmd`` inside the chroot as root; its stdout."""
@@ -197,7 +236,8 @@ class CondorSandbox:
         lifetime: str = "2h",
         extra_args: Sequence[str] = (),
     ) -> Glidein:
-        """Start `glidein-ext wrapper` in a fresh start dir; wait until its slot is in the pool.
+        """Start `glidein-ext wrapper` in a fresh start dir; wait until its slot is in this pool
+        (the wrapper's ``--collector`` names it).
 
         The glidein's name gets a unique suffix, so that ads a dead glidein left in the collector
         never match a new one.
@@ -223,6 +263,8 @@ class CondorSandbox:
             str(cron_period),
             "--lifetime",
             lifetime,
+            "--collector",
+            self.pool.collector,
             *extra_args,
         ]
         process = self.spawn(args, log_path)

@@ -5,7 +5,7 @@
 # reads and adds entries with add_config_line / add_condor_vars_line; reports with error_gen -ok or
 # -error and an exit code that matches.  What it does:
 #   1. finds glidein-ext (GLIDEIN_EXT_DIR: the untarred bundle, see the README's XML example) and a
-#      python3 >= 3.11 to run it;
+#      python3 >= 3.9 to run it (the python3 of EL9 worker nodes);
 #   2. `glidein-ext init` in the glidein's start-up directory: glidein.json and the first .pilot.ad
 #      with USED_FRACTION1k = 0, before the HTCondor daemons start (seed 003);
 #   3. drops the glidein snippet into $(WORK_DIR)/condor_config.d (the glidein's LOCAL_CONFIG_DIR)
@@ -52,8 +52,8 @@ ext_dir=$(cfg_get GLIDEIN_EXT_DIR)
 python=$(cfg_get GLIDEIN_EXT_PYTHON)
 python=${python:-python3}
 command -v "$python" >/dev/null 2>&1 || fail "WN_Resource" "no $python on this worker node"
-"$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
-    || fail "WN_Resource" "$python is older than 3.11"
+"$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 9) else 1)' \
+    || fail "WN_Resource" "$python is older than 3.9"
 
 start_dir=$(cfg_get GLIDEIN_START_DIR_ORIG)
 start_dir=${start_dir:-$PWD}

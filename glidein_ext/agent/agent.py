@@ -3,7 +3,18 @@
 One thread (the caller's) pulls and runs tasks; one heartbeat thread, owned by the agent and joined
 before it returns, keeps the pilot alive and learns the other pilots on its host (seed IV-D).
 Calls to the TQ are retried for ``retry_for`` seconds, so a TQ restart costs no task: the complete
-report is idempotent and a repeated request returns the task the pilot already holds.
+report is idempotent and a repeated request returns the task the pilot already holds.  A task never
+ends the pilot: whatever goes wrong running it is reported as that task's failed attempt (the TQ
+counts it against ``max_retries``), and a report the TQ refuses is logged and the pilot goes on.
+Tasks are started from the thread that calls ``run()`` (the main thread in ``pilot run``): a task
+dies with that thread (``taskproc``).  How a task runs is behind ``agent.executor``.
+
+The site's architecture (seed 000 IV) comes with the registration's answer.  Pre-DHT: as above,
+and the cache's changes are reported to the TQ (file tracking).  Centralized: the pilot joins the
+site DHT (``agent.sitenet``), each request carries its cache list, and the files it caches are
+published in the DHT instead of reported.  Distributed: the pilot joins the DHT and the master
+assigns its tasks (``agent.worker``, ``agent.master``); it neither asks nor heartbeats.  With a
+DHT, a normal exit LEAVEs the DHT before deregistering.
 """
 
 from __future__ import annotations
@@ -18,17 +29,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from glidein_ext.agent.executor import SubprocessExecutor, TaskExecutor
+from glidein_ext.agent.loopthread import LoopThread
 from glidein_ext.agent.pilot_cache import PilotCache
-from glidein_ext.agent.runner import run_task
 from glidein_ext.agent.settings import AgentSettings
+from glidein_ext.agent.sitenet import SiteNetwork
+from glidein_ext.agent.worker import DistributedWorker
+from glidein_ext.cache.se import StorageElement
+from glidein_ext.cache.tfc import load_catalog
 from glidein_ext.errors import (
+    DhtError,
     TaskQueueAuthError,
     TaskQueueError,
     TaskQueueNotFound,
     TaskQueueRequestError,
 )
+from glidein_ext.sched.ranking import Ranker, WorkerAd
 from glidein_ext.tq.client import TqClient
-from glidein_ext.tq.protocol import Completion, Neighbour, Registration
+from glidein_ext.tq.protocol import Neighbour, RegisterAnswer, Registration
 
 T = TypeVar("T")
 _DEFAULTS = AgentSettings()
@@ -53,18 +71,39 @@ class AgentConfig:
     attributes: dict[str, Any] = field(default_factory=dict)
     centralized: bool = False  # send the cache list with each request (seed IV-E)
     poll_interval: float = _DEFAULTS.poll_interval
+    poll_max: float = _DEFAULTS.poll_max  # the wait after many empty answers in a row
     max_idle: float | None = None  # leave after this long without a task
     max_tasks: int | None = None
     retry_for: float = _DEFAULTS.retry_for
     batch_id: str | None = None
     cache_max_space: int = _DEFAULTS.max_space_bytes  # bytes (seed IV.C: Max_Space)
     cache_min_threshold: int = _DEFAULTS.min_threshold_bytes  # bytes (seed IV.C: Min_Threshold)
+    # The site DHT and the distributed architecture (seed 000), the SE's conditions and its TFC:
+    # see AgentSettings.
+    dht_bind: str = _DEFAULTS.dht_bind
+    assignment: str = _DEFAULTS.assignment
+    round_window: float = _DEFAULTS.round_window
+    round_period: float = _DEFAULTS.round_period
+    broadcast_timeout: float = _DEFAULTS.broadcast_timeout
+    se_delay: float = _DEFAULTS.se_delay
+    se_failure_rate: float = _DEFAULTS.se_failure_rate
+    se_time_scale: float = _DEFAULTS.se_time_scale
+    storage_xml: str = _DEFAULTS.storage_xml
+    tfc_protocol: str = _DEFAULTS.tfc_protocol
 
 
 class PilotAgent:
     """One pilot: ``run()`` returns the number of tasks it ran."""
 
-    def __init__(self, config: AgentConfig, stop: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        config: AgentConfig,
+        stop: threading.Event | None = None,
+        loop: LoopThread | None = None,
+        executor: TaskExecutor | None = None,
+    ) -> None:
+        """``loop``: the process's event loop for the site DHT (several pilots of one process
+        share it; one is started for this pilot otherwise); ``executor``: how tasks run."""
         self.config = config
         self.client = TqClient(config.url, config.token)
         self.stop = stop or threading.Event()
@@ -72,7 +111,25 @@ class PilotAgent:
         self.cache: PilotCache | None = None  # opened by register()
         self.pilot_id: int | None = None
         self.lost = threading.Event()
+        self.answer: RegisterAnswer | None = None
+        self.architecture = "pre-dht"  # the Task Queue says, at registration (seed 000 IV)
+        self.net: SiteNetwork | None = None
+        self.worker: DistributedWorker | None = None  # distributed: its part in the site
+        self._loop_thread = loop
+        self._own_loop = loop is None
+        self._executor = executor
         self._report_lock = threading.Lock()
+
+    @property
+    def executor(self) -> TaskExecutor:
+        if self._executor is None:
+            self._executor = SubprocessExecutor(self.config.workdir, self.open_cache())
+        return self._executor
+
+    @property
+    def tracks_files(self) -> bool:
+        """Pre-DHT: the Task Queue tracks the pilot's files from its reports (seed 001 IV-E)."""
+        return self.architecture == "pre-dht"
 
     def _retry(self, what: str, call: Callable[[], T]) -> T:
         deadline = time.monotonic() + self.config.retry_for
@@ -92,11 +149,21 @@ class PilotAgent:
     def open_cache(self) -> PilotCache:
         if self.cache is None:
             c = self.config
+            se = None
+            if c.se_dir is not None:
+                se = StorageElement(
+                    c.se_dir,
+                    delay_factor=c.se_delay,
+                    failure_rate=c.se_failure_rate,
+                    time_scale=c.se_time_scale,
+                )
             self.cache = PilotCache(
                 self.cache_dir,
                 max_space=c.cache_max_space,
                 min_threshold=c.cache_min_threshold,
-                se_dir=c.se_dir,
+                se=se,
+                catalog=load_catalog(c.storage_xml) if c.storage_xml else None,
+                protocols=(c.tfc_protocol,),
             )
         return self.cache
 
@@ -110,7 +177,7 @@ class PilotAgent:
         """One heartbeat; carries the cache list when it changed (evictions, last links)."""
         cache = self.open_cache()
         with self._report_lock:
-            cached = cache.changes()
+            cached = cache.changes() if self.tracks_files else None
             answer = self.client.heartbeat(pilot_id, cached)
             if cached is not None:
                 cache.mark_reported(cached)
@@ -133,6 +200,11 @@ class PilotAgent:
         c = self.config
         cache = self.open_cache()
         cached = cache.lfns()
+        if self._loop_thread is None:
+            self._loop_thread = LoopThread(f"pilot-loop-{c.site}").start()
+        # Bound before registering: the Task Queue records where they listen (seed 000 III.A).
+        self.net = SiteNetwork(self._loop_thread, cache, bind=c.dht_bind)
+        dht_address, peer_url = self.net.open()
         registration = Registration(
             site=c.site,
             host=c.host,
@@ -147,22 +219,73 @@ class PilotAgent:
             cache_dir=str(self.cache_dir.resolve()),
             cached=tuple(cached),
             batch_id=c.batch_id,
+            dht_address=dht_address,
+            peer_url=peer_url,
         )
-        answer = self._retry("register", functools.partial(self.client.register, registration))
+        try:
+            answer = self._retry("register", functools.partial(self.client.register, registration))
+        except BaseException:
+            self._close_site()
+            raise
+        self.answer = answer
         self.pilot_id = answer.pilot_id
+        self.architecture = answer.architecture
         self.heartbeat_interval = float(answer.heartbeat_interval)
         cache.mark_reported(cached)
         cache.set_pilot_id(self.pilot_id)
         self._set_neighbours(answer.others)
-        log.info("registered as pilot %s at %s", self.pilot_id, c.url)
+        log.info(
+            "registered as pilot %s at %s (%s architecture)",
+            self.pilot_id,
+            c.url,
+            self.architecture,
+        )
+        try:
+            self._join_site(answer)
+        except BaseException:
+            self._close_site()
+            self._deregister(answer.pilot_id)
+            raise
         return self.pilot_id
+
+    def _join_site(self, answer: RegisterAnswer) -> None:
+        """Join the site DHT (centralized, distributed), or close what was bound (pre-DHT)."""
+        net = self.net
+        assert net is not None
+        if self.architecture == "pre-dht" or not answer.site_key or not answer.dht_id:
+            self._close_site()
+            return
+        try:
+            key = bytes.fromhex(answer.site_key)
+        except ValueError as exc:
+            raise DhtError("the Task Queue sent a site key that is not hex") from exc
+        joined = net.join(answer.pilot_id, key, answer.dht_id, answer.site_contacts)
+        log.info("pilot %s joined the site DHT through %d contact(s)", answer.pilot_id, joined)
+
+    def _publish(self) -> None:
+        if self.net is not None:
+            try:
+                self.net.publish_cache()
+            except DhtError as exc:
+                log.warning("publishing the cache in the site DHT failed: %s", exc)
 
     def _heartbeats(self, pilot_id: int) -> None:
         while not self.stop.wait(self.heartbeat_interval):  # a forgotten pilot sets stop
             self.report_cache(pilot_id, "heartbeat failed")
 
     def run(self) -> int:
-        pilot_id = self.register()
+        try:
+            pilot_id = self.register()
+            if self.architecture == "distributed":
+                return self._run_distributed(pilot_id)
+            return self._run_pulling(pilot_id)
+        finally:
+            self._close_site()  # a no-op after a normal leave
+            if self._own_loop and self._loop_thread is not None:
+                self._loop_thread.stop()
+
+    def _run_pulling(self, pilot_id: int) -> int:
+        """Pre-DHT and centralized: the pilot asks the Task Queue for each task."""
         beat = threading.Thread(target=self._heartbeats, args=(pilot_id,), name="tq-heartbeat")
         beat.start()
         ran = 0
@@ -171,48 +294,111 @@ class PilotAgent:
         finally:
             self.stop.set()
             beat.join()
-            if not self.lost.is_set():
-                try:
-                    self.client.deregister(pilot_id)
-                except TaskQueueError as exc:
-                    log.warning("deregister failed: %s", exc)
+            self._leave_site()
+            self._deregister(pilot_id)
         return ran
+
+    def _run_distributed(self, pilot_id: int) -> int:
+        """Distributed: the site's master assigns the tasks (seed 000 III.B); no heartbeats."""
+        c = self.config
+        assert self.answer is not None and self.net is not None and self._loop_thread is not None
+        attributes = {**c.attributes, "Site": c.site, "Host": c.host, "SE": c.se}
+        ranker = Ranker(WorkerAd(attributes, c.cpus, c.memory, c.disk, c.requirements, c.rank))
+        worker = DistributedWorker(
+            loop=self._loop_thread,
+            net=self.net,
+            client=self.client,
+            site=c.site,
+            answer=self.answer,
+            ranker=ranker,
+            executor=self.executor,
+            stop=self.stop,
+            expires_at=None if c.ttl is None else time.time() + c.ttl,
+            master_settings={
+                "window": c.round_window,
+                "period": c.round_period,
+                "heartbeat": max(0.5, self.answer.master_timeout / 3),
+                "method": c.assignment,
+                "broadcast_timeout": c.broadcast_timeout,
+            },
+            on_lost=self._forgotten,
+        )
+        self.worker = worker
+        try:
+            worker.start()
+            return worker.run_tasks(c.max_tasks, c.max_idle)
+        finally:
+            worker.leave()
+            self._leave_site()
+            self._deregister(pilot_id)
+
+    def _forgotten(self) -> None:
+        log.warning(
+            "the Task Queue forgot pilot %s, or another took its role; stopping", self.pilot_id
+        )
+        self.lost.set()
+        self.stop.set()
+
+    def _leave_site(self) -> None:
+        """LEAVE the site DHT (its keys handed on) and stop serving files (seed 000 III.A)."""
+        if self.net is not None:
+            net, self.net = self.net, None
+            net.leave()
+
+    def _close_site(self) -> None:
+        """Stop the DHT node and the file server without LEAVE (nothing to hand on)."""
+        if self.net is not None:
+            net, self.net = self.net, None
+            net.close()
+
+    def _deregister(self, pilot_id: int) -> None:
+        if not self.lost.is_set():
+            try:
+                self.client.deregister(pilot_id)
+            except TaskQueueError as exc:
+                log.warning("deregister failed: %s", exc)
 
     def _loop(self, pilot_id: int) -> int:
         ran = 0
+        empty = 0  # empty answers in a row (the wait grows with them)
         idle_since = time.monotonic()
         c = self.config
         while not self.stop.is_set():
             if c.max_tasks is not None and ran >= c.max_tasks:
                 break
             cache = self.open_cache()
-            cached = cache.lfns() if c.centralized else None
+            sends_cache = c.centralized or self.architecture == "centralized"
+            cached = cache.lfns() if sends_cache else None
             task = self._retry("request", functools.partial(self.client.request, pilot_id, cached))
             if cached is not None:
                 cache.mark_reported(cached)
             if task is None:
                 if c.max_idle is not None and time.monotonic() - idle_since > c.max_idle:
                     break
-                self.stop.wait(c.poll_interval)
+                self.stop.wait(min(c.poll_max, c.poll_interval * 1.5**empty))
+                empty += 1
                 continue
             log.info("running task %s (%s)", task.task_id, task.name)
-            outcome = run_task(task, c.workdir, cache, self.stop)
+            execution = self.executor.execute(task, self.stop)  # never raises for the task
             if self.lost.is_set():
                 break
             if self.stop.is_set():
                 break  # interrupted: the deregister below requeues the task
-            completion = Completion(
-                task.task_id,
-                task.attempt,
-                outcome.exit_code,
-                tuple(outcome.outputs),
-                outcome.report,
-            )
-            self._retry("complete", functools.partial(self.client.complete, pilot_id, completion))
-            cache.forget_reported()  # the TQ added the outputs (pre-DHT): send the whole list
-            self.report_cache(pilot_id)
+            completion = execution.completion()
+            if self.net is not None:  # centralized: the site DHT tracks files (seed 000 III.A),
+                self._publish()  # before the report releases the tasks that read them
+            try:
+                self._retry(
+                    "complete", functools.partial(self.client.complete, pilot_id, completion)
+                )
+            except TaskQueueRequestError as exc:  # the TQ refused the report: it will not change
+                log.error("the Task Queue refused the report of task %s: %s", task.task_id, exc)
+            if self.tracks_files:
+                cache.forget_reported()  # the TQ added the outputs (pre-DHT): send the whole list
+                self.report_cache(pilot_id)
             if self.lost.is_set():
                 break
             ran += 1
+            empty = 0
             idle_since = time.monotonic()
         return ran

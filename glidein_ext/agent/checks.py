@@ -12,10 +12,11 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from glidein_ext.errors import PilotCheckError
 
-Check = Callable[[], str | None]
+Check = Callable[[], Optional[str]]  # Optional: evaluated at run time on Python 3.9
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,20 @@
-"""The pilot's data cache (seed 001 IV.B-IV.D) wired from glidein_ext.cache.
+"""The pilot's data cache (seed 001 IV.B-IV.D; seed 000 III.A) wired from glidein_ext.cache.
 
 :class:`PilotCache` owns a :class:`CacheStore` (LRU within ``MaxSpace - MinThreshold``), a
 :class:`HostShare` (the other pilots on this host, from the Task Queue's heartbeat answer; the
 capacity grows to ``MaxSpace x num_pilots - MinThreshold``) and a :class:`Resolver` over the SE
-directory.  An input comes from the own cache, else by hard link from a same-host pilot's cache,
-else from the SE.  What the Task Queue believes is cached is mirrored here, so that evictions and
+(through the site's Trivial File Catalog when one is given; slowed and made to fail as the seed-001
+Table I conditions say when asked).  An input comes from, in order (seed 000 III.A):
+
+1. the own cache;
+2. a same-host pilot's cache, by hard link;
+3. a pilot of the site that published it in the site DHT (``locate``), fetched from its peer file
+   server and checked against the size and adler32 it published: on a mismatch or any failure,
+   the next replica;
+4. the SE.
+
+Each input's origin (``cache``, ``host``, ``peer``, ``se``) is counted per task for the Task
+Queue's hit ratios.  What the Task Queue believes is cached is mirrored here, so that evictions and
 last-link deletions are reported (the ``cached`` list of a heartbeat, pre-DHT mode) only when the
 cache really changed.
 """
@@ -12,23 +22,33 @@ cache really changed.
 from __future__ import annotations
 
 import logging
+import random
 import threading
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from glidein_ext.agent.locations import Location
 from glidein_ext.agent.settings import AgentSettings
+from glidein_ext.cache.checksum import FileMeta, meta_of_file
 from glidein_ext.cache.hostshare import HostShare, PeerCache
 from glidein_ext.cache.layout import data_file
 from glidein_ext.cache.lru import cache_capacity
+from glidein_ext.cache.peer import PeerClient
 from glidein_ext.cache.resolve import Resolver, Source
 from glidein_ext.cache.se import StorageElement
 from glidein_ext.cache.store import CacheStore
+from glidein_ext.cache.tfc import Catalog
 from glidein_ext.errors import CacheError, CatalogError, TransferError
+from glidein_ext.tq.limits import lfn_problem
 from glidein_ext.tq.protocol import Neighbour
 
 log = logging.getLogger("glidein_ext.agent")
 
 _DEFAULTS = AgentSettings()
+
+Locate = Callable[[str], Sequence[Location]]
+"""The replicas of an LFN the site DHT knows (seed 000 III.A)."""
 
 
 class PilotCache:
@@ -41,11 +61,22 @@ class PilotCache:
         max_space: int = _DEFAULTS.max_space_bytes,
         min_threshold: int = _DEFAULTS.min_threshold_bytes,
         se_dir: Path | None = None,
+        se: StorageElement | None = None,
+        catalog: Catalog | None = None,
+        protocols: Sequence[str] = ("direct",),
     ) -> None:
+        """``se`` (an SE with its delay and failures) replaces a plain one over ``se_dir``;
+        ``catalog`` maps LFNs to the SE's PFNs (``protocols`` tried in order)."""
         self.root = root
         self.max_space = max_space
         self.min_threshold = min_threshold
         self.gone: list[str] = []  # files whose last link this pilot deleted (IV.D)
+        self.pilot_id: int | None = None
+        self.locate: Locate | None = None  # the site DHT's replicas (set when the pilot joins)
+        self.peer_client: PeerClient | None = None
+        self.peer_failures = 0  # peer copies refused (transfer failed, or a bad checksum)
+        self._origins: Counter[str] = Counter()
+        self._metas: dict[tuple[str, int, int], FileMeta] = {}
         self._lock = threading.Lock()
         self.store = CacheStore(
             root,
@@ -53,7 +84,13 @@ class PilotCache:
             on_last_link=self._last_link,
         )
         self.share = HostShare(self.store, "", max_space=max_space, min_threshold=min_threshold)
-        self.resolver = Resolver(self.store, StorageElement(se_dir)) if se_dir is not None else None
+        if se is None and se_dir is not None:
+            se = StorageElement(se_dir)
+        self.resolver = (
+            Resolver(self.store, se, catalog=catalog, protocols=tuple(protocols))
+            if se is not None
+            else None
+        )
         self._reported: set[str] | None = None  # what the Task Queue holds for this pilot
 
     def _last_link(self, lfn: str) -> None:
@@ -64,8 +101,9 @@ class PilotCache:
     # -- contents ------------------------------------------------------------------------------
 
     def lfns(self) -> list[str]:
-        """The cached files (complete ones only), least recently used first."""
-        return [entry.lfn for entry in self.store.entries()]
+        """The cached files (complete ones only) with names the TQ accepts (``lfn_problem``: a
+        file of another origin never makes the TQ refuse the pilot), least recently used first."""
+        return [entry.lfn for entry in self.store.entries() if lfn_problem(entry.lfn) is None]
 
     def mark_reported(self, lfns: Iterable[str]) -> None:
         """The Task Queue now holds ``lfns`` for this pilot."""
@@ -88,7 +126,13 @@ class PilotCache:
     # -- host sharing (IV.D) -------------------------------------------------------------------
 
     def set_pilot_id(self, pilot_id: int) -> None:
+        self.pilot_id = pilot_id
         self.share.pilot_id = str(pilot_id)
+
+    def use_site(self, locate: Locate, client: PeerClient) -> None:
+        """Fetch from the site's pilots too (seed 000 III.A): ``locate`` asks the site DHT."""
+        self.locate = locate
+        self.peer_client = client
 
     def set_others(self, others: Iterable[Neighbour]) -> None:
         """The Task Queue's ``others`` (pilots on this host); capacity follows their number."""
@@ -129,24 +173,75 @@ class PilotCache:
                 return self.store.link_file(lfn, candidate), "host"
             except CacheError as exc:
                 log.info("cannot link %s from pilot %s: %s", lfn, peer.pilot_id, exc)
+        fetched = self._from_peers(lfn)
+        if fetched is not None:
+            return fetched, "peer"
         if self.resolver is None:
-            raise TransferError(f"input {lfn} is in no cache on this host and there is no SE")
+            raise TransferError(f"input {lfn} is in no cache of the site and there is no SE")
         try:
             got = self.resolver.resolve(lfn)
         except CatalogError as exc:
             raise TransferError(str(exc)) from exc
         return got.path, "cache" if got.source is Source.CACHE else "se"
 
+    def _from_peers(self, lfn: str) -> Path | None:
+        """A verified copy from a pilot that published ``lfn`` in the site DHT, or None."""
+        if self.locate is None or self.peer_client is None:
+            return None
+        replicas = [r for r in self.locate(lfn) if r.pilot_id != self.pilot_id]
+        random.shuffle(replicas)  # spread the readers of a popular file over its replicas
+        for replica in replicas:
+            try:
+                return self.peer_client.fetch(replica.address, lfn, self.store, replica.meta)
+            except (TransferError, CacheError) as exc:
+                self.peer_failures += 1
+                log.warning("peer copy of %s refused, trying the next source: %s", lfn, exc)
+        return None
+
     def acquire(self, lfn: str) -> tuple[Path, str]:
-        """Fetch ``lfn`` and pin it for a running task; :meth:`store` ``.unpin`` releases it."""
+        """Fetch ``lfn`` and pin it for a running task; :meth:`store` ``.unpin`` releases it.
+        Its origin is counted for the task (:meth:`take_origins`)."""
         for _ in range(3):
             path, origin = self.fetch(lfn)
             try:
                 self.store.pin(lfn)
             except CacheError:
                 continue  # evicted between fetch and pin: fetch again
+            with self._lock:
+                self._origins[origin] += 1
             return path, origin
         raise CacheError(f"{lfn} keeps leaving the cache before it can be pinned")
+
+    def take_origins(self) -> dict[str, int]:
+        """Where the inputs acquired since the last call came from (one task's), by origin."""
+        with self._lock:
+            origins = dict(self._origins)
+            self._origins.clear()
+        return origins
+
+    def metas(self) -> dict[str, FileMeta]:
+        """Every cached file with its size and adler32 (what the pilot publishes in the DHT);
+        a checksum is remembered per file version, so a file is read once."""
+        found: dict[str, FileMeta] = {}
+        for entry in self.store.entries():
+            path = self.store.path_of(entry.lfn)
+            try:
+                st = path.stat()
+            except OSError:
+                continue  # evicted meanwhile
+            key = (entry.lfn, st.st_ino, st.st_mtime_ns)
+            meta = self._metas.get(key)
+            if meta is None:
+                try:
+                    meta = meta_of_file(path)
+                except TransferError as exc:
+                    log.info("not publishing %s: %s", entry.lfn, exc)
+                    continue
+                self._metas[key] = meta
+            found[entry.lfn] = meta
+        if len(self._metas) > 2 * len(found) + 1024:  # forget evicted files' checksums
+            self._metas = {k: m for k, m in self._metas.items() if found.get(k[0]) == m}
+        return found
 
     def keep_output(self, produced: Path, lfn: str) -> Path:
         """Put a task's output into the cache (IV.C, by hard link: no copy); its cache path."""

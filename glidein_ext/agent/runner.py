@@ -2,9 +2,14 @@
 
 The command is split into words (no shell); the task sees ``TQ_INPUTS`` and ``TQ_OUTPUTS`` (space
 separated paths, inputs from the cache, outputs to write in its directory), ``TQ_TASK_ID`` and
-``TQ_TASK_NAME``.  It is killed at its MaxRunTime or when the pilot is told to stop.  Inputs stay
+``TQ_TASK_NAME``.  It is killed at its MaxRunTime or when the pilot is told to stop, and its
+process group on every way out of ``run_task``; it dies with the pilot (``taskproc``).  Inputs stay
 pinned in the pilot's cache while it runs; a successful task's outputs go into the cache, then to
 the SE.
+
+A task's own fault fails the task, never the pilot: an LFN that breaks the TQ's rule
+(``tq.limits.lfn_problem``), an output directory that cannot be made, a command that cannot start
+are answered as a failed attempt (exit codes below), which the TQ counts against ``max_retries``.
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ import logging
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import threading
 from dataclasses import dataclass
@@ -21,10 +25,19 @@ from pathlib import Path
 
 from glidein_ext.agent import files
 from glidein_ext.agent.pilot_cache import PilotCache
+from glidein_ext.agent.taskproc import die_with_parent, kill_group
 from glidein_ext.errors import CacheError, TaskQueueError, TransferError
+from glidein_ext.tq.limits import lfn_problem
 from glidein_ext.tq.protocol import Assignment
 
 log = logging.getLogger("glidein_ext.agent")
+
+# Exit codes of attempts that failed before or around the command (the command's own otherwise).
+AGENT_ERROR = 95  # the agent failed running it (a bug): reported, the pilot goes on
+REFUSED = 96  # the task's LFNs break the rule: refused before anything is done
+STAGE_IN_FAILED = 97
+STAGE_OUT_FAILED = 98
+CANNOT_START = 127
 
 
 @dataclass(frozen=True)
@@ -41,6 +54,10 @@ def run_task(
     stop: threading.Event,
 ) -> Outcome:
     """Stage in (inputs pinned while it runs), run, stage out; never raises for task failures."""
+    for lfn in (*task.inputs, *task.outputs):
+        problem = lfn_problem(lfn)
+        if problem is not None:
+            return Outcome(REFUSED, [], f"task refused by the pilot: {problem}")
     task_dir = workdir / "tasks" / f"{task.task_id}.{task.attempt}"
     shutil.rmtree(task_dir, ignore_errors=True)
     task_dir.mkdir(parents=True)
@@ -70,8 +87,8 @@ def _stage_and_run(
         outputs = {lfn: files.lfn_path(task_dir / "out", lfn) for lfn in task.outputs}
         for path in outputs.values():
             path.parent.mkdir(parents=True, exist_ok=True)
-    except (TaskQueueError, CacheError, TransferError) as exc:
-        return Outcome(97, [], f"stage-in failed: {exc}")
+    except (TaskQueueError, CacheError, TransferError, OSError, ValueError) as exc:
+        return Outcome(STAGE_IN_FAILED, [], f"stage-in failed: {exc}")
     env = {
         **os.environ,
         "TQ_INPUTS": " ".join(inputs),
@@ -89,20 +106,34 @@ def _stage_and_run(
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                start_new_session=True,
+                start_new_session=True,  # its own process group, killed as one
+                preexec_fn=die_with_parent(),  # noqa: PLW1509 -- async-signal-safe: one prctl call
             )
-    except (OSError, ValueError) as exc:
-        return Outcome(127, [], f"cannot start: {exc}")
-    code = _wait(process, float(task.max_runtime), stop)
-    tail = log_path.read_bytes()[-2000:].decode(errors="replace")
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        return Outcome(CANNOT_START, [], f"cannot start: {exc}")
+    try:
+        code = _wait(process, float(task.max_runtime), stop)
+    finally:
+        kill_group(process)  # whatever way out: the task and what it started end here
+    tail = _tail(log_path)
     produced = [lfn for lfn, path in outputs.items() if path.is_file()]
     if code == 0:
         try:
             for lfn in produced:
                 _stage_out(cache, outputs[lfn], lfn)
-        except (CacheError, TransferError) as exc:
-            return Outcome(98, [], f"stage-out failed: {exc}\n{tail}")
+        except (CacheError, TransferError, OSError) as exc:
+            return Outcome(STAGE_OUT_FAILED, [], f"stage-out failed: {exc}\n{tail}")
     return Outcome(code, produced, f"inputs {' '.join(sources)}\n{tail}")
+
+
+def _tail(log_path: Path) -> str:
+    """The end of the task's log, for its report."""
+    try:
+        with open(log_path, "rb") as log_file:
+            log_file.seek(max(0, os.path.getsize(log_path) - 2000))
+            return log_file.read().decode(errors="replace")
+    except OSError as exc:
+        return f"(no log: {exc})"
 
 
 def _stage_out(cache: PilotCache, produced: Path, lfn: str) -> None:
@@ -123,18 +154,5 @@ def _wait(process: subprocess.Popen[bytes], limit: float, stop: threading.Event)
         except subprocess.TimeoutExpired:
             waited += 0.2
         if stop.is_set() or waited > limit:
-            _kill(process)
+            kill_group(process)
             return process.wait()
-
-
-def _kill(process: subprocess.Popen[bytes]) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=5)
-            return
-        except subprocess.TimeoutExpired:
-            continue

@@ -36,8 +36,10 @@ class AgentSettings:
     cpus: int = 1
     memory: int = 1024  # MB
     disk: int = 10240  # MB
-    # Seconds between requests while no task fits.
+    # Seconds between requests while no task fits; each empty answer in a row stretches the wait
+    # by half, up to ``poll_max`` (an idle pilot should not keep a loaded Task Queue busy).
     poll_interval: float = 1.0
+    poll_max: float = 10.0
     # Seconds a call to the Task Queue is retried before the pilot gives up (a TQ restart).
     retry_for: float = 300.0
     # Environment check (seed 001 IV): free MB the work directory must have.
@@ -45,6 +47,23 @@ class AgentSettings:
     # The worker-node cache (seed 001 IV.C): Max_Space per pilot and Min_Threshold kept free.
     cache_max_space: str = "10G"
     cache_min_threshold: str = "1G"
+    # The site DHT and the distributed architecture (seed 000; docs/architectures.md): where the
+    # pilot's DHT node and peer file server listen; the master's assignment method; a round comes
+    # ``round_window`` s after an event, or every ``round_period`` s; the TaskList broadcast's
+    # timeout (s).
+    dht_bind: str = "127.0.0.1"
+    assignment: str = "optimal"
+    round_window: float = 0.2
+    round_period: float = 2.0
+    broadcast_timeout: float = 4.0
+    # The SE (seed 001 Table I: d1f1 = 0.01/0, d2f2 = 0.15/0.03, d3f3 = 0.5/0.1): delay factor,
+    # failure rate, seconds per unit of delay; the site's Trivial File Catalog (storage.xml or
+    # storage.json; empty: an LFN's PFN is its path under the SE directory) and its protocol.
+    se_delay: float = 0.0
+    se_failure_rate: float = 0.0
+    se_time_scale: float = 1.0
+    storage_xml: str = ""
+    tfc_protocol: str = "direct"
 
     @property
     def max_space_bytes(self) -> int:
@@ -60,9 +79,18 @@ class AgentSettings:
                 raise ConfigError(f"setting {name} must be at least 1, got {getattr(self, name)}")
         if self.min_free_mb < 0:
             raise ConfigError(f"setting min_free_mb must be >= 0, got {self.min_free_mb}")
-        for name in ("poll_interval", "retry_for"):
+        for name in ("poll_interval", "poll_max", "retry_for"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"setting {name} must be above 0, got {getattr(self, name)}")
+        if self.assignment not in ("optimal", "greedy"):
+            raise ConfigError(f"setting assignment must be optimal or greedy: {self.assignment!r}")
+        for name in ("round_period", "broadcast_timeout", "se_time_scale"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"setting {name} must be above 0, got {getattr(self, name)}")
+        if self.round_window < 0 or self.se_delay < 0 or not 0 <= self.se_failure_rate <= 1:
+            raise ConfigError(
+                "settings round_window and se_delay must be >= 0, se_failure_rate in [0, 1]"
+            )
         try:
             cache_capacity(self.max_space_bytes, self.min_threshold_bytes)
         except CacheError as exc:

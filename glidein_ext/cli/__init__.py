@@ -13,7 +13,8 @@ from typing import Any
 
 import click
 
-from glidein_ext.errors import GlideinExtError
+from glidein_ext import __version__
+from glidein_ext.errors import GlideinExtError, MissingDependencyError
 
 # name -> "module:attribute"; one module per noun.
 _COMMANDS: dict[str, str] = {
@@ -32,6 +33,34 @@ _COMMANDS: dict[str, str] = {
     "site": "glidein_ext.cli.site:site",
 }
 
+# What to install when a command's module needs a package the base install lacks (`pip install
+# glidein-ext` is the glidein side only: click and watchdog; see the README's Python requirements).
+_EXTRAS: dict[str, str] = {
+    "tq": "pip install 'glidein-ext[tq]' (the Task Queue service needs Python 3.11+)",
+    "site": "pip install 'glidein-ext[site]'",
+    "demo": "pip install 'glidein-ext[site]'",
+}
+
+
+def _unavailable(name: str, missing: str) -> click.Command:
+    """A stand-in for a command whose module needs ``missing``: listed, and one error when run."""
+    hint = _EXTRAS.get(name, "pip install 'glidein-ext[tq,site]'")
+
+    def refuse(args: tuple[str, ...]) -> None:
+        del args
+        raise MissingDependencyError(
+            f"glidein-ext {name} needs the Python package {missing!r}, not installed here: {hint}"
+        )
+
+    return click.Command(
+        name,
+        callback=refuse,
+        params=[click.Argument(["args"], nargs=-1, type=click.UNPROCESSED)],
+        help=f"(unavailable: needs {missing!r}; {hint})",
+        context_settings={"ignore_unknown_options": True},
+        add_help_option=False,
+    )
+
 
 class LazyGroup(click.Group):
     """A click group whose subcommands are imported on first use."""
@@ -48,7 +77,14 @@ class LazyGroup(click.Group):
         if target is None:
             return super().get_command(ctx, cmd_name)
         module_name, attr = target.split(":")
-        command = getattr(importlib.import_module(module_name), attr)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            missing = exc.name or ""
+            if not missing or missing.split(".")[0] == "glidein_ext":
+                raise  # our own module is broken: a bug, not a missing extra
+            return _unavailable(cmd_name, missing.split(".")[0])
+        command = getattr(module, attr)
         if not isinstance(command, click.Command):
             raise TypeError(f"{target} is not a click command")
         return command
@@ -56,7 +92,7 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, lazy=_COMMANDS)
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
-@click.version_option(package_name="glidein-ext", message="%(prog)s %(version)s")
+@click.version_option(__version__, prog_name="glidein-ext", message="%(prog)s %(version)s")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
     """glidein-ext: graceful draining, task queue, data caches and site DHT for glideins."""

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from glidein_ext.errors import UsageError
+from glidein_ext.errors import GlideinExtError, UsageError
 
 TOKEN_ENV = "GLIDEIN_EXT_TQ_PILOT_TOKEN"  # noqa: S105 (a variable name)
 
@@ -36,8 +36,13 @@ def pilot() -> None:
 @click.option("--ttl", type=int, default=None, help="Seconds of life left (default: no end).")
 @click.option("--requirements", default="true", show_default=True, help="Pilot's Requirements.")
 @click.option("--rank", default="0", show_default=True, help="Pilot's Rank of tasks.")
-@click.option("--centralized", is_flag=True, help="Send the cache list with each request.")
+@click.option(
+    "--centralized",
+    is_flag=True,
+    help="Send the cache list with each request (implied at a centralized site).",
+)
 @click.option("--poll", "poll_interval", type=float, default=None, help="Seconds between asks (1).")
+@click.option("--poll-max", type=float, default=None, help="Longest wait between empty asks (10).")
 @click.option("--max-idle", type=float, default=None, help="Leave after SECONDS without work.")
 @click.option("--max-tasks", type=int, default=None, help="Leave after running N tasks.")
 @click.option("--retry-for", type=float, default=None, help="Seconds to retry the TQ (300).")
@@ -53,16 +58,56 @@ def pilot() -> None:
     default=None,
     help="Cache Min_Threshold, kept free (1G); capacity: Max_Space x pilots on host - this.",
 )
+@click.option(
+    "--pilots",
+    type=click.IntRange(1, 10_000),
+    default=1,
+    show_default=True,
+    help="Pilots in this process (one event loop, a thread each).",
+)
+@click.option(
+    "--pilots-per-host",
+    type=click.IntRange(1, 10_000),
+    default=1,
+    show_default=True,
+    help="With --pilots: pilots per simulated host (HOST-0000, ...; caches shared).",
+)
+@click.option("--dht-bind", default=None, help="Address of the DHT node and file server.")
+@click.option(
+    "--assignment",
+    type=click.Choice(["optimal", "greedy"]),
+    default=None,
+    help="The master's assignment method (distributed sites; default optimal).",
+)
+@click.option("--round-window", type=float, default=None, help="Batching after events (0.2 s).")
+@click.option("--round-period", type=float, default=None, help="Rounds without events (2 s).")
+@click.option("--broadcast-timeout", type=float, default=None, help="TaskList wait (4 s).")
+@click.option("--storage-xml", default=None, help="The site's TFC (storage.xml or .json).")
+@click.option("--tfc-protocol", default=None, help="The TFC protocol to use (direct).")
+@click.option("--se-delay", type=float, default=None, help="SE delay factor (seed 001 Table I).")
+@click.option("--se-failure-rate", type=float, default=None, help="SE failure rate (0..1).")
+@click.option("--se-time-scale", type=float, default=None, help="Seconds per delay unit (1).")
+@click.option(
+    "--se-condition",
+    type=click.Choice(["d1f1", "d2f2", "d3f3"]),
+    default=None,
+    help="A Table I condition: sets --se-delay and --se-failure-rate.",
+)
 @click.option("-v", "--verbose", is_flag=True)
 def run(**opts: Any) -> None:
     """Check the environment, register, run tasks until idle/stopped, deregister (SIGTERM too)."""
     from glidein_ext.agent.agent import AgentConfig, PilotAgent
     from glidein_ext.agent.checks import CheckConfig, checks_for, run_checks
     from glidein_ext.agent.settings import AgentSettings, load_agent_settings
+    from glidein_ext.agent.swarm import Swarm, swarm_configs
+    from glidein_ext.cache.se import condition
 
     token = opts["token"] or os.environ.get(TOKEN_ENV)
     if not token:
         raise UsageError(f"give --token or set ${TOKEN_ENV}")
+    if opts["se_condition"]:
+        table = condition(opts["se_condition"])
+        opts["se_delay"], opts["se_failure_rate"] = table.delay_factor, table.failure_rate
     layered = {name: opts[name] for name in AgentSettings.__dataclass_fields__}
     settings = load_agent_settings(opts["config_file"], overrides=layered)
     workdir = Path(opts["workdir"]).resolve()
@@ -100,18 +145,42 @@ def run(**opts: Any) -> None:
         rank=opts["rank"],
         centralized=opts["centralized"],
         poll_interval=settings.poll_interval,
+        poll_max=settings.poll_max,
         max_idle=opts["max_idle"],
         max_tasks=opts["max_tasks"],
         retry_for=settings.retry_for,
         batch_id=opts["batch_id"] or os.environ.get("GLIDEIN_EXT_TQ_BATCH_ID"),
         cache_max_space=settings.max_space_bytes,
         cache_min_threshold=settings.min_threshold_bytes,
+        dht_bind=settings.dht_bind,
+        assignment=settings.assignment,
+        round_window=settings.round_window,
+        round_period=settings.round_period,
+        broadcast_timeout=settings.broadcast_timeout,
+        se_delay=settings.se_delay,
+        se_failure_rate=settings.se_failure_rate,
+        se_time_scale=settings.se_time_scale,
+        storage_xml=settings.storage_xml,
+        tfc_protocol=settings.tfc_protocol,
         **extra,
     )
     stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    swarm = None
+    if opts["pilots"] > 1:
+        swarm = Swarm(swarm_configs(config, opts["pilots"], opts["pilots_per_host"]))
+    # SIGTERM and SIGHUP stop the pilot the orderly way: its task's process group is killed and
+    # the task requeued; on SIGKILL the task dies by its parent-death signal (agent.taskproc).
+    handled = (signal.SIGTERM, signal.SIGHUP)
+    stopper = swarm.stop if swarm is not None else stop.set
+    previous = {sig: signal.signal(sig, lambda *_: stopper()) for sig in handled}
     try:
-        ran = PilotAgent(config, stop).run()
+        ran = PilotAgent(config, stop).run() if swarm is None else sum(swarm.run())
     finally:
-        signal.signal(signal.SIGTERM, previous)
-    click.echo(f"pilot ran {ran} task(s)", err=True)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if swarm is None:
+        click.echo(f"pilot ran {ran} task(s)", err=True)
+        return
+    click.echo(f"{len(swarm.configs)} pilots ran {ran} task(s); {swarm.failed} failed", err=True)
+    if swarm.failed == len(swarm.configs):
+        raise GlideinExtError("every pilot of the swarm failed (see the log)")

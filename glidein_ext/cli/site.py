@@ -14,6 +14,8 @@ import time
 
 import click
 
+VIA_CHOICES = ("auto", "local", "job-ad", "ssh")  # glidein_ext.site.vacate.Via
+
 
 @click.group("site")
 def site() -> None:
@@ -26,12 +28,27 @@ def site() -> None:
 @click.option("--stale-after", default=600, type=int, show_default=True, help="Heartbeat limit, s.")
 @click.option("--timeout", default=2.0, type=float, show_default=True, help="Seconds per sandbox.")
 @click.option("--job-ad", is_flag=True, help="Also put PILOT_* into the job ads (condor_qedit).")
+@click.option(
+    "--schedd-requests",
+    type=click.BOOL,
+    default=True,
+    show_default=True,
+    help="Turn vacate requests in the pilots' job ads into their .site.ad (condor_q per schedd).",
+)
+@click.option("--query-timeout", default=10.0, type=float, show_default=True, help="Per schedd.")
 def propagate(
-    execute_dir: str | None, start_dir: str | None, stale_after: int, timeout: float, job_ad: bool
+    execute_dir: str | None,
+    start_dir: str | None,
+    stale_after: int,
+    timeout: float,
+    job_ad: bool,
+    schedd_requests: bool,
+    query_timeout: float,
 ) -> None:
     """Publish every running pilot's .pilot.ad as PILOT_* attributes (startd cron output)."""
     from glidein_ext.site import publish
     from glidein_ext.site.propagate import read_node, read_sandbox
+    from glidein_ext.site.requests import apply_job_ad_requests
 
     now = int(time.time())
     if start_dir is not None:
@@ -47,6 +64,8 @@ def propagate(
     # The cron's contract: always a valid output and exit 0, whatever happens.
     try:
         run = read_node(execute_dir, now, stale_after, timeout)
+        if schedd_requests:
+            run = apply_job_ad_requests(run, timeout=query_timeout)
         text = publish.render(run)
         if job_ad:
             from glidein_ext.site.jobad import edit_job_ads
@@ -119,19 +138,29 @@ def _default_execute_dirs(given: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--deadline", default=None, help="Hard deadline: duration from now (2h) or epoch.")
 @click.option("--pool", "pool_name", default=None, help="Collector host[:port] (default: config).")
 @click.option("--execute-dir", multiple=True, help="Local EXECUTE dirs (default: config).")
-@click.option("--remote-bin", default="glidein-ext", show_default=True, help="On the node.")
+@click.option(
+    "--via",
+    type=click.Choice(VIA_CHOICES),
+    default="auto",
+    show_default=True,
+    help="local: the sandbox here; job-ad: through the schedd and the node's site cron "
+    "(from anywhere); ssh: condor_ssh_to_job; auto: local if here, else job-ad.",
+)
+@click.option("--remote-bin", default="glidein-ext", show_default=True, help="On the node (ssh).")
 def vacate_cmd(
     job_id: str | None,
     slot: str | None,
     deadline: str | None,
     pool_name: str | None,
     execute_dir: tuple[str, ...],
+    via: str,
     remote_bin: str,
 ) -> None:
-    """Ask one pilot to leave: write VACATE_DESIRED (and PAYLOAD_DEADLINE) into its .site.ad."""
+    """Ask one pilot to leave: have VACATE_DESIRED (and PAYLOAD_DEADLINE) written into its
+    .site.ad."""
     from glidein_ext.errors import UsageError
     from glidein_ext.site import pool
-    from glidein_ext.site.vacate import vacate
+    from glidein_ext.site.vacate import Via, vacate
     from glidein_ext.timefmt import format_time, parse_deadline
 
     if (job_id is None) == (slot is None):
@@ -149,7 +178,10 @@ def vacate_cmd(
     if len(found) > 1:
         names = ", ".join(p.slot for p in found)
         raise UsageError(f"{job_id} matches several pilots ({names}); use --slot")
-    result = vacate(found[0], when, _default_execute_dirs(execute_dir), remote_bin=remote_bin)
+    execute_dirs = _default_execute_dirs(execute_dir) if via in ("auto", "local") else ()
+    result = vacate(
+        found[0], when, execute_dirs, via=Via(via), pool=pool_name, remote_bin=remote_bin
+    )
     deadline_text = f", deadline {format_time(when, now)}" if when is not None else ""
     click.echo(
         f"asked {result.pilot.slot} to vacate via {result.how} ({result.where}){deadline_text}"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Optional, TypeVar
 
 import click
 
@@ -11,7 +11,8 @@ from glidein_ext.cache.tfc import DEFAULT_DESTINATION, Catalog, load_catalog
 from glidein_ext.errors import CatalogError
 
 F = TypeVar("F", bound=Callable[..., Any])
-Convert = Callable[[Catalog, str, Sequence[str], str], str | None]
+# Optional: a runtime alias, evaluated on the worker nodes' Python 3.9.
+Convert = Callable[[Catalog, str, Sequence[str], str], Optional[str]]
 
 
 def _catalog_options(command: F) -> F:

@@ -21,11 +21,16 @@ if TYPE_CHECKING:
 URL_ENV = "GLIDEIN_EXT_TQ_URL"
 TOKEN_ENV = "GLIDEIN_EXT_TQ_OPERATOR_TOKEN"  # noqa: S105 (a variable name)
 _STATES = ("waiting", "queued", "running", "done", "failed")
+MAX_SCALE = 1000  # `tq generate --scale`: W1 at 1000 is 160 000 tasks
 
 
 @click.group()
 def tq() -> None:
     """The Task Queue (seed 001 IV): serve it, submit workflows, watch them."""
+
+
+# The Task Queue service (tq serve) needs this Python; its clients and the pilots run on 3.9.
+SERVICE_PYTHON = (3, 11)
 
 
 @tq.command()
@@ -36,13 +41,24 @@ def tq() -> None:
 @click.option("--port-file", default=None, help="Write the bound port to this file.")
 @click.option("--wait-for-data", type=int, default=None, help="waitForData bound (seconds).")
 @click.option("--heartbeat-timeout", type=int, default=None, help="Seconds before a pilot is lost.")
-@click.option("--cache-mode", type=click.Choice(["pre-dht", "centralized"]), default=None)
+@click.option(
+    "--architecture",
+    type=click.Choice(["pre-dht", "centralized", "distributed"]),
+    default=None,
+    help="Sites' architecture unless the sites file says (seed 000; default pre-dht).",
+)
+@click.option("--master-timeout", type=int, default=None, help="Seconds a silent master keeps it.")
+@click.option(
+    "--cache-mode", type=click.Choice(["pre-dht", "centralized"]), default=None, hidden=True
+)
 @click.option("--sites", default=None, help="PilotMonitor sites file: submit pilots by itself.")
 @click.option("--monitor-interval", default=None, help="Time between PilotMonitor passes (60s).")
 def serve(
     config_file: str | None, port_file: str | None, monitor_interval: str | None, **flags: Any
 ) -> None:
     """Run the Task Queue service until SIGINT or SIGTERM."""
+    if sys.version_info < SERVICE_PYTHON:  # the glidein side runs on 3.9; the service does not
+        raise UsageError(f"tq serve needs Python 3.11 or newer (this is {sys.version.split()[0]})")
     from glidein_ext.timefmt import parse_duration
     from glidein_ext.tq.server import serve as run_server
     from glidein_ext.tq.settings import load_tq_settings
@@ -143,12 +159,10 @@ _token = click.option("--token", default=None, help=f"Operator token (or ${TOKEN
 @_token
 def submit(path: str, url: str | None, token: str | None) -> None:
     """Submit a workflow file (YAML or JSON); all of it, or nothing."""
-    from glidein_ext.tq.workflow import load_workflow_file
+    from glidein_ext.tq.workflow import parse_workflow, read_workflow_data
 
-    workflow = load_workflow_file(path)  # checked here first: one clear line, nothing sent
-    with open(path, "rb") as handle:
-        raw = handle.read()
-    data = json.loads(raw) if path.endswith(".json") else yaml.safe_load(raw)
+    data = read_workflow_data(path)  # read once, bounded (no YAML aliases, size, depth)
+    workflow = parse_workflow(data)  # checked here first: one clear line, nothing sent
     answer = _client(url, token).submit(data)
     click.echo(f"workflow {answer.workflow_id} ({workflow.name}): {answer.tasks} tasks")
 
@@ -204,6 +218,8 @@ def status(url: str | None, token: str | None, as_json: bool, watch: float | Non
     """Workflows, tasks by state, pilots by site and state."""
     from glidein_ext.tq.protocol import to_json
 
+    if watch is not None and not 0 < watch <= 86400:
+        raise UsageError(f"--watch must be in (0, 86400] seconds, got {watch}")
     client = _client(url, token)
     while True:
         answer = client.status()
@@ -212,7 +228,12 @@ def status(url: str | None, token: str | None, as_json: bool, watch: float | Non
         except TaskQueueNotFound:  # a service without the PilotMonitor endpoint
             sites = None
         if as_json:
-            click.echo(json.dumps({**to_json(answer), "sites": sites}, indent=2, sort_keys=True))
+            try:
+                counters = client.call("GET", "/api/v1/counters")  # seed 000 IV: the run
+            except TaskQueueNotFound:  # an older service
+                counters = None
+            shown = {**to_json(answer), "sites": sites, "counters": counters}
+            click.echo(json.dumps(shown, indent=2, sort_keys=True))
         else:
             if watch is not None and sys.stdout.isatty():
                 click.clear()
@@ -233,8 +254,10 @@ def generate(kind: str, scale: float, size: int, sleep: float, output: str) -> N
     """Write the seed's W1 (chain), W2 (splitting) or W3 (merging) workflow as YAML."""
     from glidein_ext.tq.workflow import generate as make
 
-    if scale <= 0 or size < 0 or sleep < 0:
-        raise UsageError("--scale must be > 0, --size and --sleep >= 0")
+    if not 0 < scale <= MAX_SCALE or not 0 <= size <= 2**40 or not 0 <= sleep <= 10**6:
+        raise UsageError(
+            f"--scale must be in (0, {MAX_SCALE}], --size in 0..2^40, --sleep in 0..10^6"
+        )
     text = yaml.safe_dump(make(kind, scale, size, sleep), sort_keys=False, width=1000)
     if output == "-":
         click.echo(text, nl=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from importlib import resources
 
 import click
@@ -30,6 +31,12 @@ def default_snippet() -> str:
     default=None,
     help="HTCondor config to include first (the factory's or site's base).",
 )
+@click.option(
+    "--collector",
+    default=None,
+    help="The pool to join, host[:port] (COLLECTOR_HOST over the base config's): the VO's pool.",
+)
+@click.option("--site", default=None, help="The site's name, published as GLIDEIN_Site.")
 @click.option("--snippet", default=None, help="Glidein snippet (default: the packaged one).")
 @click.option(
     "--launcher",
@@ -68,6 +75,8 @@ def wrapper(
     memory_mb: int | None,
     name: str | None,
     base_config: str | None,
+    collector: str | None,
+    site: str | None,
     snippet: str | None,
     launcher: str | None,
     lifetime: str | None,
@@ -82,9 +91,14 @@ def wrapper(
     static_slots: bool,
 ) -> None:
     """Write .pilot.ad, start condor_master with the glidein config, obey .site.ad."""
+    from glidein_ext.errors import UsageError
     from glidein_ext.glidein.settings import load_settings
     from glidein_ext.glidein.wrapper import GlideinWrapper, WrapperConfig
     from glidein_ext.timefmt import parse_duration
+
+    for option, value in (("--name", name), ("--site", site), ("--collector", collector)):
+        if value is not None and not re.fullmatch(r"[A-Za-z0-9_.@:+-]{1,200}", value):
+            raise UsageError(f"{option} {value!r}: use letters, digits and _ . @ : + - only")
 
     settings = load_settings(
         config_file,
@@ -110,6 +124,8 @@ def wrapper(
         extra_config=extra,
         condor_master=condor_master,
         static_slots=static_slots,
+        collector=collector,
+        site=site,
     )
 
     def log(message: str) -> None:

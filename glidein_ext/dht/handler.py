@@ -6,6 +6,10 @@ sends LEAVE at once (seed 000, section III.A), appends what STORE carries (seed 
 FIND_NODE and FIND_VALUE with the closest live contacts (Kademlia section 2.3), and hands
 BROADCAST and BROADCAST_REPLY to the broadcaster (seed III.B).
 
+Beyond the seed, REMOVE withdraws values their owner published (a file left its cache), and
+MESSAGE hands a topic-addressed payload to the node's handler of that topic and answers with its
+result (the master and its workers talk this way); a topic without a handler answers None.
+
 FIND_VALUE answers are pages (beyond the seed): a key may hold more values than one datagram, so
 a request names a cursor (``after``: the last value the requester already has, values being in
 byte order), and an answer carries as many values after it as fit and says whether more remain.
@@ -14,6 +18,7 @@ byte order), and an answer carries as many values after it as fit and says wheth
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from glidein_ext.dht import protocol
@@ -27,6 +32,10 @@ from glidein_ext.dht.storage import Storage
 MAX_CONTACTS_ON_WIRE = 256
 """Contacts one answer may carry at most (more than any sane ``k``)."""
 
+MessageHandler = Callable[[Any, int, Address], Any]
+"""A MESSAGE topic's handler: (payload, sender id, sender address) in, the answer out (a value
+that travels; None for nothing).  It runs on the node's event loop and must not block."""
+
 
 class RequestHandler:
     """Answers the requests one node receives."""
@@ -38,12 +47,14 @@ class RequestHandler:
         storage: Storage,
         settings: DhtSettings,
         broadcaster: Broadcaster,
+        messages: Mapping[str, MessageHandler] | None = None,
     ) -> None:
         self._own_id = own_id
         self._table = table
         self._storage = storage
         self._settings = settings
         self._broadcaster = broadcaster
+        self._messages: Mapping[str, MessageHandler] = {} if messages is None else messages
 
     def __call__(self, msg: Message, address: Address) -> list[Any] | None:
         """The response body, None for one-way messages; raises ProtocolError when malformed."""
@@ -67,6 +78,15 @@ class RequestHandler:
             )
         if kind == Kind.STORE:
             return [self._store(msg.body)]
+        if kind == Kind.REMOVE:
+            key, values = protocol.parse_remove(
+                msg.body, protocol.MAX_VALUES_PER_MESSAGE, self._settings.max_value_bytes
+            )
+            return [sum(self._storage.remove(key, data, msg.sender) for data in values)]
+        if kind == Kind.MESSAGE:
+            topic, payload = protocol.parse_message(msg.body)
+            handler = self._messages.get(topic)
+            return [None if handler is None else handler(payload, msg.sender, address)]
         if kind == Kind.BROADCAST:
             return [self._broadcaster.on_request(protocol.parse_broadcast(msg.body), address)]
         if kind == Kind.BROADCAST_REPLY:

@@ -14,9 +14,13 @@ a timeout again because its peers have not noticed yet.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 from glidein_ext.dht.contact import Contact
+from glidein_ext.dht.protocol import WireValue
+
+T = TypeVar("T")
 
 
 class Lookup:
@@ -91,3 +95,18 @@ class Lookup:
     @property
     def queried(self) -> int:
         return len(self._asked)
+
+
+def pairs(contacts: Sequence[Contact], replies: Sequence[T]) -> list[tuple[Contact, T]]:
+    """zip(strict=True) for Python 3.9: each contact asked with its answer."""
+    if len(contacts) != len(replies):
+        raise RuntimeError("one answer per contact asked")
+    return [(contacts[i], replies[i]) for i in range(len(contacts))]
+
+
+def merge_values(values: dict[bytes, WireValue], found: Iterable[WireValue]) -> None:
+    """Add ``found`` to ``values`` (by bytes), keeping the longest remaining lifetime."""
+    for v in found:
+        old = values.get(v.data)
+        if old is None or old.ttl < v.ttl:
+            values[v.data] = v

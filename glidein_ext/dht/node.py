@@ -29,21 +29,18 @@ from glidein_ext.dht.aggregation import Combine
 from glidein_ext.dht.broadcaster import Answer, Broadcaster, BroadcastResult
 from glidein_ext.dht.caller import Caller
 from glidein_ext.dht.contact import Address, Contact
-from glidein_ext.dht.handler import RequestHandler
-from glidein_ext.dht.lookup import Lookup
+from glidein_ext.dht.handler import MessageHandler, RequestHandler
+from glidein_ext.dht.lookup import Lookup, merge_values, pairs
 from glidein_ext.dht.protocol import Codec, Kind, Message, ProtocolError, WireValue
 from glidein_ext.dht.routing import RoutingTable
 from glidein_ext.dht.rpc import RpcEndpoint, RpcTimeout
 from glidein_ext.dht.settings import DhtSettings
+from glidein_ext.dht.sockets import resolve, tune_socket
 from glidein_ext.dht.stats import NodeStats
 from glidein_ext.dht.storage import Storage
 from glidein_ext.errors import DhtError
 
 log = logging.getLogger(__name__)
-
-RECEIVE_BUFFER = 1 << 20
-"""Socket receive buffer asked for, so that a few full-size datagrams can queue (the kernel caps
-it at net.core.rmem_max)."""
 
 
 @dataclass(frozen=True)
@@ -88,10 +85,13 @@ class DhtNode:
             spawn=self._spawn,
             discover=self._neighbours,
         )
+        self._messages: dict[str, MessageHandler] = {}
         self._rpc = RpcEndpoint(
             self._codec,
             self.id,
-            RequestHandler(self.id, self.table, self.storage, self.settings, self._broadcaster),
+            RequestHandler(
+                self.id, self.table, self.storage, self.settings, self._broadcaster, self._messages
+            ),
             replay_window=self.settings.replay_window,
             stats=self.stats,
             read_only=read_only,
@@ -107,17 +107,26 @@ class DhtNode:
     # --- life cycle ----------------------------------------------------------------------------
 
     async def start(
-        self, host: str = "127.0.0.1", port: int = 0, maintenance: bool = True
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        maintenance: bool = True,
+        sock: socket.socket | None = None,
     ) -> Address:
-        """Bind the UDP socket; with ``maintenance``, republish and refresh periodically."""
+        """Bind the UDP socket (or use ``sock``, a UDP socket bound already: a pilot registers
+        its address before it learns its id and key); with ``maintenance``, republish and
+        refresh periodically."""
         loop = asyncio.get_running_loop()
         try:
-            transport, _ = await loop.create_datagram_endpoint(
-                lambda: self._rpc, local_addr=(host, port)
-            )
+            if sock is not None:
+                transport, _ = await loop.create_datagram_endpoint(lambda: self._rpc, sock=sock)
+            else:
+                transport, _ = await loop.create_datagram_endpoint(
+                    lambda: self._rpc, local_addr=(host, port)
+                )
         except OSError as exc:
             raise DhtError(f"cannot bind UDP {host}:{port}: {exc.strerror or exc}") from exc
-        _tune_socket(transport)
+        tune_socket(transport)
         self._address = self._rpc.address
         if maintenance and not self.read_only:
             self._spawn(self._maintain())
@@ -194,7 +203,7 @@ class DhtNode:
         Returns how many contacts answered; raises DhtError when none did.
         """
         loop = asyncio.get_running_loop()
-        resolved = [await _resolve(loop, address) for address in addresses]
+        resolved = [await resolve(loop, address) for address in addresses]
         answered = [c for c in await asyncio.gather(*map(self.ping, resolved)) if c is not None]
         if not answered:
             where = ", ".join(f"{h}:{p}" for h, p in resolved) or "no address given"
@@ -271,6 +280,27 @@ class DhtNode:
         if not values:
             self._published.pop(target, None)
         return found
+
+    async def remove(self, key: str | bytes, value: bytes) -> int:
+        """Withdraw ``value`` now (beyond the seed): stop republishing it and ask the nodes
+        closest to ``key`` (the ``k`` closest, not only the ``replication`` first: values move
+        as nodes come and go) to drop it.  Only values this node published are dropped (the
+        holders check the owner).  Returns how many nodes dropped it."""
+        self.withdraw(key, value)
+        target = ids.key_id(key)
+        removed = int(self.storage.remove(target, value, self.id))
+        found = await self.lookup(target)
+        bodies = protocol.remove_bodies(target, [value])
+        answers = await asyncio.gather(
+            *(self._call(c, Kind.REMOVE, body) for c in found.contacts for body in bodies)
+        )
+        for msg in answers:
+            if msg is not None:
+                try:
+                    removed += 1 if protocol.parse_count(msg.body) else 0
+                except ProtocolError:
+                    log.debug("malformed REMOVE answer")
+        return removed
 
     async def get(self, key: str | bytes) -> list[bytes]:
         """Every value stored under ``key`` (all the replicas' locations)."""
@@ -368,18 +398,18 @@ class DhtNode:
                 break
             replies = await asyncio.gather(*(self._call(c, kind, body) for c in batch))
             rest = []
-            for contact, msg in _pairs(batch, replies):
+            for contact, msg in pairs(batch, replies):
                 try:
                     found, contacts, more = self._caller.parse_answer(msg, find_value)
                 except ProtocolError:
                     state.failed(contact)
                     continue
                 state.answered(contact, contacts)
-                _merge(values, found)
+                merge_values(values, found)
                 if more and found:
                     rest.append(self._caller.more_values(contact, target, found[-1].data))
             for found in await asyncio.gather(*rest):
-                _merge(values, found)
+                merge_values(values, found)
         self.table.note_lookup(target, time.monotonic())
         return LookupResult(
             state.closest(settings.k), list(values.values()), state.rounds, state.queried
@@ -419,6 +449,33 @@ class DhtNode:
             topic, payload, self.settings.broadcast_timeout if timeout is None else timeout
         )
 
+    # --- messages to one node (beyond the seed) -------------------------------------------------
+
+    def register_message(self, topic: str, handler: MessageHandler) -> None:
+        """Answer MESSAGEs of ``topic`` with ``handler(payload, sender id, sender address)``;
+        it runs on the event loop and must return at once (a value that travels, or None)."""
+        self._messages[topic] = handler
+
+    async def message(
+        self, address: Address, topic: str, payload: Any, timeout: float | None = None
+    ) -> Any:
+        """Send ``payload`` to the node at ``address`` under ``topic``; its handler's answer.
+
+        Raises DhtError when no answer came within ``timeout`` (``rpc_timeout`` by default) or
+        the payload does not fit in one datagram.
+        """
+        wait = self.settings.rpc_timeout if timeout is None else timeout
+        try:
+            msg = await self._rpc.request(address, Kind.MESSAGE, [topic, payload], wait)
+        except RpcTimeout as exc:
+            raise DhtError(f"no answer from {address[0]}:{address[1]} to {topic!r}") from exc
+        if not msg.read_only and msg.sender != self.id:
+            self.table.observe(Contact(msg.sender, *address))
+        try:
+            return protocol.parse_answer(msg.body)
+        except ProtocolError as exc:
+            raise DhtError(f"malformed answer to {topic!r} from {address}: {exc}") from exc
+
     # --- the RPC edge --------------------------------------------------------------------------
 
     async def _call(self, contact: Contact, kind: Kind, body: list[Any]) -> Message | None:
@@ -426,49 +483,3 @@ class DhtNode:
 
     def _notify(self, address: Address, kind: Kind, body: list[Any]) -> None:
         self._rpc.notify(address, kind, body)
-
-
-def _pairs(
-    contacts: Sequence[Contact], replies: Sequence[Message | None]
-) -> list[tuple[Contact, Message | None]]:
-    """zip(strict=True) for Python 3.9: each contact asked with its answer."""
-    if len(contacts) != len(replies):
-        raise RuntimeError("one answer per contact asked")
-    return [(contacts[i], replies[i]) for i in range(len(contacts))]
-
-
-def _merge(values: dict[bytes, WireValue], found: Iterable[WireValue]) -> None:
-    """Add ``found`` to ``values`` (by bytes), keeping the longest remaining lifetime."""
-    for v in found:
-        old = values.get(v.data)
-        if old is None or old.ttl < v.ttl:
-            values[v.data] = v
-
-
-def _tune_socket(transport: asyncio.BaseTransport) -> None:
-    """A receive buffer for a few full datagrams, and reads no larger than a datagram.
-
-    The selector loop reads every datagram into a 256 KiB buffer by default, which glibc serves
-    with an mmap per read; one datagram's size is below its mmap threshold (a third of the
-    get latency on loopback).
-    """
-    if hasattr(transport, "max_size"):
-        transport.max_size = 65535  # the largest UDP payload
-    sock = transport.get_extra_info("socket")
-    if sock is None:
-        return
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
-    except OSError as exc:
-        log.debug("cannot enlarge the UDP receive buffer: %s", exc)
-
-
-async def _resolve(loop: asyncio.AbstractEventLoop, address: Address) -> Address:
-    """A host name to the numeric address its answers will come from."""
-    host, port = address
-    try:
-        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
-    except OSError as exc:
-        raise DhtError(f"cannot resolve {host}:{port}: {exc}") from exc
-    family_host = infos[0][4][0]
-    return (str(family_host), port)

@@ -47,7 +47,8 @@ FLAG_READ_ONLY = 1
 
 
 class Kind(IntEnum):
-    """Message kinds; the six RPCs of the issue plus the broadcast's upward reply."""
+    """Message kinds; the six RPCs of the issue, the broadcast's upward reply, the withdrawal of
+    a value and a message to one node."""
 
     PING = 1
     STORE = 2
@@ -56,6 +57,8 @@ class Kind(IntEnum):
     LEAVE = 5
     BROADCAST = 6
     BROADCAST_REPLY = 7  # one-way, child to parent (seed III.B)
+    REMOVE = 8  # withdraw values the sender owns (a file left its cache)
+    MESSAGE = 9  # one topic-addressed request to one node (the master and its workers)
 
 
 RESPONSE = 0x80
@@ -403,6 +406,36 @@ def parse_broadcast_reply(body: list[Any]) -> tuple[bytes, Any, bool, bool]:
     if not merged and not isinstance(value, list):
         raise ProtocolError("unmerged broadcast reply is not a list")
     return bid, value, complete, merged
+
+
+def parse_remove(body: list[Any], max_count: int, max_bytes: int) -> tuple[int, list[bytes]]:
+    """REMOVE ``[key, [value, ...]]``: the key and the values' bytes to withdraw."""
+    key, values = _list(body, 2)
+    items = _list(values)
+    if len(items) > max_count:
+        raise ProtocolError("too many values")
+    return parse_id(key), [parse_bytes(item, max_bytes) for item in items]
+
+
+def remove_bodies(key: int, values: Sequence[bytes]) -> list[list[Any]]:
+    """The REMOVE bodies that carry ``values`` (the same runs as a STORE of them)."""
+    wired = [WireValue(data, 0, 0.0) for data in values]
+    key_bytes = ids.to_bytes(key)
+    return [[key_bytes, [v.data for v in run]] for run in split_values(wired, STORE_VALUES_BUDGET)]
+
+
+def parse_message(body: list[Any]) -> tuple[str, Any]:
+    """MESSAGE ``[topic, payload]``."""
+    topic, payload = _list(body, 2)
+    if not isinstance(topic, str) or not topic or len(topic) > 255:
+        raise ProtocolError("bad topic")
+    return topic, payload
+
+
+def parse_answer(body: list[Any]) -> Any:
+    """A MESSAGE response ``[answer]``."""
+    (answer,) = _list(body, 1)
+    return answer
 
 
 def parse_flag(body: list[Any]) -> bool:

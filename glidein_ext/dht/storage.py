@@ -60,6 +60,21 @@ class Storage:
             return first.data != data
         return True
 
+    def remove(self, key: int, data: bytes, owner: int) -> bool:
+        """Withdraw one value, only for its owner (the node that published it); True if gone.
+
+        A file left the owner's cache: its location must not be handed out any more.  Another
+        node's value of the same bytes is not the sender's to remove.
+        """
+        values = self._data.get(key)
+        if not values or data not in values or values[data].owner != owner:
+            return False
+        del values[data]
+        if not values:
+            del self._data[key]
+            self._stored_at.pop(key, None)
+        return True
+
     def get(self, key: int, now: float) -> list[StoredValue]:
         """Live values of ``key``, oldest-expiring last."""
         values = self._data.get(key)

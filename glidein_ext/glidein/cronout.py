@@ -10,6 +10,7 @@ keeps attributes a cron job stopped printing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional, Union
 
 from glidein_ext.glidein.sitead import DrainOrder, usable_time
 
@@ -23,7 +24,7 @@ ERROR = "GLIDEIN_ExtError"
 
 MAX_STRING = 400
 
-CronValue = int | bool | str | None
+CronValue = Optional[Union[int, bool, str]]
 
 
 def classad_string(text: str) -> str:

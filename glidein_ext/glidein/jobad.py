@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Union
 
 _LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(.*?)\s*$")
 _INT = re.compile(r"^[+-]?[0-9]+$")
 _REAL = re.compile(r"^[+-]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?$")
 _STRING = re.compile(r'^"((?:[^"\\]|\\.)*)"$')
 
-Literal = int | float | bool | str
+Literal = Union[int, float, bool, str]
 
 
 def parse_literal(text: str) -> Literal | None:

@@ -88,7 +88,7 @@ class JobTimes:
 
 def _lookup_number(job_ad: Mapping[str, object], attr: str) -> float | None:
     value = job_ad.get(attr.lower())
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     if value <= 0:
         return None

@@ -129,9 +129,7 @@ def compute_pilot_ad(state: PilotState, now: int) -> dict[str, AdValue]:
         ad[FIRST_EXP_JOB_END] = min(e for e, _ in ends)
         ad[LAST_EXP_JOB_END] = last_expected
         ad[LAST_MAX_JOB_END] = max(m for _, m in ends)
-        busy_until_end = sum(
-            job.cpus * (e - now) for job, (e, _) in zip(state.jobs, ends, strict=True)
-        )
+        busy_until_end = sum(job.cpus * (e - now) for job, (e, _) in zip(state.jobs, ends))
         waste = capacity * (last_expected - now) - busy_until_end
         ad[ADD_FINAL_EXP_WASTE1K] = fraction_1k(waste, capacity * runtime)
     else:

@@ -28,6 +28,7 @@ from glidein_ext.adfile import write_text_atomic
 from glidein_ext.condor import config_value, startd_node_config
 from glidein_ext.errors import CondorError, GlideinExtError, UsageError
 from glidein_ext.glidein import jobtable
+from glidein_ext.glidein.batchjob import read_batch_identity
 from glidein_ext.glidein.info import GlideinInfo, load_info, state_dir
 from glidein_ext.glidein.refresh import current_order, refresh
 from glidein_ext.glidein.settings import Settings
@@ -60,10 +61,24 @@ class WrapperConfig:
     extra_config: tuple[str, ...] = ()
     condor_master: str = "condor_master"
     static_slots: bool = False
+    # The pool the startd joins (COLLECTOR_HOST over the base config's): in glideinWMS terms the
+    # VO's pool, while the glidein itself is a job of the site's batch system.
+    collector: str | None = None
+    site: str | None = None  # GLIDEIN_Site
 
 
-def render_condor_config(cfg: WrapperConfig, launcher: str, info: GlideinInfo) -> str:
-    """The glidein's condor_config (pure): base, identity and layout, the snippet, extras."""
+def identity_lines(cfg: WrapperConfig, batch: Mapping[str, str]) -> list[str]:
+    """GLIDEIN_ExtName, GLIDEIN_Site and the site job's identity (batchjob.py), published (pure)."""
+    values = {"GLIDEIN_ExtName": cfg.name, **({"GLIDEIN_Site": cfg.site} if cfg.site else {})}
+    values.update(batch)
+    lines = [f'{key} = "{config_value(value)}"' for key, value in values.items()]
+    return [*lines, f"STARTD_ATTRS = $(STARTD_ATTRS) {' '.join(values)}"]
+
+
+def render_condor_config(
+    cfg: WrapperConfig, launcher: str, info: GlideinInfo, batch: Mapping[str, str] | None = None
+) -> str:
+    """The glidein's condor_config (pure): base, pool, identity and layout, the snippet, extras."""
     local = os.path.join(state_dir(cfg.start_dir), "condor")
     s = cfg.settings
     lines = [
@@ -76,9 +91,10 @@ def render_condor_config(cfg: WrapperConfig, launcher: str, info: GlideinInfo) -
             base_config=cfg.base_config,
             static_slots=cfg.static_slots,
         ),
-        f'GLIDEIN_ExtName = "{config_value(cfg.name)}"',
-        "STARTD_ATTRS = $(STARTD_ATTRS) GLIDEIN_ExtName",
     ]
+    if cfg.collector:
+        lines.append(f"COLLECTOR_HOST = {config_value(cfg.collector)}")
+    lines += identity_lines(cfg, batch or {})
     if info.todie is not None:
         lines += [f"GLIDEIN_ToDie = {info.todie}", "STARTD_ATTRS = $(STARTD_ATTRS) GLIDEIN_ToDie"]
     if info.retire_time is not None:
@@ -210,7 +226,8 @@ class GlideinWrapper:
             self.log(f"warning: {problem}")
         launcher = cfg.launcher or write_launcher(cfg.start_dir, self.env)
         config_path = os.path.join(state_dir(cfg.start_dir), "condor_config")
-        write_text_atomic(config_path, render_condor_config(cfg, launcher, info))
+        batch = read_batch_identity(self.env)
+        write_text_atomic(config_path, render_condor_config(cfg, launcher, info, batch))
         for sub in ("log", "execute", "spool"):
             os.makedirs(os.path.join(state_dir(cfg.start_dir), "condor", sub), exist_ok=True)
         return config_path

@@ -5,9 +5,11 @@ is not gone in time, it will be hard killed).
 Each cycle compares the configured demand with what is already draining, picks victims with the
 victim policy, writes their `.site.ad`, and hard-kills (per site policy) every pilot still
 running ``kill_margin`` seconds after its deadline.  The state is derived each cycle from the
-pool (SITE_VACATE_DESIRED / SITE_PAYLOAD_DEADLINE, published by the site cron from `.site.ad`)
-and from the `.site.ad` files of local sandboxes, so a restarted controller neither asks twice
-nor forgets a deadline.  :func:`plan` is pure; :class:`Controller` does the I/O.
+pool (SITE_VACATE_DESIRED / SITE_PAYLOAD_DEADLINE, published by the site cron from `.site.ad`),
+from the requests in the pilots' job ads (the path to pilots on other machines, which their
+node's cron turns into `.site.ad` at its next run: site/requests.py) and from the `.site.ad` files
+of local sandboxes, so a restarted controller neither asks twice nor forgets a deadline.
+:func:`plan` and :func:`with_job_requests` are pure; :class:`Controller` does the I/O.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from glidein_ext.site import pool
 from glidein_ext.site.demand import Demand, belongs_to, cpus_needed
 from glidein_ext.site.pilots import Pilot
 from glidein_ext.site.pool import KillMethod
+from glidein_ext.site.requests import SiteRequest
 from glidein_ext.site.vacate import local_sandbox, vacate
 from glidein_ext.site.victims import Policy, Selection, choose_victims
 
@@ -88,6 +91,19 @@ def plan(
     for choice in selection.victims:
         actions.append(Action("vacate", choice.pilot, choice.reason, deadline))
     return selection, actions
+
+
+def with_job_requests(pilots: Iterable[Pilot], requests: Mapping[str, SiteRequest]) -> list[Pilot]:
+    """Pilots marked with the vacate requests of their job ads (asked, maybe not yet obeyed)."""
+    out: list[Pilot] = []
+    for pilot in pilots:
+        request = requests.get(pilot.global_job_id or "")
+        if request is None or not request.vacate:
+            out.append(pilot)
+            continue
+        deadline = request.deadline if request.deadline is not None else pilot.site_deadline
+        out.append(replace(pilot, site_vacate=True, site_deadline=deadline))
+    return out
 
 
 def with_local_site_ads(pilots: Iterable[Pilot], execute_dirs: Sequence[str]) -> list[Pilot]:
@@ -151,7 +167,10 @@ class Controller:
 
     def cycle(self) -> list[Action]:
         now = int(self.clock())
-        pilots = with_local_site_ads(pool.query_pilots(self.cfg.pool), self.cfg.execute_dirs)
+        pilots = with_job_requests(
+            pool.query_pilots(self.cfg.pool), pool.query_job_requests(self.cfg.pool)
+        )
+        pilots = with_local_site_ads(pilots, self.cfg.execute_dirs)
         userprio = pool.user_priorities(self.cfg.pool)
         need = self.need(pilots, userprio)
         selection, actions = plan(pilots, userprio, need, now, self.cfg)
@@ -182,7 +201,9 @@ class Controller:
             )
             if not self.dry_run:
                 try:
-                    result = vacate(action.pilot, action.deadline, self.cfg.execute_dirs)
+                    result = vacate(
+                        action.pilot, action.deadline, self.cfg.execute_dirs, pool=self.cfg.pool
+                    )
                     log.info("vacated %s via %s (%s)", action.pilot.slot, result.how, result.where)
                 except GlideinExtError as exc:
                     log.error("vacate %s failed: %s", action.pilot.slot, exc)

@@ -48,7 +48,7 @@ def _int(ad: Mapping[str, Any], key: str) -> int | None:
     value = ad.get(key)
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, int | float):
+    if isinstance(value, (int, float)):
         return int(value)
     return None
 

@@ -8,13 +8,22 @@ CondorError here.  htcondor2 is imported inside the functions: nothing happens a
 
 from __future__ import annotations
 
+import importlib
 from enum import Enum
 from typing import Any
 
 from glidein_ext.condor import JobStatus, condor_errors
-from glidein_ext.errors import CondorError, UsageError
+from glidein_ext.errors import CondorError, MissingDependencyError, UsageError
 from glidein_ext.site import attrs
 from glidein_ext.site.pilots import Pilot, pilot_from_ad
+from glidein_ext.site.requests import (
+    DEADLINE_ATTR,
+    VACATE_ATTR,
+    SiteRequest,
+    qedit_values,
+    request_from_values,
+)
+from glidein_ext.site.sandboxes import parse_global_job_id
 
 # A pilot slot: our site cron's heartbeat or error attributes, or any of the seed's PILOT_* values
 # (published by the seed's prototype or another site's cron, without our heartbeat attributes).
@@ -30,9 +39,20 @@ class KillMethod(Enum):
     REMOVE = "remove"  # the job's schedd removes it (condor_rm): for a site that owns the CE
 
 
+def _binding(name: str) -> Any:
+    """htcondor2 or classad2, imported on first need (the ``[site]`` extra; never at import)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"this site command needs HTCondor's Python bindings ({name}): "
+            "pip install 'glidein-ext[site]' or use the node's HTCondor python"
+        ) from exc
+
+
 def plain(ad: Any) -> dict[str, Any]:
     """A classad2 ad as plain Python values (expressions that do not evaluate become None)."""
-    import classad2
+    classad2 = _binding("classad2")
 
     out: dict[str, Any] = {}
     for key in ad:
@@ -45,7 +65,7 @@ def plain(ad: Any) -> dict[str, Any]:
 
 
 def _collector(pool: str | None) -> Any:
-    import htcondor2
+    htcondor2 = _binding("htcondor2")
 
     return htcondor2.Collector(pool) if pool else htcondor2.Collector()
 
@@ -54,7 +74,7 @@ def query_slot_ads(
     pool: str | None = None, constraint: str = PILOT_CONSTRAINT
 ) -> list[dict[str, Any]]:
     """Slot ads (plain values) from the collector."""
-    import htcondor2
+    htcondor2 = _binding("htcondor2")
 
     with condor_errors(f"cannot query the collector {pool or '(default)'}"):
         ads = _collector(pool).query(htcondor2.AdType.Startd, constraint=constraint)
@@ -63,7 +83,7 @@ def query_slot_ads(
 
 def local_execute_dir() -> str | None:
     """This machine's startd EXECUTE directory from the local HTCondor configuration, if any."""
-    import htcondor2
+    htcondor2 = _binding("htcondor2")
 
     with condor_errors("cannot read the local HTCondor configuration (EXECUTE)"):
         execute = htcondor2.param.get("EXECUTE")
@@ -76,7 +96,7 @@ def query_pilots(pool: str | None = None) -> list[Pilot]:
 
 def parse_slot_ads(text: str, source: str) -> list[dict[str, Any]]:
     """Slot ads in ``condor_status -long`` format (blank-line separated old ClassAds)."""
-    import classad2
+    classad2 = _binding("classad2")
 
     try:
         ads = list(classad2.parseAds(text, classad2.ParserType.Old))
@@ -96,7 +116,7 @@ def pilots_from_file(path: str) -> list[Pilot]:
 
 def user_priorities(pool: str | None = None) -> dict[str, float]:
     """{submitter: effective priority} from the negotiator."""
-    import htcondor2
+    htcondor2 = _binding("htcondor2")
 
     with condor_errors("cannot read user priorities from the negotiator"):
         location = _collector(pool).locate(htcondor2.DaemonType.Negotiator)
@@ -107,7 +127,7 @@ def user_priorities(pool: str | None = None) -> dict[str, float]:
         name, prio = values.get("Name"), values.get("Priority")
         if (
             isinstance(name, str)
-            and isinstance(prio, int | float)
+            and isinstance(prio, (int, float))
             and not values.get("IsAccountingGroup")
         ):
             prios[name] = float(prio)
@@ -116,7 +136,7 @@ def user_priorities(pool: str | None = None) -> dict[str, float]:
 
 def idle_cpus_by_owner(pool: str | None = None) -> dict[str, int]:
     """CPUs requested by idle jobs, per submitter, over every schedd of the pool."""
-    import htcondor2
+    htcondor2 = _binding("htcondor2")
 
     demand: dict[str, int] = {}
     with condor_errors("cannot query the schedds"):
@@ -137,8 +157,8 @@ def idle_cpus_by_owner(pool: str | None = None) -> dict[str, int]:
 
 def hard_kill(pilot: Pilot, method: KillMethod, pool: str | None = None) -> None:
     """Hard-kill a pilot (seed 003, "Terminating the victim pilot": the hard kill)."""
-    import classad2
-    import htcondor2
+    classad2 = _binding("classad2")
+    htcondor2 = _binding("htcondor2")
 
     with condor_errors(f"cannot hard-kill {pilot.slot}"):
         if method is KillMethod.VACATE:
@@ -154,3 +174,43 @@ def hard_kill(pilot: Pilot, method: KillMethod, pool: str | None = None) -> None
         htcondor2.Schedd(location).act(
             htcondor2.JobAction.Remove, gjid[1], reason="glidein-ext: pilot past its deadline"
         )
+
+
+def request_vacate(pilot: Pilot, deadline: int | None, pool: str | None = None) -> str:
+    """Ask a pilot to leave through its job ad (site/requests.py): set GlideinExtVacateDesired
+    (and GlideinExtPayloadDeadline) at its schedd, which must let this user edit the job (its
+    owner or a queue super user).  Returns "schedd job" for the record."""
+    htcondor2 = _binding("htcondor2")
+    parsed = parse_global_job_id(pilot.global_job_id or "")
+    if parsed is None:
+        raise CondorError(f"{pilot.slot}: no GlobalJobId in its slot ad; cannot find its job")
+    schedd_name, cluster, proc = parsed
+    job = f"{cluster}.{proc}"
+    with condor_errors(f"cannot edit job {job} at schedd {schedd_name}"):
+        location = _collector(pool).locate(htcondor2.DaemonType.Schedd, schedd_name)
+        schedd = htcondor2.Schedd(location)
+        edited = 0
+        for attr, value in qedit_values(True, deadline):
+            edited = schedd.edit(job, attr, value)
+    if not edited:
+        raise CondorError(f"{pilot.slot}: job {job} is not in the queue of {schedd_name}")
+    return f"schedd {schedd_name} job {job}"
+
+
+def query_job_requests(pool: str | None = None) -> dict[str, SiteRequest]:
+    """{GlobalJobId: request} of every job ad in the pool's schedds that carries one."""
+    htcondor2 = _binding("htcondor2")
+
+    requests: dict[str, SiteRequest] = {}
+    with condor_errors("cannot query the schedds for vacate requests"):
+        for location in _collector(pool).locateAll(htcondor2.DaemonType.Schedd):
+            for ad in htcondor2.Schedd(location).query(
+                constraint=f"{VACATE_ATTR} =!= undefined",
+                projection=["GlobalJobId", VACATE_ATTR, DEADLINE_ATTR],
+            ):
+                values = plain(ad)
+                gjid = values.get("GlobalJobId")
+                request = request_from_values(values.get(VACATE_ATTR), values.get(DEADLINE_ATTR))
+                if isinstance(gjid, str) and request is not None:
+                    requests[gjid] = request
+    return requests

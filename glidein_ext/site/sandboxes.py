@@ -12,7 +12,6 @@ files are read with the safe bounded reader.
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 from collections.abc import Iterator
@@ -53,7 +52,7 @@ def slot_from_cmdline(data: bytes) -> str | None:
     args = [a.decode("utf-8", "replace") for a in data.split(b"\0") if a]
     if not args or "condor_starter" not in os.path.basename(args[0]):
         return None
-    for flag, value in itertools.pairwise(args):
+    for flag, value in zip(args, args[1:]):  # itertools.pairwise is Python 3.10+
         if flag == "-a" and _SLOT.match(value):
             return value
     return None

@@ -1,9 +1,16 @@
 """Asking one pilot to leave: `.site.ad` in its sandbox (seed 003, "The semi-automatic
 solution": reach the start-up dir, create a .site.ad containing VACATE_DESIRED = true).
 
-Directly when the sandbox is on this host (found under the local EXECUTE directories by the
-starter's slot and the job's GlobalJobId), else through ``condor_ssh_to_job``, which runs the
-very same atomic writer (`glidein-ext site-ad write`) in the job's sandbox on its node.
+Three ways (:class:`Via`):
+
+- ``local``: the sandbox is on this host (found under the local EXECUTE directories by the
+  starter's slot and the job's GlobalJobId): write `.site.ad` directly.
+- ``job-ad``: from anywhere (a central controller): set the request in the pilot's job ad at its
+  schedd; the site cron on its node writes `.site.ad` at its next run (``site/requests.py``).
+- ``ssh``: ``condor_ssh_to_job`` runs the same atomic writer (`glidein-ext site-ad write`) in the
+  job's sandbox (the seed's way; needs sshd on the nodes).
+
+``auto`` (the default) is ``local`` when the sandbox is here, else ``job-ad``.
 """
 
 from __future__ import annotations
@@ -12,20 +19,29 @@ import shlex
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 from glidein_ext.errors import CondorError, UsageError
 from glidein_ext.glidein.siteadwrite import write_site_ad
+from glidein_ext.site import pool as site_pool
 from glidein_ext.site.pilots import Pilot
 from glidein_ext.site.sandboxes import global_job_id, scan_execute_dir
 
 SSH_TIMEOUT = 120.0
 
 
+class Via(str, Enum):
+    AUTO = "auto"
+    LOCAL = "local"
+    JOB_AD = "job-ad"
+    SSH = "ssh"
+
+
 @dataclass(frozen=True)
 class VacateResult:
     pilot: Pilot
-    how: str  # "local" or "condor_ssh_to_job"
-    where: str  # the sandbox path, or the job id
+    how: str  # "local", "job-ad" or "condor_ssh_to_job"
+    where: str  # the sandbox path, or the schedd and job id
 
 
 def local_sandbox(pilot: Pilot, execute_dirs: Sequence[str], proc: str = "/proc") -> str | None:
@@ -66,16 +82,25 @@ def vacate(
     deadline: int | None,
     execute_dirs: Sequence[str],
     *,
+    via: Via = Via.AUTO,
+    pool: str | None = None,
     remote_bin: str = "glidein-ext",
-    allow_ssh: bool = True,
 ) -> VacateResult:
-    """Write VACATE_DESIRED = true (and PAYLOAD_DEADLINE) into the pilot's .site.ad."""
-    sandbox = local_sandbox(pilot, execute_dirs)
-    if sandbox is not None:
-        write_site_ad(sandbox, vacate=True, deadline=deadline)
-        return VacateResult(pilot, "local", sandbox)
-    if not allow_ssh:
-        raise CondorError(f"{pilot.slot}: its sandbox is not on this host")
+    """Have VACATE_DESIRED = true (and PAYLOAD_DEADLINE) written into the pilot's .site.ad."""
+    if via in (Via.AUTO, Via.LOCAL):
+        sandbox = local_sandbox(pilot, execute_dirs)
+        if sandbox is not None:
+            write_site_ad(sandbox, vacate=True, deadline=deadline)
+            return VacateResult(pilot, "local", sandbox)
+        if via is Via.LOCAL:
+            raise CondorError(f"{pilot.slot}: its sandbox is not on this host")
+    if via in (Via.AUTO, Via.JOB_AD):
+        where = site_pool.request_vacate(pilot, deadline, pool)
+        return VacateResult(pilot, "job-ad", where)
+    return _vacate_by_ssh(pilot, deadline, remote_bin)
+
+
+def _vacate_by_ssh(pilot: Pilot, deadline: int | None, remote_bin: str) -> VacateResult:
     argv = ssh_command(pilot, deadline, remote_bin)
     try:
         proc = subprocess.run(

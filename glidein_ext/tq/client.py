@@ -1,21 +1,25 @@
 """A small HTTP client of the Task Queue API, stdlib only (pilots run where pip cannot reach).
 
 HTTP and socket errors are translated here: 401 TaskQueueAuthError, 404 TaskQueueNotFound,
-422 TaskQueueRequestError, anything else (or no answer) TaskQueueError.  The answers are parsed into
-the protocol's dataclasses (``tq.protocol``); a malformed answer is a TaskQueueError naming the
-call and the field.  Python 3.9 and the standard library only: the pilot agent runs it.
+409 StaleMasterError, 422 TaskQueueRequestError, anything else (or no answer) TaskQueueError.
+The answers are parsed into the protocol's dataclasses (``tq.protocol``); a malformed answer is a
+TaskQueueError naming the call and the field.  Python 3.9 and the standard library only: the
+pilot agent runs it.
 """
 
 from __future__ import annotations
 
 import functools
+import http.client
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from glidein_ext.errors import (
+    StaleMasterError,
     TaskQueueAuthError,
     TaskQueueError,
     TaskQueueNotFound,
@@ -23,11 +27,17 @@ from glidein_ext.errors import (
 )
 from glidein_ext.tq.protocol import (
     Assignment,
+    Claim,
+    ClaimAnswer,
     Completion,
     CompletionAnswer,
     HeartbeatAnswer,
     RegisterAnswer,
     Registration,
+    SiteAssign,
+    SiteAssignAnswer,
+    SiteSync,
+    SiteSyncAnswer,
     Status,
     SubmitAnswer,
     parse,
@@ -51,31 +61,38 @@ class TqClient:
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(  # noqa: S310 (scheme checked in __init__)
-            f"{self.url}{path}",
-            data=data,
-            method=method,
-            headers={
-                "Authorization": f"Bearer {self.token}",
-                "Content-Type": "application/json",
-                "Accept": "application/json",
-            },
-        )
         try:
+            request = urllib.request.Request(  # noqa: S310 (scheme checked in __init__)
+                f"{self.url}{path}",
+                data=data,
+                method=method,
+                headers={
+                    "Authorization": f"Bearer {self.token}",
+                    "Content-Type": "application/json",
+                    "Accept": "application/json",
+                },
+            )
             with urllib.request.urlopen(request, timeout=self.timeout) as answer:  # noqa: S310
-                return json.loads(answer.read() or b"null")
+                raw = answer.read()
         except urllib.error.HTTPError as exc:
             detail = _detail(exc)
             if exc.code == 401:
                 raise TaskQueueAuthError(f"{self.url}: {detail}") from None
             if exc.code == 404:
                 raise TaskQueueNotFound(detail) from None
+            if exc.code == 409:
+                raise StaleMasterError(detail) from None
             if exc.code == 422:
                 raise TaskQueueRequestError(detail) from None
             raise TaskQueueError(f"{self.url}{path}: HTTP {exc.code}: {detail}") from None
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            # HTTPException: a malformed port (InvalidURL), a cut answer (IncompleteRead)
             reason = getattr(exc, "reason", exc)
             raise TaskQueueError(f"cannot reach the Task Queue at {self.url}: {reason}") from None
+        except ValueError as exc:  # a malformed URL or token
+            raise TaskQueueError(f"cannot call the Task Queue at {self.url!r}: {exc}") from None
+        try:
+            return json.loads(raw or b"null")
         except ValueError as exc:
             raise TaskQueueError(f"{self.url}{path}: answer is not JSON: {exc}") from None
 
@@ -101,6 +118,18 @@ class TqClient:
     def deregister(self, pilot_id: int) -> None:
         self.call("DELETE", f"{API}/pilots/{pilot_id}")
 
+    # --- a distributed site's master (seed 000 III.B) ---
+
+    def claim_master(self, site: str, claim: Claim) -> ClaimAnswer:
+        return self._post(f"{API}/sites/{_quoted(site)}/master", to_json(claim), ClaimAnswer)
+
+    def sync(self, site: str, call: SiteSync) -> SiteSyncAnswer:
+        """Completions, dead workers, undelivered tasks; the runnable tasks wanted."""
+        return self._post(f"{API}/sites/{_quoted(site)}/sync", to_json(call), SiteSyncAnswer)
+
+    def assign(self, site: str, call: SiteAssign) -> SiteAssignAnswer:
+        return self._post(f"{API}/sites/{_quoted(site)}/assign", to_json(call), SiteAssignAnswer)
+
     # --- operators ---
 
     def submit(self, workflow: Mapping[str, Any]) -> SubmitAnswer:
@@ -121,6 +150,10 @@ class TqClient:
             return read(answer)
         except ValueError as exc:
             raise TaskQueueError(f"{self.url}{path}: malformed answer: {exc}") from None
+
+
+def _quoted(site: str) -> str:
+    return urllib.parse.quote(site, safe="")
 
 
 def _listed(cached: Sequence[str] | None) -> list[str] | None:

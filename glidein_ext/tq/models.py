@@ -29,11 +29,26 @@ class PilotState(enum.StrEnum):
     LOST = "lost"  # heartbeat lapsed
 
 
-class CacheMode(enum.StrEnum):
-    """Where the TQ learns pilots' cached files (seed 001 IV-E, and the experiments' two modes)."""
+class Architecture(enum.StrEnum):
+    """How a site's pilots get work and find files: the three architectures of seed 000, IV.
 
-    PRE_DHT = "pre-dht"  # the TQ tracks every cached file from pilot reports
-    CENTRALIZED = "centralized"  # each request carries the pilot's cache list
+    ``pre-dht``: the TQ matches one pilot at a time and tracks every cached file from pilot
+    reports (seed 001).  ``centralized``: the TQ still matches one pilot at a time, but files live
+    in the site DHT and each request carries the pilot's cache list.  ``distributed``: files in
+    the DHT, and the site's master pilot schedules the site in rounds (seed 000 III.B-C).
+    """
+
+    PRE_DHT = "pre-dht"
+    CENTRALIZED = "centralized"
+    DISTRIBUTED = "distributed"
+
+    @property
+    def uses_dht(self) -> bool:
+        return self is not Architecture.PRE_DHT
+
+
+CacheMode = Architecture
+"""The old name (the first two architectures were "cache modes")."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, Union
 
 # A ClassAd attribute value (glidein_ext.classads); Union: a runtime alias on Python 3.9.
-Scalar = Union[bool, int, float, str]  # noqa: UP007
+Scalar = Union[bool, int, float, str]
 Counts = Mapping[str, int]
 M = TypeVar("M")
 
@@ -40,6 +40,9 @@ class Registration:
     cache_dir: str = ""  # where the other pilots on the host find its cache (IV-D)
     cached: tuple[str, ...] = ()
     batch_id: str | None = None  # the batch job that started it (the PilotManager's id)
+    # The site DHT (seed 000 III.A): where its DHT node and its peer file server listen.
+    dht_address: str | None = None  # "host:port" (UDP)
+    peer_url: str | None = None  # "http://host:port"
 
 
 @dataclass(frozen=True)
@@ -51,17 +54,31 @@ class Neighbour:
 
 
 @dataclass(frozen=True)
+class MasterInfo:
+    """A distributed site's master pilot (seed 000 III.B): who, where its DHT node listens, and
+    the epoch the Task Queue handed out with the role (every master call carries it)."""
+
+    pilot_id: int
+    dht_address: str  # "host:port"
+    epoch: int
+
+
+@dataclass(frozen=True)
 class RegisterAnswer:
-    """The registration's answer: the PilotID, the heartbeat it owes, the pilots on its host."""
+    """The registration's answer: the PilotID, the heartbeat it owes, the pilots on its host; with
+    a site DHT (seed 000 III.A) its DHT id, up to k live pilots of its site to join through, the
+    site's key (hex), and in the distributed architecture the site's master."""
 
     pilot_id: int
     heartbeat_interval: int  # seconds
-    cache_mode: str  # CacheMode's value: "pre-dht" or "centralized"
+    cache_mode: str  # the architecture's value (the old name of ``architecture``)
     others: tuple[Neighbour, ...] = ()
-    # Room for the site DHT (seed 000): filled in by the distributed-scheduling issue.
-    dht_id: str | None = None
-    site_contacts: tuple[str, ...] = ()
-    site_key: str | None = None
+    dht_id: str | None = None  # 40 hex digits
+    site_contacts: tuple[str, ...] = ()  # "host:port" of live pilots' DHT nodes
+    site_key: str | None = None  # hex; authenticates the site's DHT and peer transfers
+    architecture: str = "pre-dht"  # pre-dht, centralized or distributed (seed 000 IV)
+    master: MasterInfo | None = None  # distributed: the master (this pilot, if it is)
+    master_timeout: int = 10  # seconds the master may be silent before another takes over
 
 
 @dataclass(frozen=True)
@@ -95,6 +112,12 @@ class Completion:
     exit_code: int
     outputs: tuple[str, ...] = ()
     report: str = ""
+    # For the run's counters (beyond the seed): when the pilot began and ended the task (unix
+    # time, stage-in and stage-out included) and where its inputs came from (cache: its own
+    # cache, host: a pilot on the same host, peer: a pilot of the site through the DHT, se).
+    started_at: float | None = None
+    ended_at: float | None = None
+    origins: Counts = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -133,6 +156,136 @@ class Status:
     pilots: Mapping[str, Counts]  # site -> state -> number (inactive: submitted, not yet here)
     completions: int
     queued_groups: int  # match groups with queued tasks in this TQ process's matcher
+
+
+# --- the distributed architecture: the master's calls (seed 000 III.B-C) ---
+
+
+@dataclass(frozen=True)
+class SitePilot:
+    """A live pilot of a site as the Task Queue knows it: its DHT node, and its task if any."""
+
+    pilot_id: int
+    dht_address: str
+    task_id: int | None = None
+    attempt: int | None = None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A pilot asks for its site's master role (the master is gone): it names the pilots with a
+    lower id that it could not reach over the DHT."""
+
+    pilot_id: int
+    unreachable: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClaimAnswer:
+    """Granted (with a new epoch) or not; the master now, and, when granted, the site's live
+    pilots with the tasks the Task Queue believes they run."""
+
+    granted: bool
+    reason: str = ""
+    master: MasterInfo | None = None
+    pilots: tuple[SitePilot, ...] = ()
+    master_timeout: int = 10
+
+
+@dataclass(frozen=True)
+class SiteCompletion:
+    """A worker's completion, reported by its master."""
+
+    pilot_id: int
+    completion: Completion
+
+
+@dataclass(frozen=True)
+class SiteSync:
+    """The master's bulk call: completions, dead workers, tasks it could not deliver, and how
+    many runnable tasks it wants (0: only a heartbeat)."""
+
+    pilot_id: int  # the master
+    epoch: int
+    completions: tuple[SiteCompletion, ...] = ()
+    dead: tuple[int, ...] = ()
+    release: tuple[int, ...] = ()
+    want: int = 0
+
+
+@dataclass(frozen=True)
+class TaskOffer:
+    """A runnable task for a TaskList: what workers rank it by, and what the assignee runs."""
+
+    task_id: int
+    name: str
+    command: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    max_runtime: int
+    requirements: str = "true"
+    rank: str = "0"
+    request_cpus: int = 1
+    request_memory: int = 0
+    request_disk: int = 0
+    attributes: Mapping[str, Scalar] = field(default_factory=dict)
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class SiteSyncAnswer:
+    """The runnable tasks of the site (at most ``want``), the fate of each completion (in
+    order), and how many runnable tasks the site has in all."""
+
+    tasks: tuple[TaskOffer, ...] = ()
+    results: tuple[CompletionAnswer, ...] = ()
+    queued: int = 0
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One assignment of a round: task to pilot."""
+
+    task_id: int
+    pilot_id: int
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    """What the master reports of a round for the counters (seed 000 IV: the global rank): its
+    method's sum of ranks and pilots served, and the other method's on the same matrix."""
+
+    rank_sum: float = 0.0
+    served: int = 0
+    idle: int = 0
+    offered: int = 0
+    method: str = ""
+    compared_sum: float = 0.0
+    compared_served: int = 0
+
+
+@dataclass(frozen=True)
+class SiteAssign:
+    """The master's round result, all at once; each task is taken atomically."""
+
+    pilot_id: int
+    epoch: int
+    pairs: tuple[Pair, ...] = ()
+    round: RoundReport = RoundReport()
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A pair the Task Queue accepted: the attempt the worker's completion must name."""
+
+    task_id: int
+    pilot_id: int
+    attempt: int
+
+
+@dataclass(frozen=True)
+class SiteAssignAnswer:
+    accepted: tuple[Placed, ...] = ()
 
 
 def parse(kind: type[M], data: Any) -> M:
@@ -227,14 +380,28 @@ def _message(kind: type[Any]) -> Callable[[Any], Any]:
 
 _int = _typed((int,), "an integer")
 _str = _typed((str,), "a string")
+_float = _typed((int, float), "a number")
+_scalar = _typed((bool, int, float, str), "a boolean, number or string")
 _READERS: dict[str, Callable[[Any], Any]] = {
     "int": _int,
     "str": _str,
     "bool": _typed((bool,), "a boolean"),
-    "float": lambda value: float(_typed((int, float), "a number")(value)),
+    "float": lambda value: float(_float(value)),
     "int | None": _optional(_int),
     "str | None": _optional(_str),
+    "float | None": _optional(lambda value: float(_float(value))),
     "tuple[str, ...]": _tuple_of(_str),
+    "tuple[int, ...]": _tuple_of(_int),
+    "Mapping[str, Scalar]": _mapping_of(_scalar),
+    "MasterInfo | None": _optional(_message(MasterInfo)),
+    "Completion": _message(Completion),
+    "RoundReport": _message(RoundReport),
+    "tuple[SitePilot, ...]": _tuple_of(_message(SitePilot)),
+    "tuple[SiteCompletion, ...]": _tuple_of(_message(SiteCompletion)),
+    "tuple[TaskOffer, ...]": _tuple_of(_message(TaskOffer)),
+    "tuple[CompletionAnswer, ...]": _tuple_of(_message(CompletionAnswer)),
+    "tuple[Pair, ...]": _tuple_of(_message(Pair)),
+    "tuple[Placed, ...]": _tuple_of(_message(Placed)),
     "tuple[Neighbour, ...]": _tuple_of(_message(Neighbour)),
     "tuple[WorkflowStatus, ...]": _tuple_of(_message(WorkflowStatus)),
     "Counts": _mapping_of(_int),

@@ -2,9 +2,10 @@
 
 The server binds its own socket (so port 0 works and the bound port is known before serving),
 writes it to ``port_file`` if asked, and stops on SIGINT/SIGTERM.  The reaper and, with a sites
-file, the PilotMonitor (seed IV-A) are asyncio tasks owned by the application's lifespan.  Each
-PilotMonitor pass logs one line per site on the ``glidein_ext.tq.monitor`` logger; a failing pass
-(schedd down, database error) is logged and retried at the next interval.
+file, the PilotMonitor (seed IV-A) are watched loops (``tq.loops``) whose asyncio tasks the
+application's lifespan owns: a failing pass (schedd down, database error) is logged and retried
+at the next interval, and ``/healthz`` reports each loop.  Each PilotMonitor pass logs one line per
+site on the ``glidein_ext.tq.monitor`` logger.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from fastapi import Depends, FastAPI
 from glidein_ext.errors import ConfigError
 from glidein_ext.tq.api import API, create_app, token_check
 from glidein_ext.tq.db import make_engine, migrate
-from glidein_ext.tq.models import CacheMode
+from glidein_ext.tq.loops import WatchedLoop
+from glidein_ext.tq.models import Architecture
 from glidein_ext.tq.monitor import Decision, MonitorStore, PilotSubmitter, SitePolicy, run_cycle
 from glidein_ext.tq.settings import TqSettings
 from glidein_ext.tq.sites import SiteConfig, load_sites
@@ -35,7 +37,7 @@ from glidein_ext.tq.submit import PilotManager
 log = logging.getLogger("glidein_ext.tq.monitor")
 
 
-def open_store(settings: TqSettings) -> Store:
+def open_store(settings: TqSettings, sites: Sequence[SiteConfig] = ()) -> Store:
     """Engine, migrations, and the store rebuilt from the database."""
     engine = make_engine(settings.database)
     migrate(engine)
@@ -44,7 +46,9 @@ def open_store(settings: TqSettings) -> Store:
         wait_for_data=settings.wait_for_data,
         heartbeat_timeout=settings.heartbeat_timeout,
         heartbeat_interval=settings.heartbeat_interval,
-        cache_mode=CacheMode(settings.cache_mode),
+        cache_mode=settings.default_architecture,
+        architectures={s.site: Architecture(s.architecture) for s in sites if s.architecture},
+        master_timeout=settings.master_timeout,
     )
     store.load()
     return store
@@ -61,6 +65,7 @@ class PilotMonitorService:
         tq_url: str,
         interval: float,
         clock: Callable[[], float] = time.time,
+        stuck_after: float = TqSettings.loop_stuck_after,
     ) -> None:
         self.store = store
         self.sites = list(sites)
@@ -78,6 +83,9 @@ class PilotMonitorService:
         self.last: dict[str, Decision] = {}
         self.last_at: float | None = None
         self.passes = 0
+        self.loop = WatchedLoop(
+            "PilotMonitor", self.cycle, interval, stuck_after=stuck_after, log=log, clock=clock
+        )
 
     def cycle(self) -> list[Decision]:
         """One pass over every site, each decision logged."""
@@ -94,18 +102,7 @@ class PilotMonitorService:
 
     async def run(self) -> None:
         """Pass, sleep, pass...: a failing pass is logged and retried, never raised."""
-        while True:
-            pending = asyncio.ensure_future(asyncio.to_thread(self.cycle))
-            try:
-                await asyncio.shield(pending)
-            except asyncio.CancelledError:
-                # shutting down: let a pass in flight finish before the store is closed
-                with contextlib.suppress(Exception):
-                    await pending
-                raise
-            except Exception:  # a pass must never stop the service: log it, retry later
-                log.exception("PilotMonitor pass failed (retry in %g s)", self.interval)
-            await asyncio.sleep(self.interval)
+        await self.loop.run()
 
     def status(self) -> dict[str, Any]:
         """Per site: thresholds, pilots inactive/idle/busy, vanished, the last decision."""
@@ -148,8 +145,16 @@ class PilotMonitorService:
 def build_app(
     store: Store, settings: TqSettings, monitor: PilotMonitorService | None = None
 ) -> FastAPI:
-    """The API plus a lifespan that owns the reaper task and the PilotMonitor's task."""
-    app = create_app(store, settings)
+    """The API plus a lifespan that owns the reaper's and the PilotMonitor's tasks."""
+    reaper = WatchedLoop(
+        "reaper",
+        store.reap,
+        settings.reap_interval,
+        stuck_after=settings.loop_stuck_after,
+        log=logging.getLogger("glidein_ext.tq.reaper"),
+    )
+    loops = [reaper] if monitor is None else [reaper, monitor.loop]
+    app = create_app(store, settings, loops)
     operator_auth = token_check(settings.operator_token, "operator")
 
     @app.get(f"{API}/sites", dependencies=[Depends(operator_auth)])
@@ -159,16 +164,9 @@ def build_app(
             return {"interval": None, "passes": 0, "last_pass_at": None, "sites": []}
         return monitor.status()
 
-    async def reaper() -> None:
-        while True:
-            await asyncio.sleep(settings.reap_interval)
-            await asyncio.to_thread(store.reap)
-
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        tasks = [asyncio.create_task(reaper(), name="tq-reaper")]
-        if monitor is not None:
-            tasks.append(asyncio.create_task(monitor.run(), name="tq-pilot-monitor"))
+        tasks = [asyncio.create_task(loop.run(), name=f"tq-{loop.name}") for loop in loops]
         try:
             yield
         finally:
@@ -206,7 +204,7 @@ def serve(
             "(GLIDEIN_EXT_TQ_OPERATOR_TOKEN, GLIDEIN_EXT_TQ_PILOT_TOKEN or the config file)"
         )
     sites = load_sites(settings.sites) if settings.sites else None
-    store = open_store(settings)
+    store = open_store(settings, sites or ())
     sock = bind(settings.host, settings.port)
     host, port = sock.getsockname()[:2]
     monitor = None
@@ -214,7 +212,9 @@ def serve(
         public = socket.getfqdn() if host in ("0.0.0.0", "::", "") else host  # noqa: S104
         public = f"[{public}]" if ":" in public else public
         tq_url = f"http://{public}:{port}"
-        monitor = PilotMonitorService(store, sites, tq_url, settings.monitor_interval)
+        monitor = PilotMonitorService(
+            store, sites, tq_url, settings.monitor_interval, stuck_after=settings.loop_stuck_after
+        )
         log.info(
             "PilotMonitor: %d site(s) from %s, a pass every %d s, pilots call %s",
             len(sites),

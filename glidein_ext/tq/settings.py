@@ -12,7 +12,7 @@ from typing import Any
 
 from glidein_ext.config import load_layers
 from glidein_ext.errors import ConfigError
-from glidein_ext.tq.models import CacheMode
+from glidein_ext.tq.models import Architecture, CacheMode
 
 ENV_PREFIX = "GLIDEIN_EXT_TQ_"
 
@@ -37,11 +37,22 @@ class TqSettings:
     # waitForData bound (seed IV-E): seconds a task may wait for an idle pilot holding its data.
     wait_for_data: int = 60
     # pre-dht: the TQ tracks caches from reports; centralized: each request sends the cache list.
+    # The old name of ``architecture`` (kept: a config that sets it still works).
     cache_mode: str = CacheMode.PRE_DHT.value
+    # The sites' architecture unless the sites file gives one (seed 000 IV; docs/architectures.md):
+    # pre-dht, centralized or distributed; empty: cache_mode.
+    architecture: str = ""
+    # Seconds a distributed site's master may stay silent before another pilot may take over.
+    master_timeout: int = 10
     # The PilotMonitor's sites file (seed IV-A; glidein_ext.tq.sites); empty: no PilotMonitor.
     sites: str = ""
     # Seconds between PilotMonitor passes over the sites.
     monitor_interval: int = 60
+    # Largest request body, bytes (413 beyond): a workflow of ~80 000 tasks fits the default.
+    max_request_bytes: int = 32 * 2**20
+    # A background loop (reaper, PilotMonitor) without a successful pass for its interval plus
+    # this many seconds is stuck: /healthz answers 503.
+    loop_stuck_after: int = 300
 
     def check(self) -> TqSettings:
         for name in (
@@ -49,6 +60,9 @@ class TqSettings:
             "heartbeat_interval",
             "reap_interval",
             "monitor_interval",
+            "max_request_bytes",
+            "loop_stuck_after",
+            "master_timeout",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"setting {name} must be at least 1, got {getattr(self, name)}")
@@ -59,7 +73,17 @@ class TqSettings:
         if self.cache_mode not in {m.value for m in CacheMode}:
             modes = ", ".join(m.value for m in CacheMode)
             raise ConfigError(f"setting cache_mode must be one of {modes}, got {self.cache_mode!r}")
+        if self.architecture and self.architecture not in {a.value for a in Architecture}:
+            names = ", ".join(a.value for a in Architecture)
+            raise ConfigError(
+                f"setting architecture must be one of {names}, got {self.architecture!r}"
+            )
         return self
+
+    @property
+    def default_architecture(self) -> Architecture:
+        """``architecture``, or the old ``cache_mode`` when it is not set."""
+        return Architecture(self.architecture or self.cache_mode)
 
 
 def load_tq_settings(

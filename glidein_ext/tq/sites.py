@@ -25,27 +25,30 @@ YAML (or TOML when the name ends in ``.toml``)::
           disk: 10240                 # MB: request_disk and `--disk`
           tqUrl: http://tq:8765       # default: the URL the service listens on
 
-``load_sites`` checks everything and raises one SitesFileError naming the site and the field.
+``load_sites`` checks everything and raises one SitesFileError naming the site and the field; the
+file is read bounded (``tq.datafile``: size, UTF-8, YAML without aliases, nesting depth).
 """
 
 from __future__ import annotations
 
+import functools
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from glidein_ext.errors import SitesFileError, UsageError
 from glidein_ext.timefmt import parse_duration
+from glidein_ext.tq.datafile import load_file
+from glidein_ext.tq.limits import shorten
 from glidein_ext.tq.models import PilotInfo
 from glidein_ext.tq.monitor import SitePolicy, Thresholds
 from glidein_ext.tq.submit import PilotJob
 
+MAX_FILE_BYTES = 2**20
 _SITE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
-_SITE_KEYS = {"minPilots", "maxPilots", "minIdlePilots", "pool", "schedd", "pilot"}
+_SITE_KEYS = {"minPilots", "maxPilots", "minIdlePilots", "pool", "schedd", "pilot", "architecture"}
+_ARCHITECTURES = ("pre-dht", "centralized", "distributed")  # seed 000 IV; tq.models.Architecture
 _PILOT_KEYS = {
     "workdir",
     "executable",
@@ -80,6 +83,7 @@ class SiteConfig:
     memory: int = 1024
     disk: int = 10240
     tq_url: str | None = None
+    architecture: str | None = None  # seed 000 IV: pre-dht, centralized, distributed
 
     def policy(self, default_tq_url: str) -> SitePolicy:
         """The SitePolicy the PilotMonitor runs; ``default_tq_url`` unless the file gives one."""
@@ -114,9 +118,9 @@ class _Checker:
         if value is None:
             raise self.fail(name, "is required")
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(name, f"must be an integer, got {value!r}")
+            raise self.fail(name, f"must be an integer, got {shorten(value)}")
         if value < low:
-            raise self.fail(name, f"must be >= {low}, got {value}")
+            raise self.fail(name, f"must be >= {low}, got {shorten(value, 30)}")
         return value
 
     def text(self, data: Mapping[str, Any], name: str, default: str | None) -> str | None:
@@ -124,7 +128,7 @@ class _Checker:
         if value is None:
             return None
         if not isinstance(value, str) or not value.strip():
-            raise self.fail(name, f"must be a non-empty string, got {value!r}")
+            raise self.fail(name, f"must be a non-empty string, got {shorten(value)}")
         if '"' in value and name not in {"requirements"}:
             raise self.fail(name, "cannot contain a double quote")
         return value
@@ -134,13 +138,15 @@ def _pilot(pcheck: _Checker, pilot: Mapping[str, Any]) -> dict[str, Any]:
     """The pilot-job fields of SiteConfig, checked."""
     workdir = pcheck.text(pilot, "workdir", None)
     if workdir is None or not workdir.startswith("/"):
-        raise pcheck.fail("workdir", f"must be an absolute path, got {pilot.get('workdir')!r}")
+        raise pcheck.fail(
+            "workdir", f"must be an absolute path, got {shorten(pilot.get('workdir'))}"
+        )
     submit_dir = pcheck.text(pilot, "submitDir", "/") or "/"
     if not submit_dir.startswith("/"):
-        raise pcheck.fail("submitDir", f"must be an absolute path, got {submit_dir!r}")
+        raise pcheck.fail("submitDir", f"must be an absolute path, got {shorten(submit_dir)}")
     args = pilot.get("args", [])
     if not isinstance(args, list) or not all(isinstance(a, str | int | float) for a in args):
-        raise pcheck.fail("args", f"must be a list of strings, got {args!r}")
+        raise pcheck.fail("args", f"must be a list of strings, got {shorten(args)}")
     args_text = tuple(str(a) for a in args)
     if any('"' in a for a in args_text):
         raise pcheck.fail("args", "an argument cannot contain a double quote")
@@ -156,7 +162,9 @@ def _pilot(pcheck: _Checker, pilot: Mapping[str, Any]) -> dict[str, Any]:
     ttl: int | None = None
     if ttl_raw is not None:
         if isinstance(ttl_raw, bool) or not isinstance(ttl_raw, int | str):
-            raise pcheck.fail("ttl", f"must be a duration like 24h or seconds, got {ttl_raw!r}")
+            raise pcheck.fail(
+                "ttl", f"must be a duration like 24h or seconds, got {shorten(ttl_raw)}"
+            )
         try:
             ttl = parse_duration(str(ttl_raw))
         except UsageError as exc:
@@ -165,7 +173,7 @@ def _pilot(pcheck: _Checker, pilot: Mapping[str, Any]) -> dict[str, Any]:
             raise pcheck.fail("ttl", f"must be at least 60 s, got {ttl}")
     tq_url = pcheck.text(pilot, "tqUrl", None)
     if tq_url is not None and not tq_url.startswith(("http://", "https://")):
-        raise pcheck.fail("tqUrl", f"must be an http:// or https:// URL, got {tq_url!r}")
+        raise pcheck.fail("tqUrl", f"must be an http:// or https:// URL, got {shorten(tq_url)}")
     return {
         "workdir": workdir,
         "executable": pcheck.text(pilot, "executable", "glidein-ext") or "glidein-ext",
@@ -182,7 +190,7 @@ def _pilot(pcheck: _Checker, pilot: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _site(path: str, name: str, raw: Any, defaults: Mapping[str, Any]) -> SiteConfig:
-    check = _Checker(path, name)
+    check = _Checker(path, name[:100])
     if not _SITE_NAME.match(name):
         raise check.fail("name", "a site name is letters, digits, '_', '.', '-' (1-100)")
     if raw is None:
@@ -196,12 +204,14 @@ def _site(path: str, name: str, raw: Any, defaults: Mapping[str, Any]) -> SiteCo
     pilot = {**(defaults.get("pilot") or {}), **pilot_raw}
     for key in data:
         if key not in _SITE_KEYS:
-            raise check.fail(str(key), f"unknown field (known: {', '.join(sorted(_SITE_KEYS))})")
+            raise check.fail(
+                str(key)[:40], f"unknown field (known: {', '.join(sorted(_SITE_KEYS))})"
+            )
     pcheck = _Checker(path, name, "pilot.")
     for key in pilot:
         if key not in _PILOT_KEYS:
             known = ", ".join(sorted(_PILOT_KEYS))
-            raise pcheck.fail(str(key), f"unknown field (known: {known})")
+            raise pcheck.fail(str(key)[:40], f"unknown field (known: {known})")
 
     max_pilots = check.count(data, "maxPilots", None, 0)
     min_pilots = check.count(data, "minPilots", 0, 0)
@@ -211,8 +221,12 @@ def _site(path: str, name: str, raw: Any, defaults: Mapping[str, Any]) -> SiteCo
     if min_idle > max_pilots:
         raise check.fail("minIdlePilots", f"must be <= maxPilots {max_pilots}, got {min_idle}")
 
+    architecture = check.text(data, "architecture", None)
+    if architecture is not None and architecture not in _ARCHITECTURES:
+        raise check.fail("architecture", f"must be one of {', '.join(_ARCHITECTURES)}")
     return SiteConfig(
         site=name,
+        architecture=architecture,
         limits=Thresholds(min_pilots, max_pilots, min_idle),
         pool=check.text(data, "pool", None),
         schedd=check.text(data, "schedd", None),
@@ -243,16 +257,6 @@ def parse_sites(data: Any, path: str = "<sites>") -> list[SiteConfig]:
 
 def load_sites(path: str) -> list[SiteConfig]:
     """Read and check a sites file (YAML, or TOML for ``*.toml``)."""
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except OSError as exc:
-        raise SitesFileError(path, f"cannot read: {exc.strerror}") from None
-    try:
-        data = tomllib.loads(raw.decode()) if path.endswith(".toml") else yaml.safe_load(raw)
-    except (tomllib.TOMLDecodeError, yaml.YAMLError, UnicodeDecodeError) as exc:
-        reason = " ".join(str(exc).split())
-        raise SitesFileError(
-            path, f"not valid {'TOML' if path.endswith('.toml') else 'YAML'}: {reason}"
-        ) from None
-    return parse_sites(data, path)
+    return parse_sites(
+        load_file(path, MAX_FILE_BYTES, functools.partial(SitesFileError, path)), path
+    )

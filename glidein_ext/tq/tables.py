@@ -59,6 +59,15 @@ task_inputs = Table(
     Index("ix_task_inputs_lfn", "lfn"),
 )
 
+# Who produces what (seed 001 IV): at submit, an output another unfailed task produces is refused.
+task_outputs = Table(
+    "task_outputs",
+    metadata,
+    Column("task_id", Integer, ForeignKey("tasks.id"), primary_key=True),
+    Column("lfn", String(1024), primary_key=True),
+    Index("ix_task_outputs_lfn", "lfn"),
+)
+
 task_after = Table(
     "task_after",
     metadata,
@@ -73,6 +82,7 @@ files = Table(
     Column("lfn", String(1024), primary_key=True),
     Column("produced_by", Integer, nullable=True),
     Column("created_at", Float, nullable=False),
+    Column("site", String(200), nullable=True),  # where it was produced (seed 000 III.B)
 )
 
 pilots = Table(
@@ -97,8 +107,23 @@ pilots = Table(
     Column("task_id", Integer, nullable=True),
     Column("registered_at", Float, nullable=False),
     Column("last_seen", Float, nullable=False),
+    Column("dht_address", String(300), nullable=True),  # "host:port" of its DHT node
+    Column("peer_url", String(300), nullable=True),  # its peer file server
     Index("ix_pilots_state", "state"),
     Index("ix_pilots_host", "host"),
+    Index("ix_pilots_site", "site"),
+)
+
+# One row per site with a DHT (seed 000): its key, and in the distributed architecture its master
+# and the epoch handed out with the role (a call with an older epoch is refused).
+site_state = Table(
+    "site_state",
+    metadata,
+    Column("site", String(200), primary_key=True),
+    Column("dht_key", String(128), nullable=False),  # hex
+    Column("master_id", Integer, nullable=True),
+    Column("epoch", Integer, nullable=False),
+    Column("master_seen", Float, nullable=True),  # the master's last call
 )
 
 # One row per accepted completion: the unique key makes counting a completion twice impossible.

@@ -2,23 +2,33 @@
 
 A workflow is tasks with a command, ClassAd Requirements and Rank, input and output LFNs, a step and
 explicit dependencies (``after``).  A task becomes runnable when all its inputs exist and its
-``after`` tasks are done.  Parsing is pure and checks everything first: a bad file raises one
-WorkflowError naming the task and the field, and nothing is submitted.
+``after`` tasks are done.  Parsing is pure and checks everything first, with the TQ's limits
+(``tq.limits``: integers in sane ranges, texts the database holds, ClassAd expressions that
+parse, plain attribute names, LFNs a pilot can write): a bad file raises one WorkflowError naming
+the task and the field, with no value printed whole, and nothing is submitted.  Files are read
+bounded (``tq.datafile``: size, UTF-8, YAML without aliases, nesting depth).
 """
 
 from __future__ import annotations
 
-import json
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 from glidein_ext import classads
-from glidein_ext.errors import ClassAdError, WorkflowError
+from glidein_ext.errors import WorkflowError
+from glidein_ext.tq.datafile import load_file
+from glidein_ext.tq.limits import (
+    MAX_NAME_CHARS,
+    attribute_name_problem,
+    expr_problem,
+    int_problem,
+    lfn_problem,
+    scalar_problem,
+    shorten,
+    text_problem,
+)
 from glidein_ext.tq.models import MatchSpec
 
 _INT_FIELDS = ("request_cpus", "request_memory", "request_disk", "max_runtime", "priority")
@@ -35,6 +45,7 @@ _TASK_FIELDS = {
 }
 _TOP_FIELDS = {"name", "defaults", "available", "tasks"}
 MAX_TASKS = 1_000_000
+MAX_FILE_BYTES = 32 * 2**20  # a workflow file; the TQ's default request limit is the same
 
 
 @dataclass(frozen=True)
@@ -62,43 +73,51 @@ class WorkflowDef:
     external_inputs: frozenset[str] = field(default_factory=frozenset)
 
 
+def read_workflow_data(path: str) -> Any:
+    """The plain data of a YAML or JSON workflow file, read bounded (not yet checked)."""
+    return load_file(path, MAX_FILE_BYTES, WorkflowError)
+
+
 def load_workflow_file(path: str) -> WorkflowDef:
     """Read and check a YAML or JSON workflow file."""
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise WorkflowError(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise WorkflowError(f"{path} is not valid YAML/JSON: {line}") from None
-    return parse_workflow(data)
+    return parse_workflow(read_workflow_data(path))
 
 
-def _strings(value: Any, task: str | None, name: str) -> tuple[str, ...]:
+def _name_problem(value: Any) -> str | None:
+    if isinstance(value, str) and not value.strip():
+        return "must be a non-empty string"
+    return text_problem(value, MAX_NAME_CHARS)
+
+
+def _strings(
+    value: Any, task: str | None, name: str, check: Callable[[Any], str | None]
+) -> tuple[str, ...]:
     if value is None:
         return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise WorkflowError("must be a list of non-empty strings", task, name)
+    if not isinstance(value, list):
+        raise WorkflowError(f"must be a list, got {shorten(value)}", task, name)
+    for item in value:
+        problem = check(item)
+        if problem is not None:
+            raise WorkflowError(problem, task, name)
     if len(set(value)) != len(value):
         raise WorkflowError("has duplicates", task, name)
     return tuple(value)
 
 
-def _int(value: Any, task: str | None, name: str, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise WorkflowError(f"must be an integer >= {minimum}, got {value!r}", task, name)
+def _int(value: Any, task: str | None, name: str) -> int:
+    problem = int_problem(value, name)
+    if problem is not None:
+        raise WorkflowError(problem, task, name)
+    assert isinstance(value, int)
     return value
 
 
 def _expr(value: Any, task: str | None, name: str) -> str:
-    if not isinstance(value, str):
-        raise WorkflowError(f"must be a ClassAd expression string, got {value!r}", task, name)
-    try:
-        classads.parse_expr(value, name)
-    except ClassAdError as exc:
-        raise WorkflowError(str(exc), task, name) from None
+    problem = expr_problem(value)
+    if problem is not None:
+        raise WorkflowError(problem, task, name)
+    assert isinstance(value, str)
     return value
 
 
@@ -108,36 +127,39 @@ def _attributes(value: Any, task: str) -> tuple[tuple[str, classads.Scalar], ...
     if not isinstance(value, Mapping):
         raise WorkflowError("must be a mapping of names to literals", task, "attributes")
     items = []
-    for key, item in sorted(value.items()):
-        ok_key = isinstance(key, str) and key.isidentifier()
-        if not ok_key or not isinstance(item, bool | int | float | str):
-            raise WorkflowError(f"bad attribute {key!r}: {item!r}", task, "attributes")
+    for key, item in value.items():
+        problem = attribute_name_problem(key)
+        if problem is None:
+            problem = scalar_problem(item)
+            if problem is not None:
+                problem = f"attribute {key!r} {problem}"
+        if problem is not None:
+            raise WorkflowError(problem, task, "attributes")
         items.append((key, item))
-    return tuple(items)
+    return tuple(sorted(items))
 
 
 def _task(raw: Any, index: int, defaults: Mapping[str, Any]) -> TaskDef:
     if not isinstance(raw, Mapping):
         raise WorkflowError(f"tasks[{index}] must be a mapping")
     name = raw.get("name")
-    if not isinstance(name, str) or not name.strip():
-        raise WorkflowError(f"tasks[{index}] needs a non-empty string", None, "name")
-    unknown = sorted(set(raw) - _TASK_FIELDS)
+    problem = _name_problem(name)
+    if problem is not None:
+        raise WorkflowError(f"tasks[{index}]: {problem}", None, "name")
+    assert isinstance(name, str)
+    unknown = sorted(set(raw) - _TASK_FIELDS, key=str)
     if unknown:
-        raise WorkflowError("unknown field", name, unknown[0])
+        raise WorkflowError("unknown field", name, str(unknown[0])[:40])
     merged = {**defaults, **raw}
     command = merged.get("command")
-    if not isinstance(command, str) or not command.strip():
-        raise WorkflowError("must be a non-empty string", name, "command")
+    problem = text_problem(command)
+    if problem is not None or not isinstance(command, str) or not command.strip():
+        raise WorkflowError(problem or "must be a non-empty string", name, "command")
     try:
         shlex.split(command)
     except ValueError as exc:
         raise WorkflowError(f"cannot be split into words: {exc}", name, "command") from None
     ints = {key: _int(merged[key], name, key) for key in _INT_FIELDS if key in merged}
-    if ints.get("request_cpus", 1) < 1:
-        raise WorkflowError("must be at least 1", name, "request_cpus")
-    if ints.get("max_runtime", 1) < 1:
-        raise WorkflowError("must be at least 1", name, "max_runtime")
     spec = MatchSpec(
         requirements=_expr(merged.get("requirements", "true"), name, "requirements"),
         rank=_expr(merged.get("rank", "0"), name, "rank"),
@@ -152,9 +174,9 @@ def _task(raw: Any, index: int, defaults: Mapping[str, Any]) -> TaskDef:
         command=command,
         spec=spec,
         step=_int(merged.get("step", 0), name, "step"),
-        inputs=_strings(merged.get("inputs"), name, "inputs"),
-        outputs=_strings(merged.get("outputs"), name, "outputs"),
-        after=_strings(merged.get("after"), name, "after"),
+        inputs=_strings(merged.get("inputs"), name, "inputs", lfn_problem),
+        outputs=_strings(merged.get("outputs"), name, "outputs", lfn_problem),
+        after=_strings(merged.get("after"), name, "after", _name_problem),
         priority=ints.get("priority", 0),
         max_retries=_int(merged.get("max_retries", 2), name, "max_retries"),
     )
@@ -213,16 +235,17 @@ def parse_workflow(data: Any) -> WorkflowDef:
     """Check a workflow given as plain data (from YAML or JSON)."""
     if not isinstance(data, Mapping):
         raise WorkflowError("a workflow must be a mapping with a 'tasks' list")
-    unknown = sorted(set(data) - _TOP_FIELDS)
+    unknown = sorted(set(data) - _TOP_FIELDS, key=str)
     if unknown:
-        raise WorkflowError(f"unknown top-level field {unknown[0]!r}")
+        raise WorkflowError(f"unknown top-level field {shorten(unknown[0], 40)}")
     name = data.get("name", "workflow")
-    if not isinstance(name, str) or not name.strip():
-        raise WorkflowError("workflow name must be a non-empty string", None, "name")
+    problem = _name_problem(name)
+    if problem is not None:
+        raise WorkflowError(f"workflow name {problem}", None, "name")
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, Mapping) or set(defaults) - set(_INHERITED) - {"command"}:
         raise WorkflowError(f"defaults may only set {', '.join(_INHERITED)}", None, "defaults")
-    available = _strings(data.get("available"), None, "available")
+    available = _strings(data.get("available"), None, "available", lfn_problem)
     raw_tasks = data.get("tasks")
     if not isinstance(raw_tasks, list) or not raw_tasks:
         raise WorkflowError("a workflow needs a non-empty 'tasks' list", None, "tasks")

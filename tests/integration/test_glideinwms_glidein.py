@@ -1,11 +1,17 @@
-"""The glideinWMS path: our custom script sets a glidein up, then HTCondor is started the way
-glideinWMS's condor_startup.sh does it (its own condor_config with the condor vars and
-LOCAL_CONFIG_DIR = $(WORK_DIR)/condor_config.d), not by our wrapper.  Real HTCondor throughout.
+"""The glideinWMS path: the factory's files are what scripts/build-glidein-bundle writes (the
+tarball, untarred as glideinWMS untars it, and the custom script beside it); the custom script sets
+a glidein up, then HTCondor is started the way glideinWMS's condor_startup.sh does it (its own
+condor_config with the condor vars and LOCAL_CONFIG_DIR = $(WORK_DIR)/condor_config.d), not by our
+wrapper.  Real HTCondor throughout; the glidein runs the bundle's code and its lib/ (click,
+watchdog) with the chroot's python3.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +32,7 @@ from tests.support.glideinwms import (
 
 pytestmark = pytest.mark.condor
 
-SRC = "/opt/glidein-ext/src"  # the checkout, bind-mounted in the chroot
+REPO = Path(__file__).resolve().parents[2]
 
 
 def startup_config(
@@ -69,6 +75,20 @@ def startup_config(
     return "\n".join(lines) + "\n"
 
 
+@pytest.fixture(scope="module")
+def factory_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What the factory ships: scripts/build-glidein-bundle's output directory."""
+    out = tmp_path_factory.mktemp("factory")
+    subprocess.run(
+        [str(REPO / "scripts" / "build-glidein-bundle"), str(out / "glidein-ext.tar.gz")],
+        check=True,
+        capture_output=True,
+        timeout=300,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
+    return out
+
+
 @pytest.fixture
 def gwms_dirs(sandbox: CondorSandbox) -> Iterator[tuple[str, Path]]:
     name = f"gwms-{int(time.time() * 1000) % 10**8}"
@@ -77,13 +97,17 @@ def gwms_dirs(sandbox: CondorSandbox) -> Iterator[tuple[str, Path]]:
 
 
 def test_custom_script_then_condor_startup(
-    sandbox: CondorSandbox, gwms_dirs: tuple[str, Path]
+    sandbox: CondorSandbox, gwms_dirs: tuple[str, Path], factory_files: Path
 ) -> None:
     base, host = gwms_dirs
     name = Path(base).name
     for sub in ("start", "work", "ext"):
         sandbox.run("mkdir", "-p", f"{base}/{sub}")
-    sandbox.run("cp", "-r", f"{SRC}/glidein_ext", f"{base}/ext/glidein_ext")
+    # The factory's two files reach the glidein; glideinWMS untars the bundle into its own
+    # directory (untar_options dir=...) and publishes that path as GLIDEIN_EXT_DIR.
+    for file in ("glidein-ext.tar.gz", "glidein-ext-setup.sh"):
+        shutil.copy(factory_files / file, host / file)
+    sandbox.run("tar", "-xzf", f"{base}/glidein-ext.tar.gz", "-C", f"{base}/ext")
     # The glideinWMS side, written as the pool user would have it (paths inside the chroot).
     config_host = make_glidein_config(
         host,
@@ -105,8 +129,17 @@ def test_custom_script_then_condor_startup(
         path.write_text(path.read_text().replace(str(host), base))
     sandbox.run_root("chown", "-R", "glidein:glidein", base)
 
-    sandbox.run("bash", f"{SRC}/scripts/glidein-ext-setup.sh", f"{base}/glidein_config", "main")
+    sandbox.run("bash", f"{base}/glidein-ext-setup.sh", f"{base}/glidein_config", "main")
     assert error_gen_calls(host)[0][0] == "-ok"
+    # HTCondor will run the bundle's launcher: the bundle's package and its lib/ first.
+    launcher = config_values(config_host)["GLIDEIN_EXT_BIN"]
+    assert launcher == f"{base}/ext/bin/glidein-ext"
+    assert f"PYTHONPATH='{base}/ext':'{base}/ext/lib'" in (host / "ext/bin/glidein-ext").read_text()
+    probe = "import click, glidein_ext; print(click.__file__); print(glidein_ext.__file__)"
+    where = sandbox.run(
+        "env", f"PYTHONPATH={base}/ext:{base}/ext/lib", "python3", "-c", probe
+    ).split()
+    assert where == [f"{base}/ext/lib/click/__init__.py", f"{base}/ext/glidein_ext/__init__.py"]
     values = config_values(config_host)
     todie = int(time.time()) + 3600
     condor_config = f"{base}/work/condor_config"

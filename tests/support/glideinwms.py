@@ -9,7 +9,9 @@ exercised without a factory; the HTCondor side is real in the integration test.
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 ADD_CONFIG_LINE_SOURCE = """\
 # add_config_line KEY VALUE: replace KEY's line in $glidein_config
@@ -75,3 +77,41 @@ def config_values(config: Path) -> dict[str, str]:
 
 def condor_vars(base: Path) -> list[list[str]]:
     return [line.split() for line in (base / "gwms" / "condor_vars.lst").read_text().splitlines()]
+
+
+# --- The frontend side (glidein_ext/frontend/glidein-ext-frontend.xml) ---
+
+FRONTEND_XML = (
+    Path(__file__).resolve().parents[2] / "glidein_ext" / "frontend" / "glidein-ext-frontend.xml"
+)
+
+
+def frontend_match() -> ET.Element:
+    """The shipped frontend <match> element."""
+    return ET.parse(FRONTEND_XML).getroot()  # noqa: S314 -- our own packaged file
+
+
+def frontend_match_expr(job: dict[str, Any], entry_attrs: dict[str, Any]) -> bool:
+    """The shipped match_expr, evaluated the way the frontend does: a Python expression over its
+    ``job`` dict and the factory entry's ``glidein`` dict (its published attributes in 'attrs')."""
+    expr = frontend_match().get("match_expr", "")
+    return bool(eval(expr, {}, {"job": job, "glidein": {"attrs": entry_attrs}}))  # noqa: S307
+
+
+def frontend_counts_as_idle(slot: dict[str, Any], min_memory: int = 2500) -> bool:
+    """glideinWMS's frontend idea of an idle glidein slot (glideinFrontendLib.getIdleCondorStatus,
+    glideinWMS 3.10): unclaimed and idle, and for a partitionable slot either not yet split or with
+    a CPU, more than ``min_memory`` MB and, if it has GPUs, a GPU free."""
+    return (
+        slot.get("State") == "Unclaimed"
+        and slot.get("Activity") == "Idle"
+        and (
+            not slot.get("PartitionableSlot")
+            or slot.get("TotalSlots") == 1
+            or (
+                slot.get("Cpus", 0) > 0
+                and slot.get("Memory", 2501) > min_memory
+                and (slot.get("TotalGpus", 0) == 0 or slot.get("Gpus", 0) > 0)
+            )
+        )
+    )

@@ -100,7 +100,7 @@ def test_pilot_ad_show(tmp_path: Path) -> None:
     values = {
         "LAST_JOB_START": now - 600,
         "FIRST_EXP_JOB_END": now + 300,
-        "LAST_EXP_JOB_END": now + 3600,
+        "LAST_EXP_JOB_END": now + 3630,  # "in 1h00m" while the command starts within 30 s
         "LAST_MAX_JOB_END": now + 7200,
         "USED_FRACTION1k": 512,
         "ADD_UNCOM_TIME1k": 100,

@@ -141,6 +141,7 @@ def test_too_old_python_is_a_worker_node_error(tmp_path: Path) -> None:
     proc = run_script(config)
     assert proc.returncode == 1
     assert error_gen_calls(tmp_path)[0][:3] == ["-error", "glidein-ext-setup.sh", "WN_Resource"]
+    assert f"{old} is older than 3.9" in proc.stderr  # 3.9 (EL9's python3) is enough
     assert not (start / ".pilot.ad").exists()
 
 

@@ -3,6 +3,10 @@ integration tests)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +15,12 @@ from glidein_ext.cli.wrapper import default_snippet
 from glidein_ext.errors import UsageError
 from glidein_ext.glidein.info import GlideinInfo, load_info
 from glidein_ext.glidein.settings import Settings
-from glidein_ext.glidein.wrapper import GlideinWrapper, WrapperConfig, render_condor_config
+from glidein_ext.glidein.wrapper import (
+    GlideinWrapper,
+    WrapperConfig,
+    render_condor_config,
+    startd_running,
+)
 
 
 def config(tmp_path: Path, **kw: object) -> WrapperConfig:
@@ -34,6 +43,7 @@ def test_packaged_snippet_has_the_handshake_knobs() -> None:
         "GLIDEINEXT_HOOK_PREPARE_JOB_ARGS",
         "GLIDEINEXT_HOOK_JOB_EXIT_ARGS",
         "START = ($(START:True)) && (GLIDEIN_RetireNow =!= True)",
+        "IS_OWNER = ($(IS_OWNER:False)) || (GLIDEIN_RetireNow =?= True)",
         "MAXJOBRETIREMENTTIME",
         "STARTD.DAEMON_SHUTDOWN",
         "NumDynamicSlots",
@@ -87,3 +97,27 @@ def test_wrapper_missing_condor_master_is_one_error(tmp_path: Path) -> None:
     wrapper = GlideinWrapper(config(tmp_path, condor_master=str(tmp_path / "no-master")), env={})
     with pytest.raises(CondorError, match="cannot start"):
         wrapper.run()
+
+
+@pytest.mark.parametrize("with_psutil", [True, False])
+def test_startd_seen_among_the_masters_children(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_psutil: bool
+) -> None:
+    """psutil when installed, else /proc (a worker node's bare Python has no psutil)."""
+    if with_psutil:
+        pytest.importorskip("psutil")
+    else:
+        monkeypatch.setitem(sys.modules, "psutil", None)
+    sleep = shutil.which("sleep")
+    assert sleep
+    startd = tmp_path / "condor_startd"
+    shutil.copy(sleep, startd)
+    assert not startd_running(os.getpid())
+    child = subprocess.Popen([str(startd), "30"])
+    try:
+        assert startd_running(os.getpid())  # this process plays condor_master
+        assert not startd_running(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    assert not startd_running(os.getpid())

@@ -15,19 +15,29 @@ through two processes is counted once.  SQLite ignores the row locks (it has one
 The parts, one concept each, over ``core.StoreCore`` (engine, matcher, lock, transaction):
 ``workflows`` (submission), ``pilots`` (register, request, heartbeat, deregister, reap),
 ``completions`` (a task's end), ``bookkeeping`` (the PilotMonitor's submissions and site counts),
-``views`` (status, task rows).  ``Store`` is all of them over one database.
+``views`` (status, task rows), ``sites`` (the site DHT and the run's counters, seed 000) and
+``master`` (the distributed architecture's master calls).  ``Store`` is all of them over one
+database.
 """
 
 from __future__ import annotations
 
 from glidein_ext.tq.store.bookkeeping import MonitorBookkeeping
 from glidein_ext.tq.store.completions import Completions
+from glidein_ext.tq.store.master import MasterCalls
 from glidein_ext.tq.store.pilots import PilotProtocol
 from glidein_ext.tq.store.views import StatusViews, TaskRow
 from glidein_ext.tq.store.workflows import WorkflowSubmission
 
 
-class Store(PilotProtocol, Completions, MonitorBookkeeping, StatusViews, WorkflowSubmission):
+class Store(
+    MasterCalls,  # the site DHT, the master's calls, the counters (seed 000): wraps the rest
+    PilotProtocol,
+    Completions,
+    MonitorBookkeeping,
+    StatusViews,
+    WorkflowSubmission,
+):
     """The TQ state machine over a database; every public method is one transaction."""
 
 

@@ -5,7 +5,9 @@ Completions are keyed by (task, attempt): a repeated report is answered ``duplic
 retried across a TQ restart, or sent through two TQ processes on one database, counts once.  The
 pilot's row is locked before the task's, as in every operation.  A success stores the outputs and
 queues the waiting tasks whose inputs and predecessors are now all there; a failure requeues the
-task until it has failed ``max_retries + 1`` times.
+task until it has failed ``max_retries + 1`` times.  A success whose output another task already
+produced (submit refuses that; a race between TQ processes, or an older database, may not) ends
+the task failed for good, with the reason in its report: a completion never loops.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from sqlalchemy.engine import Connection
 
 from glidein_ext.errors import TaskQueueNotFound
 from glidein_ext.tq import tables as t
+from glidein_ext.tq.limits import shorten
 from glidein_ext.tq.models import CacheMode, PilotState, QueuedTask, TaskState
 from glidein_ext.tq.protocol import Completion, CompletionAnswer
 from glidein_ext.tq.store.core import StoreCore, chunks, reread_queued
@@ -59,6 +62,8 @@ class Completions(StoreCore):
                 return CompletionAnswer(accepted=False, duplicate=False, state=task.state)
             declared = json.loads(task.outputs)
             ok = exit_code == 0 and set(declared) <= set(completion.outputs)
+            clash = _produced_elsewhere(conn, declared) if ok else None
+            ok = ok and clash is None
             conn.execute(
                 sa.insert(t.completions).values(
                     task_id=task_id,
@@ -74,7 +79,9 @@ class Completions(StoreCore):
                 "task_id": None,
                 "last_seen": now,
             }
-            if ok:
+            if clash is not None:
+                state = _clashed(conn, task, clash, completion.report, now)
+            elif ok:
                 newly_queued = _succeeded(conn, task, declared, completion.report, now)
                 if self.cache_mode is CacheMode.PRE_DHT and declared:
                     prow = conn.execute(
@@ -88,7 +95,7 @@ class Completions(StoreCore):
                 state, newly_queued = _failed(conn, task, exit_code, completion.report, now)
             conn.execute(t.pilots.update().where(t.pilots.c.id == pilot_id).values(pilot_values))
         for item in newly_queued:
-            self.matcher.add_task(item)
+            self.admit_task(item)
         self.matcher.set_idle(pilot_id, True)
         if ok and self.cache_mode is CacheMode.PRE_DHT:
             self.matcher.add_cached(pilot_id, declared)
@@ -112,6 +119,39 @@ def _succeeded(
             [{"lfn": lfn, "produced_by": task.id, "created_at": now} for lfn in declared],
         )
     return _release(conn, task.id, declared, now)
+
+
+def _produced_elsewhere(conn: Connection, declared: Sequence[str]) -> str | None:
+    """Why this task's outputs cannot be recorded: one exists, produced by another task; or None.
+    A file declared available since (no producer) becomes this task's."""
+    available = []
+    for chunk in chunks(declared):
+        for lfn, producer in conn.execute(
+            sa.select(t.files.c.lfn, t.files.c.produced_by).where(t.files.c.lfn.in_(chunk))
+        ):
+            if producer is not None:
+                return f"output {shorten(lfn)} was already produced by task {producer}"
+            available.append(lfn)
+    for chunk in chunks(available):
+        conn.execute(t.files.delete().where(t.files.c.lfn.in_(chunk)))
+    return None
+
+
+def _clashed(conn: Connection, task: Any, clash: str, report: str, now: float) -> TaskState:
+    """Failed for good: retrying would clash again."""
+    conn.execute(
+        t.tasks.update()
+        .where(t.tasks.c.id == task.id)
+        .values(
+            state=TaskState.FAILED.value,
+            failures=task.failures + 1,
+            exit_code=0,
+            report=f"{clash}: not recorded\n{report}"[:REPORT_CHARS],
+            pilot_id=None,
+            finished_at=now,
+        )
+    )
+    return TaskState.FAILED
 
 
 def _failed(

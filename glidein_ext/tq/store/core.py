@@ -3,15 +3,22 @@
 ``StoreCore`` holds the engine, the in-memory Matcher and the lock that serialises this TQ
 process's operations; ``transaction`` is the one way into the database (SQLAlchemy errors become
 TaskQueueError).  The row readers turn database rows into the matcher's values.
+
+Start-up never fails on one row: a row the matcher cannot take (stored by an older TQ that checked
+less) is skipped, logged and kept in ``skipped`` (``/healthz`` shows it); its pilot is reaped as
+usual, its task stays in the database for an operator to see.  What the store adds to the matcher
+after a commit goes through the same door (``admit_task``), so a bad row never fails a call.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -25,6 +32,19 @@ from glidein_ext.tq.models import CacheMode, MatchSpec, PilotInfo, PilotState, Q
 
 ACTIVE = (PilotState.IDLE.value, PilotState.BUSY.value)
 CHUNK = 500  # values per IN (...) clause
+log = logging.getLogger("glidein_ext.tq.store")
+
+
+@dataclass(frozen=True)
+class SkippedRow:
+    """A database row the matcher could not take: which, and why (one short line)."""
+
+    table: str
+    id: int
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 class StoreCore:
@@ -46,10 +66,13 @@ class StoreCore:
         self.cache_mode = cache_mode
         self.clock = clock
         self.matcher = Matcher(wait_for_data)
+        self.skipped: dict[tuple[str, int], SkippedRow] = {}  # by (table, id)
         self._lock = threading.RLock()
 
     def load(self) -> None:
-        """Rebuild the matcher from the database; live pilots get a fresh heartbeat grace."""
+        """Rebuild the matcher from the database; live pilots get a fresh heartbeat grace.
+
+        A row the matcher cannot take is skipped and reported (``skipped``), never fatal."""
         now = self.clock()
         with self._lock, self._tx() as conn:
             conn.execute(
@@ -58,11 +81,35 @@ class StoreCore:
                 .values(last_seen=now)
             )
             for row in conn.execute(sa.select(t.pilots).where(t.pilots.c.state.in_(ACTIVE))):
-                self.matcher.add_pilot(pilot_info(row))
+                self.admit_pilot(row)
             for row in conn.execute(
                 sa.select(t.tasks).where(t.tasks.c.state == TaskState.QUEUED.value)
             ):
-                self.matcher.add_task(queued_task(row))
+                self._admit("tasks", row.id, functools.partial(_add_task_row, self.matcher, row))
+
+    def admit_pilot(self, row: Any) -> bool:
+        """Hand a pilot's row to the matcher (a pilot registered through another TQ process on
+        this database, or at start-up); False, and reported, if the matcher cannot take it."""
+        self._admit("pilots", row.id, functools.partial(_add_pilot, self.matcher, row))
+        return self.matcher.pilot(row.id) is not None
+
+    def admit_task(self, task: QueuedTask) -> None:
+        """Hand a committed queued task to the matcher; a task it cannot take is reported."""
+        self._admit("tasks", task.task_id, functools.partial(self.matcher.add_task, task))
+
+    def _admit(self, table: str, row_id: int, add: Callable[[], None]) -> None:
+        try:
+            add()
+        except Exception as exc:  # noqa: BLE001 -- a row that cannot be loaded is skipped and reported: it must never stop the TQ
+            if table == "pilots":
+                self.matcher.remove_pilot(row_id)
+            else:
+                self.matcher.remove_task(row_id)
+            reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+            log.error(
+                "skipping %s row %d, which the matcher cannot take: %s", table, row_id, reason
+            )
+            self.skipped[(table, row_id)] = SkippedRow(table, row_id, reason)
 
     def _tx(self) -> Transaction:
         return Transaction(self.engine)
@@ -94,6 +141,24 @@ class Transaction:
 
 
 # --- rows and the matcher's values ---
+
+
+def ad_problem(build: Callable[[], object]) -> str | None:
+    """Why the matcher could not build an ad (``build()`` raises), or None: checked before a
+    pilot or a task is stored, so that nothing stored fails later."""
+    try:
+        build()
+    except Exception as exc:  # noqa: BLE001 -- classad2 raises what it likes (SystemError for a big integer): the request is refused
+        return f"cannot be matched: {type(exc).__name__}: {str(exc)[:200]}"
+    return None
+
+
+def _add_pilot(matcher: Matcher, row: Any) -> None:
+    matcher.add_pilot(pilot_info(row))
+
+
+def _add_task_row(matcher: Matcher, row: Any) -> None:
+    matcher.add_task(queued_task(row))
 
 
 def spec_of(row: Any) -> MatchSpec:

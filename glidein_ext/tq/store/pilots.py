@@ -10,6 +10,7 @@ or is lost gives its running task back to the queue.  The completion report is i
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -17,9 +18,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from glidein_ext.errors import TaskQueueNotFound
+from glidein_ext.errors import TaskQueueNotFound, TaskQueueRequestError
 from glidein_ext.tq import tables as t
-from glidein_ext.tq.models import PilotState, QueuedTask, TaskState
+from glidein_ext.tq.matcher import pilot_ad
+from glidein_ext.tq.models import PilotInfo, PilotState, QueuedTask, TaskState
 from glidein_ext.tq.protocol import (
     Assignment,
     HeartbeatAnswer,
@@ -30,6 +32,7 @@ from glidein_ext.tq.protocol import (
 from glidein_ext.tq.store.core import (
     ACTIVE,
     StoreCore,
+    ad_problem,
     cached_json,
     inserted_id,
     live_pilot,
@@ -45,6 +48,22 @@ class PilotProtocol(StoreCore):
     def register(self, reg: Registration) -> RegisterAnswer:
         """A new pilot: its id, the heartbeat it owes, and the other pilots on its host (IV-D)."""
         now = self.clock()
+        info = PilotInfo(
+            0,
+            reg.site,
+            reg.host,
+            reg.se,
+            reg.cpus,
+            reg.memory,
+            reg.disk,
+            None,
+            dict(reg.attributes),
+            reg.requirements,
+            reg.rank,
+        )
+        problem = ad_problem(functools.partial(pilot_ad, info))
+        if problem is not None:
+            raise TaskQueueRequestError(f"pilot registration {problem}")
         with self._lock, self._tx() as conn:
             inserted = conn.execute(
                 sa.insert(t.pilots).values(
@@ -75,7 +94,7 @@ class PilotProtocol(StoreCore):
                 )
             row = conn.execute(sa.select(t.pilots).where(t.pilots.c.id == pilot_id)).one()
             others = _neighbours(conn, row)
-        self.matcher.add_pilot(pilot_info(row))
+        self.matcher.add_pilot(pilot_info(row))  # its ad was built above: it cannot fail here
         return RegisterAnswer(
             pilot_id=pilot_id,
             heartbeat_interval=self.heartbeat_interval,
@@ -88,6 +107,8 @@ class PilotProtocol(StoreCore):
         now = self.clock()
         with self._lock, self._tx() as conn:
             row = live_pilot(conn, pilot_id)
+            if self.matcher.pilot(pilot_id) is None and not self.admit_pilot(row):
+                raise TaskQueueNotFound(f"pilot {pilot_id} cannot be matched (see /healthz)")
             values = _seen(now, cached)
             if cached is not None:
                 self.matcher.set_cache(pilot_id, cached)  # the choice below uses the new list
@@ -193,7 +214,7 @@ class PilotProtocol(StoreCore):
         for pilot_id in pilot_ids:
             self.matcher.remove_pilot(pilot_id)
         for item in requeued:
-            self.matcher.add_task(item)
+            self.admit_task(item)
 
 
 def _seen(now: float, cached: Sequence[str] | None) -> dict[str, Any]:

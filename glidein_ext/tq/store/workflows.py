@@ -2,11 +2,14 @@
 
 Every task is stored; those whose inputs exist and that wait for no other task are queued at
 once (and handed to the matcher after the commit), the others wait for ``complete`` to release
-them.
+them.  An output that exists, or that another task not failed (waiting, queued, running or done)
+produces, is refused with one line naming both tasks and workflows: two producers of one LFN
+would overwrite each other's file on the SE.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 
@@ -15,9 +18,11 @@ from sqlalchemy.engine import Connection
 
 from glidein_ext.errors import WorkflowError
 from glidein_ext.tq import tables as t
+from glidein_ext.tq.limits import shorten
+from glidein_ext.tq.matcher import task_ad
 from glidein_ext.tq.models import QueuedTask, TaskState
-from glidein_ext.tq.store.core import StoreCore, chunks, inserted_id, spec_json
-from glidein_ext.tq.workflow import WorkflowDef
+from glidein_ext.tq.store.core import StoreCore, ad_problem, chunks, inserted_id, spec_json
+from glidein_ext.tq.workflow import TaskDef, WorkflowDef
 
 
 class WorkflowSubmission(StoreCore):
@@ -26,7 +31,9 @@ class WorkflowSubmission(StoreCore):
     def submit(self, workflow: WorkflowDef) -> int:
         """Insert a whole workflow in one transaction; WorkflowError and nothing stored if bad."""
         now = self.clock()
+        _check_matchable(workflow.tasks)
         with self._lock, self._tx() as conn:
+            _check_producers(conn, workflow)
             wanted = (
                 set(workflow.external_inputs)
                 | set(workflow.available)
@@ -81,6 +88,13 @@ class WorkflowSubmission(StoreCore):
                     sa.select(t.tasks.c.name, t.tasks.c.id).where(t.tasks.c.workflow_id == wf_id)
                 ).all()
             )
+            outputs = [
+                {"task_id": ids[task.name], "lfn": lfn}
+                for task in workflow.tasks
+                for lfn in task.outputs
+            ]
+            if outputs:
+                conn.execute(sa.insert(t.task_outputs), outputs)
             inputs = [
                 {"task_id": ids[task.name], "lfn": lfn}
                 for task in workflow.tasks
@@ -108,8 +122,46 @@ class WorkflowSubmission(StoreCore):
                 if row["state"] == TaskState.QUEUED.value
             ]
         for item in queued:
-            self.matcher.add_task(item)
+            self.admit_task(item)
         return wf_id
+
+
+def _check_matchable(tasks: Iterable[TaskDef]) -> None:
+    """Every task's ad builds (one per distinct spec): nothing stored can fail the matcher."""
+    seen: set[str] = set()
+    for task in tasks:
+        key = task.spec.key()
+        if key not in seen:
+            seen.add(key)
+            problem = ad_problem(functools.partial(task_ad, task.spec))
+            if problem is not None:
+                raise WorkflowError(problem, task.name, "requirements")
+
+
+def _check_producers(conn: Connection, workflow: WorkflowDef) -> None:
+    """No output of ``workflow`` is an output of a task (of any workflow) that has not failed."""
+    mine = {lfn: task.name for task in workflow.tasks for lfn in task.outputs}
+    query = (
+        sa.select(
+            t.task_outputs.c.lfn,
+            t.tasks.c.name,
+            t.tasks.c.state,
+            t.workflows.c.id,
+            t.workflows.c.name.label("workflow"),
+        )
+        .join(t.tasks, t.tasks.c.id == t.task_outputs.c.task_id)
+        .join(t.workflows, t.workflows.c.id == t.tasks.c.workflow_id)
+        .where(t.tasks.c.state != TaskState.FAILED.value)
+    )
+    for chunk in chunks(sorted(mine)):
+        row = conn.execute(query.where(t.task_outputs.c.lfn.in_(chunk)).limit(1)).first()
+        if row is not None:
+            raise WorkflowError(
+                f"{shorten(row.lfn)} is already an output of task {row.name!r} ({row.state}) "
+                f"of workflow {row.id} {row.workflow!r}; workflow {workflow.name!r} not submitted",
+                mine[row.lfn],
+                "outputs",
+            )
 
 
 def _existing_files(conn: Connection, lfns: Iterable[str]) -> set[str]:

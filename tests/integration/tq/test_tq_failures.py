@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import sqlite3
 import time
@@ -11,6 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from glidein_ext.tq.workflow import generate
+
+
+def _running(pid: int) -> bool:
+    """The process lives (a zombie waiting for its reaper is dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_killed_pilot_gets_its_task_requeued_after_heartbeat_lapse(
@@ -32,7 +40,8 @@ def test_killed_pilot_gets_its_task_requeued_after_heartbeat_lapse(
     wait_until(pid_file.exists, 30, "the task to start on the first pilot")
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=10)
-    os.kill(int(pid_file.read_text()), signal.SIGKILL)  # the orphaned task of the killed pilot
+    orphan = int(pid_file.read_text())  # the killed pilot's task dies with it (issue 9 item 11)
+    wait_until(lambda: not _running(orphan), 10, "the killed pilot's task to die")
     second = pilots.start(server.url, "rescuer", "--max-idle", "8")
     status = wait_until(
         lambda: (s := client.status()).workflows[0].tasks["done"] == 1 and s,

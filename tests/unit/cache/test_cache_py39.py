@@ -49,7 +49,7 @@ def _newer_constructs(tree: ast.AST) -> list[str]:
                 found.append(f"line {node.lineno}: {name}(x, A | B)")
             if name == "timeout" and getattr(node.func, "value", None) is not None:
                 found.append(f"line {node.lineno}: asyncio.timeout")
-        if isinstance(node, ast.ImportFrom | ast.Import):
+        if isinstance(node, (ast.ImportFrom, ast.Import)):
             names = {alias.name for alias in node.names}
             names.add(getattr(node, "module", None) or "")
             for name in sorted(names & NEWER_IMPORTS):

@@ -69,3 +69,16 @@ def test_republish_skips_keys_stored_recently() -> None:
     assert store.due_for_republish(now=12, interval=5) == []
     assert sorted(store.keys()) == [1, 2]
     assert len(store) == 2
+
+
+def test_remove_drops_only_the_owners_value() -> None:
+    store = Storage()
+    store.append(KEY, b"wn1:/f", owner=1, ttl=10, now=0)
+    store.append(KEY, b"wn2:/f", owner=2, ttl=10, now=0)
+    assert not store.remove(KEY, b"wn1:/f", owner=2)  # not its value
+    assert not store.remove(KEY, b"wn9:/f", owner=1)  # not there
+    assert store.remove(KEY, b"wn1:/f", owner=1)
+    assert [v.data for v in store.get(KEY, now=1)] == [b"wn2:/f"]
+    assert store.remove(KEY, b"wn2:/f", owner=2)
+    assert KEY not in store
+    assert not store.remove(KEY, b"wn2:/f", owner=2)

@@ -96,7 +96,7 @@ def test_migrations_create_exactly_the_tables(database: str) -> None:
         version = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one()
     engine.dispose()
     assert diff == []
-    assert version == "0001"
+    assert version == "0003_distributed"
 
 
 def test_w1_runs_through_the_protocol(open_store: OpenStore) -> None:
@@ -283,3 +283,61 @@ def test_pilot_monitor_bookkeeping(open_store: OpenStore) -> None:
     assert store.status().pilots == {"S": {"idle": 1, "inactive": 1}}
     store.submit(parse_workflow({"tasks": [{"name": "a", "command": "true"}]}))
     assert store.queued_groups_for(PilotInfo(0, site="S"), 1000.0) == [1]
+
+
+def _one(workflow: str, task: str, output: str) -> Any:
+    return parse_workflow(
+        {
+            "name": workflow,
+            "tasks": [{"name": task, "command": "true", "outputs": [output], "max_retries": 0}],
+        }
+    )
+
+
+def test_a_second_producer_of_an_output_is_refused_naming_both(open_store: OpenStore) -> None:
+    """Issue 9 item 5: pending, running or done, another producer is refused at submit; once the
+    first producer failed for good, the output may be produced again."""
+    store = open_store(Clock())
+    store.submit(_one("first", "make", "/store/x"))
+    pilot = _register(store)
+    for _ in range(2):  # queued, then running
+        with pytest.raises(WorkflowError) as info:
+            store.submit(_one("second", "remake", "/store/x"))
+        message = str(info.value)
+        assert "\n" not in message
+        for name in ("'remake'", "'make'", "'first'", "'second'", "'/store/x'"):
+            assert name in message, message
+        task = store.request(pilot)
+    assert task is not None
+    store.complete(pilot, Completion(task.task_id, task.attempt, 1, ()))  # failed for good
+    assert [r.state for r in store.task_rows()] == ["failed"]
+    store.submit(_one("second", "remake", "/store/x"))
+    assert len(store.status().workflows) == 2
+
+
+def test_a_completion_whose_output_exists_ends_failed_not_in_a_loop(
+    open_store: OpenStore, database: str
+) -> None:
+    """Issue 9 item 5: two producers got in (an older TQ stored them); the second completion is
+    answered once, the task failed for good with the reason, and a repeat is a duplicate."""
+    store = open_store(Clock())
+    store.submit(_one("first", "make", "/store/x"))
+    engine = make_engine(database)
+    with engine.begin() as conn:  # as an older TQ, which kept no task_outputs, would have
+        if sa.inspect(conn).has_table("task_outputs"):
+            conn.execute(sa.text("DELETE FROM task_outputs"))
+    engine.dispose()
+    store.submit(_one("second", "remake", "/store/x"))
+    pilot = _register(store)
+    first = store.request(pilot)
+    assert first is not None
+    assert _finish(store, pilot, first).state == "done"
+    second = store.request(pilot)
+    assert second is not None
+    answer = _finish(store, pilot, second)
+    assert answer == CompletionAnswer(accepted=True, duplicate=False, state="failed")
+    assert _finish(store, pilot, second).duplicate
+    row = store.task_rows()[1]
+    assert row.state == "failed" and row.report is not None
+    assert "/store/x" in row.report and "already produced by task 1" in row.report
+    assert store.request(pilot) is None

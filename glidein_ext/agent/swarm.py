@@ -1,0 +1,83 @@
+"""Several pilot agents in one process (scale tests: hundreds of pilots on a 2-core machine).
+
+Each pilot is a :class:`~glidein_ext.agent.agent.PilotAgent` in a thread of its own (its tasks are
+real subprocesses started from that thread, and die with it), with its own work directory, cache,
+stop event and, with a site DHT, its own DHT node and peer file server; the pilots share the
+process's one event loop (:class:`~glidein_ext.agent.loopthread.LoopThread`), where every DHT
+node, every answer to a TaskList and the master's rounds run.  ``glidein-ext pilot run --pilots N``
+runs this; a site of hundreds of pilots is split over several such processes.
+
+Python 3.9, standard library only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from glidein_ext.agent.agent import AgentConfig, PilotAgent
+from glidein_ext.agent.loopthread import LoopThread
+
+log = logging.getLogger("glidein_ext.agent")
+
+
+def swarm_configs(
+    base: AgentConfig, count: int, pilots_per_host: int = 1, first: int = 0
+) -> list[AgentConfig]:
+    """``count`` pilots like ``base``: work directory ``<workdir>/pilot-<i>``, host
+    ``<host>-<i // pilots_per_host>`` (pilots of one host share their caches by hard link)."""
+    return [
+        dataclasses.replace(
+            base,
+            workdir=Path(base.workdir) / f"pilot-{index:04d}",
+            host=f"{base.host}-{index // max(1, pilots_per_host):04d}",
+        )
+        for index in range(first, first + count)
+    ]
+
+
+class Swarm:
+    """Run pilots in threads over one event loop; ``run()`` returns the tasks each ran."""
+
+    def __init__(self, configs: Sequence[AgentConfig]) -> None:
+        self.configs = list(configs)
+        self.stops = [threading.Event() for _ in self.configs]
+        self.agents: list[PilotAgent] = []
+        self.ran = [0] * len(self.configs)
+        self.failed = 0
+
+    def stop(self) -> None:
+        """Every pilot stops the orderly way (SIGTERM)."""
+        for event in self.stops:
+            event.set()
+
+    def _one(self, index: int, agent: PilotAgent) -> None:
+        try:
+            self.ran[index] = agent.run()
+        except Exception:  # one pilot's failure never ends its neighbours (logged)
+            self.failed += 1
+            log.exception("pilot %d of the swarm failed", index)
+
+    def run(self) -> list[int]:
+        loop = LoopThread("pilots-loop").start()
+        threads = []
+        try:
+            for index, config in enumerate(self.configs):
+                agent = PilotAgent(config, self.stops[index], loop=loop)
+                self.agents.append(agent)
+                thread = threading.Thread(
+                    target=self._one, args=(index, agent), name=f"pilot-{index}"
+                )
+                thread.start()
+                threads.append(thread)
+            for thread in threads:
+                thread.join()
+        finally:
+            self.stop()
+            for thread in threads:
+                thread.join()
+            loop.stop()
+        return self.ran

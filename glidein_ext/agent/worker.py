@@ -1,0 +1,357 @@
+"""A pilot of a distributed site (seed 000 III.B-C): ranks TaskLists, runs what the master
+assigns, reports to the master, and takes the master role when the election says so.
+
+On the process's event loop (owned here, cancelled at the end):
+
+- the ``tasklist`` broadcast: the worker hears its master (``sched.election.Succession``; a new
+  epoch makes it say hello and resend its recent completions) and answers: busy (its task), or
+  its ranks of the TaskList (``sched.ranking.Ranker``: ClassAd Requirements and Rank, its cached
+  inputs, its remaining life; the best ``limit``) through the aggregation tree;
+- the ``assign`` message: the task is queued for the pilot's thread;
+- the election: a silent master is probed; when it is dead, the successors claim the role at the
+  Task Queue in turn; the winner runs :class:`~glidein_ext.agent.master.MasterRole`.
+
+In the pilot's thread (:meth:`DistributedWorker.run_tasks`): wait for an assignment, run it
+(``agent.executor``), publish the cache's changes in the DHT, report the completion to the master
+and wait for its acknowledgement (the worker is idle only then; until then it says it is busy, so
+no task is lost between two masters).  Only the master calls the Task Queue; a worker calls it to
+register, to claim the role, and to deregister.
+
+Python 3.9, standard library only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+import logging
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from glidein_ext.agent import messages
+from glidein_ext.agent.executor import TaskExecutor
+from glidein_ext.agent.loopthread import LoopThread
+from glidein_ext.agent.master import TOPIC, MasterRole
+from glidein_ext.agent.sitenet import SiteNetwork, parse_address
+from glidein_ext.errors import DhtError, TaskQueueError, TaskQueueNotFound
+from glidein_ext.sched.election import Action, MasterView, Succession
+from glidein_ext.sched.ranking import Ranker, TaskEntry, WorkerState
+from glidein_ext.sched.tasklist import combine, decode_tasklist, encode_reply
+from glidein_ext.tq.client import TqClient
+from glidein_ext.tq.protocol import Assignment, Claim, Completion, MasterInfo, RegisterAnswer
+
+log = logging.getLogger("glidein_ext.agent.worker")
+HISTORY = 64  # completions kept to resend to a new master (the old one may have died holding them)
+STOP_GRACE = 10.0  # seconds a stopping pilot keeps trying to report its last task
+
+
+class DistributedWorker:
+    """One pilot's part in its site's distributed scheduling."""
+
+    def __init__(
+        self,
+        *,
+        loop: LoopThread,
+        net: SiteNetwork,
+        client: TqClient,
+        site: str,
+        answer: RegisterAnswer,
+        ranker: Ranker,
+        executor: TaskExecutor,
+        stop: threading.Event,
+        expires_at: float | None,
+        master_settings: dict[str, Any],
+        on_lost: Callable[[], None],
+    ) -> None:
+        self.loop = loop
+        self.net = net
+        self.client = client
+        self.site = site
+        self.pilot_id = answer.pilot_id
+        self.ranker = ranker
+        self.executor = executor
+        self.stop = stop
+        self.expires_at = expires_at
+        self.master_settings = master_settings
+        self.on_lost = on_lost
+        period = float(master_settings["period"])
+        # A master is probed after three round periods without a TaskList, and not before the
+        # Task Queue would let another pilot take over (a long round under load is no death).
+        self.succession = Succession(
+            self.pilot_id,
+            silence=max(3 * period, float(answer.master_timeout)),
+            stagger=2.0,
+            patience=max(3 * float(answer.master_timeout), 10.0),
+            now=time.monotonic(),
+        )
+        self.addresses: dict[int, tuple[str, int]] = {}  # successors' DHT addresses
+        self.master: MasterRole | None = None
+        self.assignments: queue.Queue[Assignment] = queue.Queue()
+        self.current: tuple[int, int] | None = None  # (task, attempt) running or reporting
+        self.last_done = 0
+        self.history: collections.deque[Completion] = collections.deque(maxlen=HISTORY)
+        self.ran = 0
+        self._first_master = answer.master
+
+    # --- start and end ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Take the broadcasts and messages; start the election loop; meet the master."""
+        node = self.net.node
+        assert node is not None
+        node.register_broadcast(TOPIC, self._on_tasklist, combine)
+        node.register_message(messages.ASSIGN, self._on_assign)
+        self.loop.spawn(self._elect(), name=f"election-{self.pilot_id}")
+        master = self._first_master
+        if master is not None and master.pilot_id == self.pilot_id:
+            self.loop.run(self._become_master(master.epoch, ()))
+        elif master is not None:
+            self.loop.run(self._adopt(_view(master)))
+
+    def leave(self) -> None:
+        """A normal exit: tell the master (bye), stop the master role if held."""
+        self.stop.set()
+        self.loop.run(self._leave())
+
+    async def _leave(self) -> None:
+        if self.master is not None:
+            self.master.active = False
+        view = self.succession.master
+        node = self.net.node
+        if view is not None and view.pilot_id != self.pilot_id and node is not None:
+            try:
+                await node.message(view.address, messages.BYE, [self.pilot_id], timeout=0.5)
+            except DhtError:
+                log.info("the master did not answer our bye")
+
+    # --- the event loop's side --------------------------------------------------------------
+
+    def _on_tasklist(self, payload: Any) -> Any:
+        try:
+            tasklist = decode_tasklist(payload)
+        except ValueError as exc:
+            log.info("malformed TaskList: %s", exc)
+            return None
+        view = MasterView(tasklist.master, tasklist.address, tasklist.epoch)
+        known = self.succession.master
+        successors = [pilot for pilot, _ in tasklist.successors]
+        if not self.succession.heard(view, time.monotonic(), successors):
+            return None  # a stale master's TaskList
+        self.addresses.update(dict(tasklist.successors))
+        if known is None or known.epoch != view.epoch:
+            self.loop.spawn(self._meet(view), name=f"hello-{self.pilot_id}")
+        if self.current is not None or self.master is not None:
+            current = self.current[0] if self.current is not None else -1
+            return encode_reply(self.pilot_id, current, self.last_done, None)
+        state = WorkerState(
+            remaining=math.inf if self.expires_at is None else self.expires_at - time.time(),
+            cached=frozenset(self.net.cache.lfns()),
+        )
+        entries = [TaskEntry(i, e.spec, e.inputs) for i, e in enumerate(tasklist.tasks)]
+        ranking = self.ranker.rank(entries, state, limit=tasklist.limit, spread=self.pilot_id)
+        return encode_reply(self.pilot_id, 0, self.last_done, ranking)
+
+    def _on_assign(self, payload: Any, _sender: int, _address: Any) -> Any:
+        try:
+            epoch, task = messages.decode_assign(payload)
+        except ValueError as exc:
+            log.info("malformed assignment: %s", exc)
+            return False
+        known = self.succession.master
+        if known is not None and epoch < known.epoch:
+            return False  # from a master that lost the role
+        if self.current is not None:
+            return self.current == (task.task_id, task.attempt)  # a resend is fine
+        if self.stop.is_set() or self.master is not None:
+            return False
+        self.current = (task.task_id, task.attempt)
+        self.assignments.put(task)
+        return True
+
+    async def _adopt(self, view: MasterView) -> None:
+        """The master the Task Queue named (on the loop, like every use of the succession)."""
+        self.succession.adopt(view, time.monotonic())
+        await self._meet(view)
+
+    async def _meet(self, view: MasterView, resend: bool = True) -> None:
+        """Say hello to a (new) master and resend the recent completions it may lack."""
+        node = self.net.node
+        if node is None or view.pilot_id == self.pilot_id:
+            return
+        task, attempt = self.current or (0, 0)
+        hello = messages.Hello(self.pilot_id, node.address, task, attempt)
+        try:
+            answer = await node.message(view.address, messages.HELLO, messages.encode_hello(hello))
+        except DhtError:
+            return  # the election loop probes a silent master
+        if answer is None:
+            self.succession.forget(time.monotonic())
+            return
+        for done in list(self.history) if resend else []:
+            try:
+                await node.message(view.address, messages.DONE, self._done(done))
+            except DhtError:
+                return
+
+    def _done(self, completion: Completion) -> list[Any]:
+        return messages.encode_done(self.pilot_id, completion)
+
+    async def _elect(self) -> None:
+        """Probe a silent master; claim the role when it is dead and it is this pilot's turn."""
+        while not self.stop.is_set():
+            now = time.monotonic()
+            action = self.succession.next_action(now)
+            if action is Action.PROBE:
+                await self._probe()
+            elif action is Action.CLAIM:
+                await self._claim()
+            else:
+                await asyncio.sleep(min(0.5, max(0.05, self.succession.waiting_for(now))))
+
+    async def _probe(self) -> None:
+        view, node = self.succession.master, self.net.node
+        if view is None or node is None:
+            return
+        if await node.ping(view.address) is None:
+            log.info("pilot %s: the master (pilot %s) is silent", self.pilot_id, view.pilot_id)
+            self.succession.probe_failed(time.monotonic())
+        else:  # alive, but its TaskLists miss us: make ourselves known, and say hello again
+            self.succession.probe_answered(time.monotonic())
+            self.net.refresh()
+            await self._meet(view, resend=False)
+
+    async def _claim(self) -> None:
+        node = self.net.node
+        if node is None:
+            return
+        unreachable = []
+        for pilot in self.succession.successors:
+            if pilot >= self.pilot_id:
+                break
+            address = self.addresses.get(pilot)
+            if address is None or await node.ping(address) is None:
+                unreachable.append(pilot)
+        claim = Claim(self.pilot_id, tuple(unreachable))
+        loop = asyncio.get_running_loop()
+        try:
+            answer = await loop.run_in_executor(
+                None, functools.partial(self.client.claim_master, self.site, claim)
+            )
+        except TaskQueueNotFound:
+            log.warning("pilot %s: the Task Queue forgot it; stopping", self.pilot_id)
+            self.on_lost()
+            return
+        except TaskQueueError as exc:
+            log.warning("pilot %s: claiming the master role failed: %s", self.pilot_id, exc)
+            return
+        if answer.granted and answer.master is not None:
+            await self._become_master(answer.master.epoch, answer.pilots)
+            return
+        dead = self.succession.master
+        named = answer.master
+        if named is not None and (dead is None or named.epoch > dead.epoch):
+            await self._adopt(_view(named))  # another pilot took it
+        # Else the Task Queue still hears the master we found dead (its timeout has not run
+        # out) or a lower-id pilot should claim: the claim is retried shortly.
+
+    async def _become_master(self, epoch: int, pilots: Any) -> None:
+        node = self.net.node
+        assert node is not None
+        self.succession.granted(epoch, node.address, time.monotonic())
+        role = MasterRole(
+            node,
+            self.client,
+            self.site,
+            self.pilot_id,
+            epoch,
+            on_step_down=lambda reason: self.on_lost(),
+            **self.master_settings,
+        )
+        role.install(pilots)
+        self.master = role
+        self.loop.spawn(role.run(), name=f"master-{self.pilot_id}")
+
+    # --- the pilot's thread ----------------------------------------------------------------
+
+    def run_tasks(self, max_tasks: int | None, max_idle: float | None) -> int:
+        """Run what the master assigns until stopped; the number of tasks run."""
+        idle_since = time.monotonic()
+        while not self.stop.is_set():
+            if max_tasks is not None and self.ran >= max_tasks:
+                break
+            try:
+                task = self.assignments.get(timeout=0.2)
+            except queue.Empty:
+                if max_idle is not None and time.monotonic() - idle_since > max_idle:
+                    break
+                continue
+            log.info("pilot %s: running task %s (%s)", self.pilot_id, task.task_id, task.name)
+            execution = self.executor.execute(task, self.stop)
+            if self.stop.is_set() and execution.outcome.exit_code != 0:
+                break  # interrupted: the deregistration requeues it
+            ended = time.monotonic()
+            try:
+                self.net.publish_cache()
+            except DhtError as exc:
+                log.warning("publishing the cache failed: %s", exc)
+            published = time.monotonic()
+            self._report(execution.completion())
+            log.debug(
+                "pilot %s: task %s published in %.3f s, reported in %.3f s",
+                self.pilot_id,
+                task.task_id,
+                published - ended,
+                time.monotonic() - published,
+            )
+            self.ran += 1
+            idle_since = time.monotonic()
+        return self.ran
+
+    def _report(self, completion: Completion) -> None:
+        """Hand the completion to the master and wait for its acknowledgement (a new master
+        gets it too: completions are resent at each change of master)."""
+        stopping_since: float | None = None
+        while True:
+            try:
+                if self.loop.run(self._send_done(completion), 30.0):
+                    break
+            except Exception as exc:  # noqa: BLE001 -- a report is retried, never fatal: logged
+                log.warning("pilot %s: reporting failed: %s", self.pilot_id, exc)
+            if self.stop.is_set():
+                stopping_since = stopping_since or time.monotonic()
+                if time.monotonic() - stopping_since > STOP_GRACE:
+                    log.warning(
+                        "pilot %s: leaving with task %s unreported",
+                        self.pilot_id,
+                        completion.task_id,
+                    )
+                    break
+            time.sleep(0.2)
+        self.history.append(completion)
+        self.last_done = completion.task_id
+        self.current = None
+
+    async def _send_done(self, completion: Completion) -> bool:
+        if self.master is not None and self.master.active:
+            self.master.local_done(self.pilot_id, completion)
+            return True
+        view, node = self.succession.master, self.net.node
+        if view is None or node is None or view.pilot_id == self.pilot_id:
+            return False
+        try:
+            answer = await node.message(view.address, messages.DONE, self._done(completion))
+        except DhtError:
+            return False
+        if answer is None:  # not the master any more
+            self.succession.forget(time.monotonic())
+            return False
+        return answer is True
+
+
+def _view(master: MasterInfo) -> MasterView:
+    return MasterView(master.pilot_id, parse_address(master.dht_address), master.epoch)

@@ -1,0 +1,285 @@
+"""The master's round bookkeeping (seed 000 III.B-C), pure: the master edge
+(``glidein_ext.agent.master``) drives it with the clock, the workers' messages, the Task Queue's
+answers and the aggregated replies.
+
+What it keeps:
+
+- the **roster**: the site's workers (pilot id, DHT address) and the task the master believes
+  each runs; workers join with a hello (or from the Task Queue's list at a takeover) and leave
+  with a bye, by dying, or when the Task Queue forgets them;
+- the **completions** workers reported, until the Task Queue has them (each once, by task and
+  attempt; a resend is acknowledged and dropped);
+- **dead workers** (missed ``miss_limit`` rounds in a row and did not answer a probe) and **tasks
+  to release** (assigned but never delivered, or lost by a worker), for the next Task Queue call;
+- **when** a round is due: events (a completion, a worker joined or went idle, more tasks at the
+  Task Queue) start a batching ``window`` that each further event extends (at most 5 windows);
+  without events a round comes every ``period`` (the seed's fixed 20 s TaskList period, made a
+  fallback); a Task Queue call (a heartbeat) comes at least every ``heartbeat`` seconds (only the
+  master heartbeats in this architecture).
+
+Python 3.9, standard library only.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from glidein_ext.sched.tasklist import Reply
+
+Key = tuple[int, int]  # (task id, attempt)
+REMEMBERED = 65536  # completions remembered as reported (resends are answered, not re-reported)
+WANT_PER_IDLE = 4  # runnable tasks fetched per idle worker: a choice for the ranking
+MAX_WANT = 2000
+MAX_BATCH = 5  # a round comes at most this many batching windows after the first event
+
+
+@dataclass
+class Worker:
+    """One worker as the master sees it."""
+
+    pilot_id: int
+    address: tuple[str, int]
+    task: Key | None = None  # what it runs, per the master (None: idle)
+    missed: int = 0  # rounds in a row without its reply
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a Task Queue call carries for the master: completions (pilot id, completion), dead
+    workers, tasks to release."""
+
+    completions: tuple[tuple[int, Any], ...] = ()
+    dead: tuple[int, ...] = ()
+    release: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The columns of the round's rank matrix: idle workers that replied, and their ranks."""
+
+    pilots: tuple[int, ...]
+    ranks: tuple[dict[int, float], ...]
+    truncated: tuple[int, ...]
+
+
+class RoundBook:
+    """The master's state between rounds."""
+
+    def __init__(
+        self,
+        me: int,
+        *,
+        window: float,
+        period: float,
+        heartbeat: float,
+        miss_limit: int = 3,
+        now: float = 0.0,
+    ) -> None:
+        self.me = me
+        self.window = window
+        self.period = period
+        self.heartbeat = heartbeat
+        self.miss_limit = miss_limit
+        self.now = now
+        self.workers: dict[int, Worker] = {}
+        self.round = 0
+        self._pending: dict[Key, tuple[int, Any]] = {}
+        self._in_flight: dict[Key, tuple[int, Any]] = {}
+        self._reported: OrderedDict[Key, None] = OrderedDict()
+        self._dead: set[int] = set()
+        self._release: set[int] = set()
+        self._trigger_at: float | None = None  # the first event since the last round
+        self._last_event = now
+        self._last_round = now
+        self._last_call = now
+
+    # --- the roster -----------------------------------------------------------------------------
+
+    def join(
+        self, pilot_id: int, address: tuple[str, int], now: float, task: Key | None = None
+    ) -> None:
+        """A worker said hello (or the Task Queue listed it at a takeover)."""
+        if pilot_id == self.me:
+            return
+        worker = self.workers.get(pilot_id)
+        if worker is None:
+            self.workers[pilot_id] = Worker(pilot_id, address, task)
+        else:
+            worker.address = address
+            worker.missed = 0
+            if task is not None:
+                worker.task = task
+        self._dead.discard(pilot_id)
+        self.trigger(now)
+
+    def leave(self, pilot_id: int) -> None:
+        """A worker said bye (it deregisters itself)."""
+        self.workers.pop(pilot_id, None)
+
+    def dead(self, pilot_id: int) -> None:
+        """A worker missed its rounds and its probe: reported to the Task Queue, which requeues
+        the task it held."""
+        if self.workers.pop(pilot_id, None) is not None:
+            self._dead.add(pilot_id)
+
+    def suspects(self) -> list[Worker]:
+        """Workers that missed ``miss_limit`` rounds in a row: probe them."""
+        return [w for w in self.workers.values() if w.missed >= self.miss_limit]
+
+    def alive(self, pilot_id: int) -> None:
+        """A probe (or any message) reached the worker."""
+        worker = self.workers.get(pilot_id)
+        if worker is not None:
+            worker.missed = 0
+
+    def successors(self, n: int = 3) -> tuple[tuple[int, tuple[str, int]], ...]:
+        """The live workers with the lowest ids, and their addresses: who takes over if the
+        master dies (seed III.B)."""
+        return tuple((p, self.workers[p].address) for p in sorted(self.workers)[:n])
+
+    def idle(self) -> list[int]:
+        return [w.pilot_id for w in self.workers.values() if w.task is None]
+
+    # --- completions ------------------------------------------------------------------------------
+
+    def completed(self, pilot_id: int, key: Key, completion: Any, now: float) -> bool:
+        """A worker's completion; False for one already held or reported (a resend)."""
+        worker = self.workers.get(pilot_id)
+        if worker is not None and worker.task is not None and worker.task[0] == key[0]:
+            worker.task = None
+        if key in self._reported or key in self._pending or key in self._in_flight:
+            return False
+        self._pending[key] = (pilot_id, completion)
+        self.trigger(now)
+        return True
+
+    @property
+    def _waiting(self) -> set[int]:
+        """Workers whose last completion the Task Queue does not have yet: still busy there, so
+        not candidates until the next call reports it."""
+        return {pilot for pilot, _ in (*self._pending.values(), *self._in_flight.values())}
+
+    def reported(self) -> None:
+        """The Task Queue has what the last call carried."""
+        for key in self._in_flight:
+            self._reported[key] = None
+        self._in_flight.clear()
+        while len(self._reported) > REMEMBERED:
+            self._reported.popitem(last=False)
+
+    def unreported(self, report: Report) -> None:
+        """The call failed: carry everything again next time."""
+        self._pending.update(self._in_flight)
+        self._in_flight.clear()
+        self._dead.update(report.dead)
+        self._release.update(report.release)
+        self.trigger(self.now)
+
+    # --- timing -----------------------------------------------------------------------------------
+
+    def trigger(self, now: float) -> None:
+        """Something changed: a round once events stop coming for the batching window (a wave
+        of completions makes one round, not one per completion), at most ``MAX_BATCH``
+        windows after the first."""
+        self.now = max(self.now, now)
+        if self._trigger_at is None:
+            self._trigger_at = now
+        self._last_event = max(self._last_event, now)
+
+    def _batch_due(self) -> float | None:
+        if self._trigger_at is None:
+            return None
+        return min(self._last_event + self.window, self._trigger_at + MAX_BATCH * self.window)
+
+    def round_due(self, now: float) -> bool:
+        due = self._batch_due()
+        if due is not None and now >= due:
+            return True
+        return now >= self._last_round + self.period
+
+    def call_due(self, now: float) -> bool:
+        """A Task Queue call is owed: something to report, or the heartbeat."""
+        has_news = bool(self._pending or self._dead or self._release)
+        return has_news or now >= self._last_call + self.heartbeat
+
+    def next_wakeup(self, now: float) -> float:
+        """Seconds until a round or a call may be due."""
+        times = [self._last_round + self.period, self._last_call + self.heartbeat]
+        due = self._batch_due()
+        if due is not None:
+            times.append(due)
+        return max(0.0, min(times) - now)
+
+    # --- a round ----------------------------------------------------------------------------------
+
+    def start_round(self, now: float) -> int:
+        """A round starts: how many runnable tasks to ask for (a choice for every idle worker)."""
+        self.now = max(self.now, now)
+        self.round += 1
+        self._trigger_at = None
+        self._last_round = now
+        return min(MAX_WANT, WANT_PER_IDLE * len(self.idle()))
+
+    def take_report(self, now: float) -> Report:
+        """What the next Task Queue call carries; held until :meth:`reported` or
+        :meth:`unreported`."""
+        self.now = max(self.now, now)
+        self._in_flight.update(self._pending)
+        self._pending.clear()
+        report = Report(
+            tuple(self._in_flight.values()), tuple(sorted(self._dead)), tuple(sorted(self._release))
+        )
+        self._dead.clear()
+        self._release.clear()
+        self._last_call = now
+        return report
+
+    def replies(self, replies: Sequence[Reply]) -> Candidates:
+        """The round's aggregated replies: who is alive, who lost its task, the matrix columns.
+
+        A worker that says it is idle while the master believes it runs task T lost it (the
+        assignment never arrived, or a new master inherited T from the Task Queue's list) unless
+        T is the task it finished last (its completion is on its way): T is released.  A worker
+        whose completion the Task Queue does not have yet is no candidate (it is busy there).
+        """
+        heard = {reply.pilot_id: reply for reply in replies if reply.pilot_id in self.workers}
+        pilots: list[int] = []
+        ranks: list[dict[int, float]] = []
+        truncated: list[int] = []
+        for worker in self.workers.values():
+            reply = heard.get(worker.pilot_id)
+            if reply is None:
+                worker.missed += 1
+                continue
+            worker.missed = 0
+            believed = worker.task
+            if reply.idle and believed is not None:
+                if reply.last_done != believed[0]:
+                    self._release.add(believed[0])
+                worker.task = None
+            elif not reply.idle and worker.task is None:
+                worker.task = (reply.current, 0)
+            unreported = worker.pilot_id in self._waiting
+            if reply.idle and worker.task is None and reply.ranks and not unreported:
+                if reply.truncated:
+                    truncated.append(len(pilots))
+                pilots.append(worker.pilot_id)
+                ranks.append(reply.ranks)
+        return Candidates(tuple(pilots), tuple(ranks), tuple(truncated))
+
+    def assigned(self, placed: Iterable[tuple[int, int, int]]) -> None:
+        """The Task Queue accepted these (task, pilot, attempt): the pilots are busy."""
+        for task_id, pilot_id, attempt in placed:
+            worker = self.workers.get(pilot_id)
+            if worker is not None:
+                worker.task = (task_id, attempt)
+
+    def undelivered(self, task_id: int, pilot_id: int) -> None:
+        """An assignment did not reach its worker: the task goes back to the queue."""
+        worker = self.workers.get(pilot_id)
+        if worker is not None and worker.task is not None and worker.task[0] == task_id:
+            worker.task = None
+        self._release.add(task_id)

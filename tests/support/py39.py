@@ -1,0 +1,128 @@
+"""A static check that a module can run on Python 3.9 (the worker nodes' python3 on EL9).
+
+It parses with the 3.9 grammar and looks for what that grammar accepts but 3.9 fails on at run
+time: ``X | Y`` outside annotations, ``zip(strict=)``, ``dataclass(slots=/kw_only=)``,
+``itertools.pairwise``, ``asyncio.timeout``/``TaskGroup`` and imports of names newer than 3.9.  It
+is a quick net that runs everywhere; the real proof is the test subset run by a real Python 3.9
+(scripts/py39-chroot).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+NEWER_NAMES = {
+    "tomllib",
+    "StrEnum",
+    "TaskGroup",
+    "Self",
+    "TypeAlias",
+    "ParamSpec",
+    "TypeGuard",
+    "Concatenate",
+    "Never",
+    "assert_never",
+    "LiteralString",
+    "NotRequired",
+    "Required",
+    "UTC",
+}
+NEWER_ATTRIBUTES = {
+    ("asyncio", "timeout"),
+    ("asyncio", "TaskGroup"),
+    ("itertools", "pairwise"),
+    ("datetime", "UTC"),
+    ("enum", "StrEnum"),
+    ("typing", "Self"),
+    ("typing", "TypeAlias"),
+    ("contextlib", "aclosing"),
+    ("contextlib", "chdir"),
+}
+BUILTIN_TYPES = {"int", "float", "str", "bytes", "bool", "list", "dict", "tuple", "set", "object"}
+
+
+def _annotation_nodes(tree: ast.AST) -> set[int]:
+    """ids of every node inside an annotation (not evaluated under the future import)."""
+    roots: list[ast.AST] = []
+    for node in ast.walk(tree):
+        annotation = getattr(node, "annotation", None)  # AnnAssign and function arguments
+        if isinstance(node, (ast.AnnAssign, ast.arg)) and annotation is not None:
+            roots.append(annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns:
+            roots.append(node.returns)
+    return {id(sub) for root in roots for sub in ast.walk(root)}
+
+
+def _not_run_nodes(tree: ast.AST) -> set[int]:
+    """ids of nodes Python 3.9 never runs or where an ImportError is expected: ``if
+    TYPE_CHECKING:`` blocks and the bodies of ``try: ... except ImportError``."""
+    roots: list[ast.AST] = []
+    for node in ast.walk(tree):
+        type_checking = isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING"
+        guarded = isinstance(node, ast.Try) and any(
+            getattr(handler.type, "id", "") in {"ImportError", "ModuleNotFoundError"}
+            for handler in node.handlers
+        )
+        if type_checking or guarded:
+            roots += getattr(node, "body", [])
+    return {id(sub) for root in roots for sub in ast.walk(root)}
+
+
+def _is_type_operand(node: ast.AST) -> bool:
+    """None, a builtin type or a subscripted generic (``list[int]``, ``Sequence[str]``)."""
+    if isinstance(node, ast.Constant) and node.value is None:
+        return True
+    if isinstance(node, ast.Name) and node.id in BUILTIN_TYPES:
+        return True
+    if isinstance(node, ast.Subscript):
+        base = node.value
+        name = getattr(base, "id", getattr(base, "attr", ""))
+        return name in BUILTIN_TYPES or name[:1].isupper()
+    return False
+
+
+def newer_constructs(source: str, filename: str = "<source>") -> list[str]:
+    """What in ``source`` needs Python 3.10 or newer; [] if nothing (SyntaxError if 3.9 cannot
+    parse it)."""
+    tree = ast.parse(source, filename, feature_version=(3, 9))
+    skip = _annotation_nodes(tree) | _not_run_nodes(tree)
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "id", getattr(node.func, "attr", ""))
+            keywords = {k.arg for k in node.keywords if k.arg}
+            if name == "zip" and "strict" in keywords:
+                found.append(f"line {line}: zip(strict=)")
+            if name == "dataclass" and keywords & {"slots", "kw_only", "match_args"}:
+                found.append(f"line {line}: dataclass({', '.join(sorted(keywords))})")
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            if _is_type_operand(node.left) or _is_type_operand(node.right):
+                found.append(f"line {line}: X | Y evaluated at run time")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = {alias.name for alias in node.names}
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names.add(node.module)
+            found += [f"line {line}: import of {name}" for name in sorted(names & NEWER_NAMES)]
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and (node.value.id, node.attr) in NEWER_ATTRIBUTES
+        ):
+            found.append(f"line {line}: {node.value.id}.{node.attr}")
+    return found
+
+
+def check_file(path: Path) -> list[str]:
+    """Problems of one module, each prefixed with its name."""
+    source = path.read_text(encoding="utf-8")
+    try:
+        problems = newer_constructs(source, str(path))
+    except SyntaxError as exc:
+        return [f"{path}: line {exc.lineno}: not Python 3.9 syntax: {exc.msg}"]
+    if path.name != "__init__.py" and "from __future__ import annotations" not in source:
+        problems.insert(0, "no 'from __future__ import annotations'")
+    return [f"{path}: {problem}" for problem in problems]

@@ -1,0 +1,127 @@
+"""The master's round bookkeeping (seed 000 III.B-C), driven synchronously."""
+
+from __future__ import annotations
+
+from glidein_ext.sched.rounds import RoundBook
+from glidein_ext.sched.tasklist import Reply
+
+A = ("10.0.0.2", 4000)
+
+
+def _book(now: float = 0.0) -> RoundBook:
+    return RoundBook(1, window=0.2, period=2.0, heartbeat=3.0, miss_limit=2, now=now)
+
+
+def _idle(pilot: int, ranks: dict[int, float] | None = None, last: int = 0) -> Reply:
+    ranks = ranks or {}
+    return Reply(pilot, 0, last, len(ranks), ranks)
+
+
+def test_events_start_a_window_and_the_period_is_the_fallback() -> None:
+    book = _book()
+    assert not book.round_due(1.9) and book.round_due(2.0)
+    book.start_round(2.0)
+    book.join(7, A, now=2.5)  # a hello: a round after the window
+    assert not book.round_due(2.6)
+    assert book.round_due(2.7)
+    assert abs(book.next_wakeup(2.6) - 0.1) < 1e-9
+    book.start_round(2.7)
+    assert not book.round_due(4.6) and book.round_due(4.7)
+    book.join(1, A, now=3.0)  # the master itself is not a worker
+    assert list(book.workers) == [7]
+
+
+def test_a_wave_of_events_makes_one_round() -> None:
+    book = _book()
+    for at in (0.0, 0.15, 0.3):  # completions trickling in
+        book.completed(7, (40 + int(at * 100), 1), "c", now=at)
+    assert not book.round_due(0.45) and book.round_due(0.5)  # 0.2 s after the last one
+    book.start_round(0.5)
+    for step in range(20):  # a steady stream: the round still comes, 5 windows after the first
+        book.completed(7, (100 + step, 1), "c", now=1.0 + 0.1 * step)
+    assert not book.round_due(1.95) and book.round_due(2.0)
+
+
+def test_want_follows_the_idle_workers_and_the_heartbeat_is_owed() -> None:
+    book = _book()
+    for pilot in (7, 8, 9):
+        book.join(pilot, A, now=0.0, task=(40, 1) if pilot == 9 else None)
+    assert book.start_round(0.3) == 8  # 4 choices for each of the 2 idle workers
+    assert not book.call_due(2.9)
+    assert book.call_due(3.0)
+    book.take_report(3.0)
+    assert not book.call_due(3.1)
+
+
+def test_completions_are_reported_once_and_kept_when_the_call_fails() -> None:
+    book = _book()
+    book.join(7, A, now=0.0, task=(40, 1))
+    assert book.completed(7, (40, 1), "c40", now=1.0)
+    assert book.workers[7].task is None
+    assert not book.completed(7, (40, 1), "c40", now=1.1)  # a resend
+    assert book.call_due(1.2)
+    report = book.take_report(1.2)
+    assert report.completions == ((7, "c40"),)
+    book.unreported(report)
+    assert book.take_report(1.3).completions == ((7, "c40"),)
+    book.reported()
+    assert book.take_report(1.4).completions == ()
+    assert not book.completed(7, (40, 1), "c40", now=2.0)  # reported: never again
+
+
+def test_replies_give_the_matrix_columns_and_find_lost_tasks() -> None:
+    book = _book()
+    book.join(7, A, now=0.0)
+    book.join(8, A, now=0.0, task=(41, 1))  # the TQ's list at a takeover
+    book.join(9, A, now=0.0, task=(42, 1))
+    book.join(10, A, now=0.0, task=(43, 1))
+    candidates = book.replies(
+        [
+            Reply(7, 0, 0, 3, {0: 8.5, 2: 0.5}),  # idle, ranks 2 of 3 allowed: truncated
+            _idle(8, {1: 1.0}),  # idle while believed to run 41: 41 was lost, released
+            _idle(9, {0: 1.0}, last=42),  # finished 42 (its report is on its way): not lost
+            Reply(10, 43, 0, 0, {}),  # busy, as believed
+            _idle(99, {0: 9.0}),  # unknown (no hello yet): ignored
+        ]
+    )
+    assert candidates.pilots == (7, 8, 9)
+    assert candidates.ranks[0] == {0: 8.5, 2: 0.5}
+    assert candidates.truncated == (0,)
+    assert book.take_report(1.0).release == (41,)
+    assert book.workers[10].task == (43, 1)
+
+
+def test_silent_workers_become_suspects_and_dead_ones_are_reported() -> None:
+    book = _book()
+    book.join(7, A, now=0.0)
+    book.join(8, A, now=0.0, task=(41, 1))
+    book.replies([_idle(7)])
+    assert book.suspects() == []
+    book.replies([_idle(7)])
+    assert [w.pilot_id for w in book.suspects()] == [8]
+    book.dead(8)
+    assert 8 not in book.workers
+    assert book.take_report(1.0).dead == (8,)
+    book.join(7, A, now=2.0)
+    assert book.successors() == ((7, A),)
+
+
+def test_undelivered_assignments_go_back() -> None:
+    book = _book()
+    book.join(7, A, now=0.0)
+    book.assigned([(50, 7, 2)])
+    assert book.workers[7].task == (50, 2) and book.idle() == []
+    book.undelivered(50, 7)
+    assert book.idle() == [7]
+    assert book.take_report(1.0).release == (50,)
+
+
+def test_a_worker_is_no_candidate_until_its_completion_is_reported() -> None:
+    book = _book()
+    book.join(7, A, now=0.0, task=(40, 1))
+    book.completed(7, (40, 1), "c40", now=1.0)
+    assert book.replies([_idle(7, {0: 1.0}, last=40)]).pilots == ()  # still busy at the TQ
+    book.take_report(1.2)
+    assert book.replies([_idle(7, {0: 1.0}, last=40)]).pilots == ()  # in flight
+    book.reported()
+    assert book.replies([_idle(7, {0: 1.0}, last=40)]).pilots == (7,)
