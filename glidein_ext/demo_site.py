@@ -5,7 +5,10 @@ its propagate cron) and the VO's (collector, negotiator, schedd).  The VO's fact
 glideins to the site's schedd; each runs `glidein-ext wrapper` as a site job and its startd joins
 the VO pool; VO jobs run in them; the site admin looks at them (`site status`) and, from the
 central manager -- not the execute node -- asks one to leave (`site vacate`: the job-ad path); the
-glidein stops taking jobs, lets its job finish, and its site job ends with exit 0.
+glidein stops taking jobs, lets its job finish, and its site job ends with exit 0.  Then the VO's
+Task Queue: a glidein started with `--tq` runs its pilot agent beside HTCondor, and its startd
+pulls the workflow's tasks through the FETCH_WORK hook, several at once in its partitionable slot,
+beside the VO user's job still running in the other glidein.
 """
 
 from __future__ import annotations
@@ -13,11 +16,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from glidein_ext.condor import JobStatus
 from glidein_ext.errors import CondorError
+from glidein_ext.local_site import LocalTaskQueue
 from glidein_ext.sandbox import HOST_CLIENT_ENV, SITE_POOL, VO_POOL, CondorSandbox, wait_for
 from glidein_ext.sandbox_site import (
     SiteGlidein,
@@ -130,6 +136,70 @@ def _vacate_and_watch(
     say(f"   site job {g1.job_id}: completed, exit code {done.get('ExitCode')}")
 
 
+def _task_queue_work(
+    say: Say, box: CondorSandbox, nodes: list[SiteNode], glideins: list[SiteGlidein]
+) -> None:
+    """Scene 8: a glidein with a Task Queue runs a W1 workflow through its startd's hooks
+    (appended to ``glideins``, which the caller removes)."""
+    from glidein_ext.tq.workflow import generate
+
+    vo, site = box.on(VO_POOL), "T2_SANDBOX"
+    say("8. The VO's Task Queue (centralized: pilots in the site DHT) gets a W1 workflow of 8")
+    say("   tasks; the factory submits a 2-CPU glidein started with `--tq URL --site T2_SANDBOX`")
+    say("   and its own pilot credential file.")
+    with tempfile.TemporaryDirectory(prefix="glidein-ext-demo-tq-") as tmp:
+        tq = LocalTaskQueue(Path(tmp), architecture="centralized").start()
+        try:
+            operator = tq.operator()
+            operator.submit(generate("w1", scale=0.05, sleep=3))
+            (credential,) = operator.mint_credentials(site, 1, 3600, "demo glidein")
+            factory = box.make_dir(f"demo-tq-{os.getpid()}")
+            token = f"{factory}/tq-credential"
+            box.write_file(token, credential.secret + "\n")
+            box.run("chmod", "600", token)
+            se_dir = box.make_dir(f"demo-tq-se-{os.getpid()}")
+            wrapper_args = ["--cron-period", "5", "--site", site, "--tq", tq.url, "--se-dir"]
+            wrapper_args += [se_dir, "--tq-token-file", "tq-credential", "--fetch-delay", "2"]
+            new = submit_glideins(
+                box,
+                factory,
+                1,
+                2,
+                nodes,
+                name="demo-tq",
+                wrapper_args=wrapper_args,
+                input_files=[token],
+            )
+            glideins += new
+            wait_glideins_joined(box, new, 180)
+            say("   Its startd asks its agent for work (FETCH_WORK) and runs each task as a job:")
+            seen: set[int] = set()
+
+            def finished() -> bool:
+                for ad in vo.status("GlideinExtTqTask =!= undefined"):
+                    if int(ad["GlideinExtTqTask"]) not in seen:
+                        seen.add(int(ad["GlideinExtTqTask"]))
+                        say(
+                            f"     VO pool: {ad['Name']} runs task {ad['GlideinExtTqTask']} "
+                            f"(Cpus={ad['Cpus']}, fetched, not negotiated)"
+                        )
+                status = operator.status()
+                return status.workflows[0].tasks.get("done", 0) == 8
+
+            wait_for(lambda: finished() or None, 150, "the workflow", interval=1.0)
+            status = operator.status()
+            say(
+                f"   The workflow is done: {status.workflows[0].tasks.get('done')} tasks, each "
+                "reported to the Task Queue by the glidein's agent."
+            )
+            vo_jobs = vo.queue(
+                f"GlideinExtVoJob =!= undefined && JobStatus == {JobStatus.RUNNING.value}"
+            )
+            say(f"   Meanwhile {len(vo_jobs)} VO user job(s) kept running in the other glidein.")
+        finally:
+            tq.stop()
+
+
 def run_site_demo(say: Say, keep_pool: bool = False) -> None:
     """Run the site scene end to end; raises GlideinExtError if HTCondor misbehaves."""
     box = CondorSandbox()
@@ -160,9 +230,11 @@ def run_site_demo(say: Say, keep_pool: bool = False) -> None:
         if _choose(say, box, glideins) != g1:
             raise CondorError("site victims did not choose the glidein that completes first")
         _vacate_and_watch(say, box, g1, user_dir, short)
+        _task_queue_work(say, box, nodes, glideins)
         say(
             "Done: the site saw what each pilot was doing, asked the one that frees its CPUs "
-            "soonest to leave without a hard kill, and no VO job was lost."
+            "soonest to leave without a hard kill, and no VO job was lost; a glidein's own "
+            "startd ran the Task Queue's tasks as its jobs."
         )
     finally:
         vo.remove("GlideinExtVoJob =!= undefined")

@@ -1,10 +1,18 @@
 """The `glidein-ext` entry point, with a fast path for what HTCondor runs.
 
 The startd runs ``glidein-ext cron`` every period in every glidein and the starter runs
-``glidein-ext hook ...`` at every job start and exit.  Those argument lists are fixed by the config
-snippet, so they are recognised here without importing click (a third of the start-up time);
-anything else -- and any argument list the fast path does not fully understand -- goes to the click
-CLI, which gives the proper usage errors.
+``glidein-ext hook ...`` at every job start and exit; a glidein with a Task Queue also has its
+startd run ``glidein-ext hook fetch-work|reply-fetch|evict-claim`` (every FetchWorkDelay on a free
+slot).  Those argument lists are fixed by the config snippet and the hook launchers, so they are
+recognised here without importing click (a third of the start-up time); anything else -- and any
+argument list the fast path does not fully understand -- goes to the click CLI, which gives the
+proper usage errors.
+
+Output contracts (HTCondor's): the cron prints its attributes; ``fetch-work`` prints one job ad or
+nothing; the other hooks print nothing.  Every hook exits 0, except ``prepare-job`` for a Task
+Queue task the agent does not hold (or cannot be asked about): exit 1, which makes the starter
+abort that job rather than run a task nobody would report.  Problems go to stderr (the StartLog or
+StarterLog).
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import sys
 import time
 
 MAX_JOB_AD_BYTES = 1024 * 1024
+_HOOKS = ("prepare-job", "job-exit", "fetch-work", "reply-fetch", "evict-claim")
 
 
 def run_cron_command(start_dir: str | None, todie: str | None) -> None:
@@ -25,21 +34,64 @@ def run_cron_command(start_dir: str | None, todie: str | None) -> None:
     sys.stdout.flush()
 
 
-def run_hook_command(kind: str, start_dir: str) -> None:
-    """A job hook: job ad on stdin, nothing on stdout, problems on stderr (the StarterLog).
+def run_hook_command(kind: str, start_dir: str, reason: str = "") -> int:
+    """A starter job hook: job ad on stdin, nothing on stdout, problems on stderr (StarterLog).
 
-    Returns normally whatever happens: a bookkeeping problem must never fail a user job.
+    Returns the exit status: 0 whatever happens (a bookkeeping problem must never fail a user
+    job), except for a Task Queue task its agent refuses or cannot confirm at ``prepare-job``: 1.
     """
+    status = 0
+    problems: list[str] = []
     try:
         text = sys.stdin.buffer.read(MAX_JOB_AD_BYTES).decode("utf-8", errors="replace")
-        from glidein_ext.glidein import hooks
+        from glidein_ext.glidein import fetchhook, hooks
+        from glidein_ext.glidein.jobad import parse_job_ad
 
-        handler = hooks.prepare_job if kind == "prepare-job" else hooks.job_exit
-        problems = handler(start_dir, text, int(time.time()), os.environ)
+        ad = parse_job_ad(text)
+        if kind == "prepare-job":
+            try:
+                fetchhook.task_starting(start_dir, ad, os.getppid())
+            except Exception as exc:  # noqa: BLE001 -- fail closed: the task must not run
+                problems.append(f"task not started: {exc}")
+                status = 1
+        else:
+            try:
+                fetchhook.task_exited(start_dir, ad, reason)
+            except Exception as exc:  # noqa: BLE001 -- the job is over: report, never fail it
+                problems.append(f"the agent was not told of the task's end: {exc}")
+        if status == 0:
+            handler = hooks.prepare_job if kind == "prepare-job" else hooks.job_exit
+            problems += handler(start_dir, text, int(time.time()), os.environ)
     except Exception as exc:  # noqa: BLE001 -- a hook must never fail the job: report it
-        problems = [f"internal error: {exc!r}"]
+        problems.append(f"internal error: {exc!r}")
     for problem in problems:
         sys.stderr.write(f"glidein-ext hook {kind}: {problem}\n")
+    return status
+
+
+def run_fetch_command(kind: str, start_dir: str, verdict: str = "") -> None:
+    """A startd fetch-work hook (FETCH_WORK, REPLY_FETCH, EVICT_CLAIM): never raises.
+
+    ``fetch-work`` prints one job ad or nothing (no work, or any failure); the others print
+    nothing.  The startd ignores their exit status; problems go to stderr (its StartLog).
+    """
+    ad = ""
+    try:
+        text = sys.stdin.buffer.read(MAX_JOB_AD_BYTES).decode("utf-8", errors="replace")
+        from glidein_ext.glidein import fetchhook
+
+        if kind == "fetch-work":
+            ad = fetchhook.fetch_work(start_dir, text)
+        elif kind == "reply-fetch":
+            fetchhook.reply_fetch(start_dir, verdict, text)
+        else:
+            fetchhook.evict_claim(start_dir, text)
+    except Exception as exc:  # noqa: BLE001 -- the hook contract: no (partial) ad, say why
+        ad = ""
+        sys.stderr.write(f"glidein-ext hook {kind}: {exc}\n")
+    if ad:
+        sys.stdout.write(ad)
+        sys.stdout.flush()
 
 
 def _options(args: list[str], names: set[str]) -> tuple[dict[str, str], list[str]] | None:
@@ -75,11 +127,18 @@ def fast_path(argv: list[str]) -> bool:
             return False
         run_cron_command(parsed[0].get("start-dir"), parsed[0].get("todie"))
         return True
-    if argv[0] == "hook" and len(argv) > 1 and argv[1] in ("prepare-job", "job-exit"):
+    if argv[0] == "hook" and len(argv) > 1 and argv[1] in _HOOKS:
         parsed = _options(argv[2:], {"start-dir"})
         if parsed is None or "start-dir" not in parsed[0]:
             return False
-        run_hook_command(argv[1], parsed[0]["start-dir"])
+        start_dir, rest = parsed[0]["start-dir"], parsed[1]
+        if argv[1] in ("prepare-job", "job-exit"):
+            # JOB_EXIT's argument says how the job ended (exit, evict, remove, hold).
+            status = run_hook_command(argv[1], start_dir, rest[0] if rest else "")
+            if status:
+                sys.exit(status)
+        else:
+            run_fetch_command(argv[1], start_dir, rest[0] if rest else "")
         return True
     return False
 

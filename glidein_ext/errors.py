@@ -13,6 +13,7 @@ turns them into one line and a non-zero exit (``exit_code``; tracebacks with ``-
     +-- AdFileError                      .pilot.ad / .site.ad / MJF value unsafe or malformed
     |   +-- AdFileMissing                the file does not exist (normal for .site.ad)
     +-- StateError                       the glidein's own state files
+    +-- AgentLinkError                   the link between a glidein's hooks and its agent
     +-- CondorError                      HTCondor (daemons, tools, bindings) failed
     +-- DhtError                         the site DHT
     +-- CacheError                       the worker-node cache
@@ -23,7 +24,9 @@ turns them into one line and a non-zero exit (``exit_code``; tracebacks with ``-
     +-- PilotCheckError                  the pilot's environment check failed
     +-- TaskQueueError                   the Task Queue failed or could not be reached (HTTP 503)
         +-- TaskQueueNotFound            no such pilot/task/workflow, or the pilot is gone (404)
-        +-- TaskQueueAuthError           no valid token for the call (401/403)
+        +-- TaskQueueAuthError           no valid token for the call (401)
+        |   +-- TaskQueueForbidden       a valid token that may not do this (403)
+        +-- TaskQueueTlsError            the Task Queue's certificate is not trusted
         +-- StaleMasterError             a stale master's call: another pilot holds the role (409)
         +-- TaskQueueRequestError        exit 2: the TQ refused the request's content (422)
             +-- WorkflowError            a workflow file is malformed (task and field named)
@@ -82,6 +85,11 @@ class CondorError(GlideinExtError):
 
 class StateError(GlideinExtError):
     """The glidein's persisted state (running jobs) could not be read or written."""
+
+
+class AgentLinkError(GlideinExtError):
+    """The link between a glidein's HTCondor hooks and its pilot agent (the unix socket in the
+    start directory) is unsafe, absent, or answered something malformed."""
 
 
 class DhtError(GlideinExtError):
@@ -144,6 +152,16 @@ class TaskQueueNotFound(TaskQueueError):
 
 class TaskQueueAuthError(TaskQueueError):
     """A request to the Task Queue had no valid token for what it asked."""
+
+
+class TaskQueueForbidden(TaskQueueAuthError):
+    """The token is valid but may not do this (HTTP 403): another pilot's id, another site, a
+    revoked or expired credential.  Nothing was changed; retrying will not help."""
+
+
+class TaskQueueTlsError(TaskQueueError):
+    """The Task Queue's TLS certificate is not trusted (another CA, another host name): the
+    client refuses to talk to it; retrying will not help."""
 
 
 class StaleMasterError(TaskQueueError):

@@ -116,6 +116,18 @@ class Glidein:
             return ""
 
 
+@dataclass
+class ExtraSchedd:
+    """A second schedd in a pool (``CondorSandbox.start_schedd``): its full name, its process."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def stop(self) -> None:
+        stop_process(self.process, ((signal.SIGTERM, 30.0), (signal.SIGKILL, 10.0)))
+
+
 class CondorSandbox:
     """The chroot pools: build, start, stop, and HTCondor commands run inside against one pool."""
 
@@ -223,6 +235,46 @@ class CondorSandbox:
 
     def remove(self, constraint: str) -> None:
         self.run("condor_rm", "-constraint", constraint, check=False)
+
+    def start_schedd(self, local_name: str) -> ExtraSchedd:
+        """Another schedd in this pool (``SCHEDD_NAME`` = ``local_name``, its own spool and port;
+        not under the pool's master): a site with several schedds (``tq.schedds``).  Waits until
+        the collector has its ad; stop it with ``ExtraSchedd.stop``."""
+        home = self.make_dir(f"schedd-{local_name}")
+        for sub in ("spool", "log", "lock", "execute"):
+            self.run("mkdir", "-p", f"{home}/{sub}")
+        settings = {
+            "SCHEDD_NAME": local_name,
+            "SPOOL": f"{home}/spool",
+            "LOG": f"{home}/log",
+            "LOCK": f"{home}/lock",
+            "EXECUTE": f"{home}/execute",
+            "SCHEDD_LOG": f"{home}/log/SchedLog",
+            "SCHEDD_ADDRESS_FILE": f"{home}/spool/.schedd_address",
+            "SCHEDD_DAEMON_AD_FILE": f"{home}/spool/.schedd_classad",
+            "USE_SHARED_PORT": "False",  # the pool's shared port belongs to its master
+            "SEC_USE_FAMILY_SESSION": "False",  # not the master's child: no family session
+        }
+        env = [f"_CONDOR_{key}={value}" for key, value in settings.items()]
+        log_path = self.host_path(f"{home}.log")
+        args = ["exec", *self.pool_env(), *env, "condor_schedd", "-f", "-local-name", local_name]
+        if not self.pool_env():
+            args[1:1] = ["env"]
+        process = self.spawn(args, log_path)
+
+        def named() -> str | None:
+            if process.poll() is not None:
+                raise CondorError(f"schedd {local_name} exited: {log_path.read_text()[-500:]}")
+            out = self.run("condor_status", "-schedd", "-af", "Name", check=False)
+            found = [n for n in out.split() if n == local_name or n.startswith(f"{local_name}@")]
+            return found[0] if found else None
+
+        try:
+            name = wait_for(named, 60, f"schedd {local_name} in condor_status", interval=0.5)
+        except CondorError:
+            stop_process(process, ((signal.SIGKILL, 10.0),))
+            raise
+        return ExtraSchedd(name, process, log_path)
 
     # --- glideins ---
 

@@ -190,10 +190,15 @@ class SiteGlidein:
     name: str
     cluster: int
     cpus: int
+    proc: int = 0  # the PilotManager submits several glideins in one cluster
 
     @property
     def job_id(self) -> str:
-        return f"{self.cluster}.0"
+        return f"{self.cluster}.{self.proc}"
+
+    def site_constraint(self) -> str:
+        """Its site job in the site pool's queue or history."""
+        return f"ClusterId == {self.cluster} && ProcId == {self.proc}"
 
     def vo_constraint(self) -> str:
         """Its slots in the VO pool."""
@@ -208,12 +213,14 @@ def glidein_submit(
     requirements: str,
     user: SiteUser = FACTORY,
     wrapper_args: Sequence[str] = (),
+    input_files: Sequence[str] = (),
 ) -> str:
     """The site job of one glidein (pure): ``glidein-ext wrapper`` in the job's scratch dir,
     its startd joining the VO pool.
 
     ``should_transfer_files = YES`` makes the job run in its scratch dir (the glidein's start dir,
-    which the node's site cron reads); only the final ``.pilot.ad`` comes back.
+    which the node's site cron reads); ``input_files`` (a pilot credential) go there with it;
+    only the final ``.pilot.ad`` comes back.
     """
     args = [
         "wrapper",
@@ -238,6 +245,7 @@ def glidein_submit(
         # A batch job gets no PATH of its own; the factory says where HTCondor's binaries are.
         'environment = "PATH=/usr/sbin:/usr/bin:/sbin:/bin"',
         "should_transfer_files = YES",
+        *([f"transfer_input_files = {','.join(input_files)}"] if input_files else []),
         "when_to_transfer_output = ON_EXIT",
         "transfer_output_files = .pilot.ad",
         f"output = {name}.out",
@@ -266,6 +274,7 @@ def submit_glideins(
     user: SiteUser = FACTORY,
     wrapper_args: Sequence[str] = (),
     per_glidein_args: Sequence[Sequence[str]] = (),
+    input_files: Sequence[str] = (),
 ) -> list[SiteGlidein]:
     """Submit ``count`` glideins (one site job each) pinned to ``nodes``; ``per_glidein_args``
     adds wrapper arguments to the i-th one."""
@@ -281,6 +290,7 @@ def submit_glideins(
             requirements=requirements,
             user=user,
             wrapper_args=extra,
+            input_files=input_files,
         )
         glideins.append(SiteGlidein(gname, site.submit(directory, gname, text), cpus))
     return glideins
@@ -288,7 +298,7 @@ def submit_glideins(
 
 def site_job(site: CondorSandbox, glidein: SiteGlidein) -> dict[str, Any] | None:
     """The glidein's site job ad: from the queue, else from the history."""
-    constraint = f"ClusterId == {glidein.cluster}"
+    constraint = glidein.site_constraint()
     found = site.queue(constraint) or site.history(constraint)
     return found[0] if found else None
 
@@ -308,8 +318,9 @@ def wait_glideins_joined(
             by_name.setdefault(str(ad.get("GLIDEIN_ExtName")), []).append(ad)
         if len(by_name) == len(glideins):
             return by_name
-        alive = {int(j["ClusterId"]) for j in site.queue(f"{GLIDEIN_ATTR} =!= undefined")}
-        gone = [g.name for g in glideins if g.cluster not in alive]
+        queued = site.queue(f"{GLIDEIN_ATTR} =!= undefined")
+        alive = {(int(j["ClusterId"]), int(j["ProcId"])) for j in queued}
+        gone = [g.name for g in glideins if (g.cluster, g.proc) not in alive]
         if gone:
             raise CondorError(f"glidein site jobs left the queue before joining: {gone}")
         return None
@@ -330,8 +341,8 @@ def running_glideins(site: CondorSandbox, glideins: Sequence[SiteGlidein]) -> se
     """Names of the glideins whose site job is running."""
     clusters = " || ".join(f"ClusterId == {g.cluster}" for g in glideins)
     jobs = site.queue(f"({clusters}) && JobStatus == {JobStatus.RUNNING.value}")
-    by_cluster = {g.cluster: g.name for g in glideins}
-    return {by_cluster[int(j["ClusterId"])] for j in jobs}
+    by_job = {(g.cluster, g.proc): g.name for g in glideins}
+    return {by_job[key] for j in jobs if (key := (int(j["ClusterId"]), int(j["ProcId"]))) in by_job}
 
 
 # --- VO users' jobs, in the VO pool ---

@@ -10,9 +10,14 @@
 #      with USED_FRACTION1k = 0, before the HTCondor daemons start (seed 003);
 #   3. drops the glidein snippet into $(WORK_DIR)/condor_config.d (the glidein's LOCAL_CONFIG_DIR)
 #      and exports GLIDEIN_EXT_START_DIR and GLIDEIN_EXT_BIN to the HTCondor config.
+#   4. with GLIDEIN_EXT_TQ_URL: starts the Task Queue pilot agent in the background (it ends with
+#      this glidein) and turns on the startd's fetch-work hooks, so the glidein's startd pulls the
+#      agent's tasks (README: "Task Queue work through the glidein's startd").
 # Settings read from glidein_config (all optional): GLIDEIN_EXT_DIR, GLIDEIN_EXT_PYTHON,
 # GLIDEIN_EXT_PRIORITY_FACTOR, GLIDEIN_EXT_CRON_PERIOD, GLIDEIN_EXT_REQUIRED (default True: a
-# glidein that cannot run glidein-ext fails validation; False: it runs on without the handshake).
+# glidein that cannot run glidein-ext fails validation; False: it runs on without the handshake);
+# GLIDEIN_EXT_TQ_URL, GLIDEIN_EXT_TQ_SITE (default GLIDEIN_Site), GLIDEIN_EXT_TQ_TOKEN_FILE (the
+# pilot credential, relative to the start dir; else $GLIDEIN_EXT_TQ_PILOT_TOKEN).
 set -euo pipefail
 
 glidein_config="${1:?usage: glidein-ext-setup.sh GLIDEIN_CONFIG [ENTRY]}"
@@ -92,6 +97,44 @@ period=$(cfg_get GLIDEIN_EXT_CRON_PERIOD)
 if [ -n "$period" ]; then
     case "$period" in *[!0-9]*) fail "Config" "GLIDEIN_EXT_CRON_PERIOD must be a number of seconds" ;; esac
     add_condor_vars_line GLIDEIN_EXT_CRON_PERIOD "I" "-" "+" "N" "N" "-"
+fi
+
+tq_url=$(cfg_get GLIDEIN_EXT_TQ_URL)
+if [ -n "$tq_url" ]; then
+    site=$(cfg_get GLIDEIN_EXT_TQ_SITE)
+    site=${site:-$(cfg_get GLIDEIN_Site)}
+    [ -n "$site" ] || fail "Config" "GLIDEIN_EXT_TQ_URL needs GLIDEIN_Site (or GLIDEIN_EXT_TQ_SITE)"
+    agent_args=(--agent-only --start-dir "$start_dir" --cpus "$cpus" --site "$site" --tq "$tq_url"
+        --launcher "$launcher" --watch-pid "$PPID")
+    glidein_name=$(cfg_get GLIDEIN_Name)
+    [ -z "$glidein_name" ] || agent_args+=(--name "$glidein_name")
+    memory=$(cfg_get GLIDEIN_MaxMemMBs)
+    case "$memory" in ''|*[!0-9]*) ;; *) agent_args+=(--memory "$memory") ;; esac
+    token_file=$(cfg_get GLIDEIN_EXT_TQ_TOKEN_FILE)
+    if [ -n "$token_file" ]; then
+        case "$token_file" in /*) ;; *) token_file="$start_dir/$token_file" ;; esac
+        agent_args+=(--tq-token-file "$token_file")
+    fi
+    state="$start_dir/.glidein-ext"
+    mkdir -p "$state"
+    # The agent outlives this script: glidein_startup.sh ($PPID) runs HTCondor next; the agent
+    # ends when that process does (--watch-pid), or when the glidein has drained.
+    nohup "$launcher" wrapper "${agent_args[@]}" >>"$state/agent.log" 2>&1 </dev/null &
+    agent_pid=$!
+    echo "$agent_pid" >"$state/agent.pid"
+    # Ready once its hook launchers and its socket exist: the startd's first fetch finds them.
+    for _ in $(seq 1 60); do
+        [ -x "$state/hooks/fetch-work" ] && [ -S "$state/agent/agent.sock" ] && break
+        if ! kill -0 "$agent_pid" 2>/dev/null; then
+            fail "WN_Resource" "the Task Queue agent ended: $(tail -n 3 "$state/agent.log" | tr '\n' ' ')"
+        fi
+        sleep 0.5
+    done
+    [ -S "$state/agent/agent.sock" ] || fail "WN_Resource" "the Task Queue agent did not start in 30 s"
+    add_config_line GLIDEIN_EXT_HOOKS "$state/hooks"
+    add_condor_vars_line GLIDEIN_EXT_HOOKS "C" "-" "+" "N" "N" "-"
+    add_config_line GLIDEIN_EXT_TQ_WORK "True"
+    add_condor_vars_line GLIDEIN_EXT_TQ_WORK "C" "-" "+" "N" "N" "-"
 fi
 add_config_line GLIDEIN_EXT_ENABLED "True"
 add_condor_vars_line GLIDEIN_EXT_ENABLED "C" "-" "+" "N" "Y" "-"

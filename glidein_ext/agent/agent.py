@@ -15,6 +15,11 @@ site DHT (``agent.sitenet``), each request carries its cache list, and the files
 published in the DHT instead of reported.  Distributed: the pilot joins the DHT and the master
 assigns its tasks (``agent.worker``, ``agent.master``); it neither asks nor heartbeats.  With a
 DHT, a normal exit LEAVEs the DHT before deregistering.
+
+The executor may have no room (a glidein's startd, ``agent.startd_executor``): the pilot asks for
+a task only once ``executor.wait_room`` says one more can start, and leaves when it says none
+will (the glidein retires).  An execution the executor calls ``evicted`` is not reported: the
+pilot gets the same task back by asking again, or gives it back by leaving.
 """
 
 from __future__ import annotations
@@ -43,10 +48,11 @@ from glidein_ext.errors import (
     TaskQueueError,
     TaskQueueNotFound,
     TaskQueueRequestError,
+    TaskQueueTlsError,
 )
 from glidein_ext.sched.ranking import Ranker, WorkerAd
 from glidein_ext.tq.client import TqClient
-from glidein_ext.tq.protocol import Neighbour, RegisterAnswer, Registration
+from glidein_ext.tq.protocol import Assignment, Neighbour, RegisterAnswer, Registration
 
 T = TypeVar("T")
 _DEFAULTS = AgentSettings()
@@ -72,6 +78,7 @@ class AgentConfig:
     centralized: bool = False  # send the cache list with each request (seed IV-E)
     poll_interval: float = _DEFAULTS.poll_interval
     poll_max: float = _DEFAULTS.poll_max  # the wait after many empty answers in a row
+    offer_wait: float = _DEFAULTS.offer_wait  # idle: a standing offer (seed 002 4.2.3, courier)
     max_idle: float | None = None  # leave after this long without a task
     max_tasks: int | None = None
     retry_for: float = _DEFAULTS.retry_for
@@ -90,6 +97,7 @@ class AgentConfig:
     se_time_scale: float = _DEFAULTS.se_time_scale
     storage_xml: str = _DEFAULTS.storage_xml
     tfc_protocol: str = _DEFAULTS.tfc_protocol
+    ca_file: str = _DEFAULTS.ca_file  # the Task Queue's CA (https); empty: the system's store
 
 
 class PilotAgent:
@@ -105,7 +113,7 @@ class PilotAgent:
         """``loop``: the process's event loop for the site DHT (several pilots of one process
         share it; one is started for this pilot otherwise); ``executor``: how tasks run."""
         self.config = config
-        self.client = TqClient(config.url, config.token)
+        self.client = TqClient(config.url, config.token, ca_file=config.ca_file or None)
         self.stop = stop or threading.Event()
         self.cache_dir = config.workdir / "cache"
         self.cache: PilotCache | None = None  # opened by register()
@@ -137,7 +145,12 @@ class PilotAgent:
         while True:
             try:
                 return call()
-            except (TaskQueueNotFound, TaskQueueAuthError, TaskQueueRequestError):
+            except (
+                TaskQueueNotFound,
+                TaskQueueAuthError,
+                TaskQueueRequestError,
+                TaskQueueTlsError,  # the server is not trusted: no retry makes it so
+            ):
                 raise
             except TaskQueueError as exc:
                 if time.monotonic() > deadline or (self.stop.is_set() and what != "complete"):
@@ -191,6 +204,10 @@ class PilotAgent:
             self.heartbeat(pilot_id)
         except TaskQueueNotFound:
             log.warning("the Task Queue forgot pilot %s; stopping", pilot_id)
+            self.lost.set()
+            self.stop.set()
+        except TaskQueueAuthError as exc:  # its credential was revoked: every call is refused
+            log.error("the Task Queue refuses pilot %s (%s); stopping", pilot_id, exc)
             self.lost.set()
             self.stop.set()
         except TaskQueueError as exc:
@@ -358,6 +375,24 @@ class PilotAgent:
             except TaskQueueError as exc:
                 log.warning("deregister failed: %s", exc)
 
+    def _ask(self, pilot_id: int) -> tuple[Assignment | None, bool]:
+        """One request (its cache list if centralized); whether it stood as an offer: with
+        ``offer_wait``, a request that finds nothing stays open and an urgent task is pushed to
+        it (seed 002 4.2.3, courier)."""
+        c = self.config
+        cache = self.open_cache()
+        sends_cache = c.centralized or self.architecture == "centralized"
+        cached = cache.lfns() if sends_cache else None
+        asked = time.monotonic()
+        try:
+            request = functools.partial(self.client.request, pilot_id, cached, c.offer_wait)
+            task = self._retry("request", request)
+        finally:
+            self.executor.asked()
+        if cached is not None:
+            cache.mark_reported(cached)
+        return task, c.offer_wait > 0 and time.monotonic() - asked >= c.offer_wait / 2
+
     def _loop(self, pilot_id: int) -> int:
         ran = 0
         empty = 0  # empty answers in a row (the wait grows with them)
@@ -366,16 +401,15 @@ class PilotAgent:
         while not self.stop.is_set():
             if c.max_tasks is not None and ran >= c.max_tasks:
                 break
+            if not self.executor.wait_room(self.stop):
+                break  # the executor takes no more tasks (its glidein retires) or we stop
             cache = self.open_cache()
-            sends_cache = c.centralized or self.architecture == "centralized"
-            cached = cache.lfns() if sends_cache else None
-            task = self._retry("request", functools.partial(self.client.request, pilot_id, cached))
-            if cached is not None:
-                cache.mark_reported(cached)
+            task, offered = self._ask(pilot_id)
             if task is None:
                 if c.max_idle is not None and time.monotonic() - idle_since > c.max_idle:
                     break
-                self.stop.wait(min(c.poll_max, c.poll_interval * 1.5**empty))
+                if not offered:  # a standing offer was the wait itself
+                    self.stop.wait(min(c.poll_max, c.poll_interval * 1.5**empty))
                 empty += 1
                 continue
             log.info("running task %s (%s)", task.task_id, task.name)
@@ -384,6 +418,12 @@ class PilotAgent:
                 break
             if self.stop.is_set():
                 break  # interrupted: the deregister below requeues the task
+            if execution.evicted:
+                # Not the task's fault (HTCondor evicted it): no report.  Asking again gets it
+                # back (the Task Queue hands a pilot the task it holds); a pilot that leaves
+                # instead gives it back with its deregistration, which requeues it.
+                log.info("task %s given back: %s", task.task_id, execution.outcome.report)
+                continue
             completion = execution.completion()
             if self.net is not None:  # centralized: the site DHT tracks files (seed 000 III.A),
                 self._publish()  # before the report releases the tasks that read them

@@ -1,14 +1,18 @@
-"""How a pilot executes a task: one small interface, a subprocess today.
+"""How a pilot executes a task: one small interface, two executors.
 
 The agent's loops (pulling from the Task Queue, or waiting for the master's assignment) only call
-:meth:`TaskExecutor.execute`; what runs the task is behind it.  Today :class:`SubprocessExecutor`
-stages the inputs in, runs the command as a subprocess in the pilot's thread (it dies with the
-pilot, ``agent.taskproc``) and stages the outputs out (``agent.runner``).  A glidein whose startd
-pulls the agent's tasks through HTCondor's FETCH_WORK hooks will put another executor here.
+:class:`TaskExecutor`: ``wait_room`` before asking for a task (an executor may have no room now),
+``has_room`` when a distributed worker answers a TaskList, ``execute`` to run one task.
+:class:`SubprocessExecutor` stages the inputs in, runs the command as a subprocess in the pilot's
+thread (it dies with the pilot, ``agent.taskproc``) and stages the outputs out (``agent.runner``);
+it always has room.  In a glidein, ``agent.startd_executor.StartdExecutor`` hands the task to the
+glidein's own startd through HTCondor's fetch-work hooks instead.
 
 Besides the outcome, an execution says when the pilot began and ended it (stage-in and stage-out
-included: the idle time between two of them is the seed's inter-task delay) and where its inputs
-came from (the Task Queue's hit ratios).
+included: the idle time between two of them is the seed's inter-task delay), where its inputs came
+from (the Task Queue's hit ratios), and whether it was ``evicted``: it did not run to its end for a
+reason that is not the task's (HTCondor evicted it, the glidein is leaving): then it is not
+reported as a failure; the pilot gives it back (the Task Queue requeues it) or runs it again.
 
 Python 3.9, standard library only.
 """
@@ -37,6 +41,7 @@ class Execution:
     started_at: float
     ended_at: float
     origins: dict[str, int] = field(default_factory=dict)
+    evicted: bool = False  # not run to its end, through no fault of the task: never reported
 
     def completion(self) -> Completion:
         """The report for the Task Queue (directly, or through the master)."""
@@ -54,6 +59,22 @@ class Execution:
 
 class TaskExecutor:
     """Runs one task to its end; never raises for the task's own failures."""
+
+    def wait_room(self, stop: threading.Event) -> bool:
+        """Block until one more task could run here (True: then call :meth:`asked` once the
+        request is answered), or False: this executor takes no more tasks (the pilot leaves)."""
+        return not stop.is_set()
+
+    def asked(self) -> None:
+        """The request that :meth:`wait_room` allowed is answered (a task or none)."""
+
+    def has_room(self) -> bool:
+        """Could one more task run here now?  (A distributed worker ranks TaskLists only then.)"""
+        return True
+
+    def closed(self) -> bool:
+        """This executor takes no more tasks (its glidein is retiring)."""
+        return False
 
     def execute(self, task: Assignment, stop: threading.Event) -> Execution:
         raise NotImplementedError

@@ -334,6 +334,9 @@ class MasterRole:
             offer.outputs,
             offer.max_runtime,
             0,
+            offer.request_cpus,
+            offer.request_memory,
+            offer.request_disk,
         )
         payload = messages.encode_assign(self.epoch, task)
         for _ in range(3):

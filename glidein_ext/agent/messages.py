@@ -52,6 +52,9 @@ def _number(value: Any, what: str) -> float | None:
     return float(value)
 
 
+ASSIGN_OLD, ASSIGN_FIELDS = 8, 11  # an assignment's fields before and since resource requests
+
+
 def _fields(payload: Any, count: int, what: str) -> list[Any]:
     if not isinstance(payload, list) or len(payload) != count:
         raise ValueError(f"{what}: expected a list of {count}")
@@ -91,12 +94,19 @@ def encode_assign(epoch: int, task: Assignment) -> list[Any]:
         list(task.inputs),
         list(task.outputs),
         task.max_runtime,
+        task.request_cpus,
+        task.request_memory,
+        task.request_disk,
     ]
 
 
 def decode_assign(payload: Any) -> tuple[int, Assignment]:
-    """(the master's epoch, the task)."""
-    epoch, task, attempt, name, command, inputs, outputs, runtime = _fields(payload, 8, "assign")
+    """(the master's epoch, the task).  The resource requests (the last three fields) may be
+    missing in an assignment from an older master: then 1 CPU, memory and disk unspecified."""
+    if isinstance(payload, list) and len(payload) == ASSIGN_OLD:
+        payload = [*payload, 1, 0, 0]
+    fields = _fields(payload, ASSIGN_FIELDS, "assign")
+    epoch, task, attempt, name, command, inputs, outputs, runtime, cpus, memory, disk = fields
     return _int(epoch, "epoch"), Assignment(
         task_id=_int(task, "task"),
         attempt=_int(attempt, "attempt"),
@@ -106,6 +116,9 @@ def decode_assign(payload: Any) -> tuple[int, Assignment]:
         outputs=_strings(outputs, "outputs"),
         max_runtime=_int(runtime, "max_runtime"),
         cached_inputs=0,
+        request_cpus=_int(cpus, "request_cpus"),
+        request_memory=_int(memory, "request_memory"),
+        request_disk=_int(disk, "request_disk"),
     )
 
 

@@ -20,7 +20,7 @@ import shlex
 import shutil
 import subprocess
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from glidein_ext.agent import files
@@ -47,13 +47,31 @@ class Outcome:
     report: str
 
 
-def run_task(
-    task: Assignment,
-    workdir: Path,
-    cache: PilotCache,
-    stop: threading.Event,
-) -> Outcome:
-    """Stage in (inputs pinned while it runs), run, stage out; never raises for task failures."""
+@dataclass
+class Staged:
+    """A task ready to run: its directory, its inputs (pinned in the cache while it runs) and
+    where it must write its outputs."""
+
+    task: Assignment
+    task_dir: Path
+    inputs: list[str]  # paths, in the task's order
+    outputs: dict[str, Path]  # LFN -> where the task writes it
+    sources: list[str] = field(default_factory=list)  # "LFN:origin" for the report
+    pinned: list[str] = field(default_factory=list)
+
+    def environment(self) -> dict[str, str]:
+        """What the task sees besides the pilot's own environment."""
+        return {
+            "TQ_INPUTS": " ".join(self.inputs),
+            "TQ_OUTPUTS": " ".join(str(p) for p in self.outputs.values()),
+            "TQ_TASK_ID": str(self.task.task_id),
+            "TQ_TASK_NAME": self.task.name,
+        }
+
+
+def stage_in(task: Assignment, workdir: Path, cache: PilotCache) -> Staged | Outcome:
+    """The task's fresh directory, its inputs from the cache (pinned), its output directories;
+    an Outcome instead when the task is refused or its stage-in fails (nothing left pinned)."""
     for lfn in (*task.inputs, *task.outputs):
         problem = lfn_problem(lfn)
         if problem is not None:
@@ -61,47 +79,66 @@ def run_task(
     task_dir = workdir / "tasks" / f"{task.task_id}.{task.attempt}"
     shutil.rmtree(task_dir, ignore_errors=True)
     task_dir.mkdir(parents=True)
-    pinned: list[str] = []
+    staged = Staged(task, task_dir, [], {})
     try:
-        return _stage_and_run(task, task_dir, cache, stop, pinned)
-    finally:
-        for lfn in pinned:
-            cache.store.unpin(lfn)
-
-
-def _stage_and_run(
-    task: Assignment,
-    task_dir: Path,
-    cache: PilotCache,
-    stop: threading.Event,
-    pinned: list[str],
-) -> Outcome:
-    sources: list[str] = []
-    try:
-        inputs = []
         for lfn in task.inputs:
             path, origin = cache.acquire(lfn)
-            pinned.append(lfn)
-            inputs.append(str(path))
-            sources.append(f"{lfn}:{origin}")
-        outputs = {lfn: files.lfn_path(task_dir / "out", lfn) for lfn in task.outputs}
-        for path in outputs.values():
+            staged.pinned.append(lfn)
+            staged.inputs.append(str(path))
+            staged.sources.append(f"{lfn}:{origin}")
+        staged.outputs = {lfn: files.lfn_path(task_dir / "out", lfn) for lfn in task.outputs}
+        for path in staged.outputs.values():
             path.parent.mkdir(parents=True, exist_ok=True)
     except (TaskQueueError, CacheError, TransferError, OSError, ValueError) as exc:
+        release(cache, staged)
         return Outcome(STAGE_IN_FAILED, [], f"stage-in failed: {exc}")
-    env = {
-        **os.environ,
-        "TQ_INPUTS": " ".join(inputs),
-        "TQ_OUTPUTS": " ".join(str(p) for p in outputs.values()),
-        "TQ_TASK_ID": str(task.task_id),
-        "TQ_TASK_NAME": task.name,
-    }
-    log_path = task_dir / "task.log"
+    return staged
+
+
+def release(cache: PilotCache, staged: Staged) -> None:
+    """Unpin the task's inputs (the task is over)."""
+    for lfn in staged.pinned:
+        cache.store.unpin(lfn)
+    staged.pinned.clear()
+
+
+def finish(cache: PilotCache, staged: Staged, code: int, tail: str) -> Outcome:
+    """The task exited with ``code``: a success's outputs go into the cache and to the SE."""
+    produced = [lfn for lfn, path in staged.outputs.items() if path.is_file()]
+    if code == 0:
+        try:
+            for lfn in produced:
+                _stage_out(cache, staged.outputs[lfn], lfn)
+        except (CacheError, TransferError, OSError) as exc:
+            return Outcome(STAGE_OUT_FAILED, [], f"stage-out failed: {exc}\n{tail}")
+    return Outcome(code, produced, f"inputs {' '.join(staged.sources)}\n{tail}")
+
+
+def run_task(
+    task: Assignment,
+    workdir: Path,
+    cache: PilotCache,
+    stop: threading.Event,
+) -> Outcome:
+    """Stage in (inputs pinned while it runs), run, stage out; never raises for task failures."""
+    staged = stage_in(task, workdir, cache)
+    if isinstance(staged, Outcome):
+        return staged
+    try:
+        return _run(staged, cache, stop)
+    finally:
+        release(cache, staged)
+
+
+def _run(staged: Staged, cache: PilotCache, stop: threading.Event) -> Outcome:
+    task = staged.task
+    env = {**os.environ, **staged.environment()}
+    log_path = staged.task_dir / "task.log"
     try:
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
                 shlex.split(task.command),
-                cwd=task_dir,
+                cwd=staged.task_dir,
                 env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -115,18 +152,10 @@ def _stage_and_run(
         code = _wait(process, float(task.max_runtime), stop)
     finally:
         kill_group(process)  # whatever way out: the task and what it started end here
-    tail = _tail(log_path)
-    produced = [lfn for lfn, path in outputs.items() if path.is_file()]
-    if code == 0:
-        try:
-            for lfn in produced:
-                _stage_out(cache, outputs[lfn], lfn)
-        except (CacheError, TransferError, OSError) as exc:
-            return Outcome(STAGE_OUT_FAILED, [], f"stage-out failed: {exc}\n{tail}")
-    return Outcome(code, produced, f"inputs {' '.join(sources)}\n{tail}")
+    return finish(cache, staged, code, tail(log_path))
 
 
-def _tail(log_path: Path) -> str:
+def tail(log_path: Path) -> str:
     """The end of the task's log, for its report."""
     try:
         with open(log_path, "rb") as log_file:

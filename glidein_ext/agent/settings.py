@@ -40,6 +40,9 @@ class AgentSettings:
     # by half, up to ``poll_max`` (an idle pilot should not keep a loaded Task Queue busy).
     poll_interval: float = 1.0
     poll_max: float = 10.0
+    # Seconds an idle pilot leaves a standing offer at the Task Queue instead of asking again
+    # (seed 002 4.2.3, the courier: an urgent task is pushed to it at once); 0: pull only.
+    offer_wait: float = 0.0
     # Seconds a call to the Task Queue is retried before the pilot gives up (a TQ restart).
     retry_for: float = 300.0
     # Environment check (seed 001 IV): free MB the work directory must have.
@@ -64,6 +67,11 @@ class AgentSettings:
     se_time_scale: float = 1.0
     storage_xml: str = ""
     tfc_protocol: str = "direct"
+    # The Task Queue: the CA (PEM) its https:// certificate must chain to (empty: the system's CA
+    # store), and a file holding the pilot's credential (private: mode 0600; empty: the token
+    # comes from --token or $GLIDEIN_EXT_TQ_PILOT_TOKEN).
+    ca_file: str = ""
+    token_file: str = ""
 
     @property
     def max_space_bytes(self) -> int:
@@ -77,6 +85,8 @@ class AgentSettings:
         for name in ("cpus", "memory", "disk"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"setting {name} must be at least 1, got {getattr(self, name)}")
+        if not 0 <= self.offer_wait <= 300:
+            raise ConfigError(f"setting offer_wait must be in [0, 300] s, got {self.offer_wait}")
         if self.min_free_mb < 0:
             raise ConfigError(f"setting min_free_mb must be >= 0, got {self.min_free_mb}")
         for name in ("poll_interval", "poll_max", "retry_for"):

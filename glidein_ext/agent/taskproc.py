@@ -75,3 +75,41 @@ def kill_group(process: subprocess.Popen[bytes], grace: float = 5.0) -> None:
             continue
     with contextlib.suppress(ProcessLookupError, PermissionError):  # nothing left: the usual case
         os.killpg(process.pid, signal.SIGKILL)
+
+
+def children_of(parent: int) -> list[int]:
+    """The pids whose parent is ``parent`` (from /proc; empty where there is none)."""
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                data = handle.read()
+        except OSError:
+            continue  # gone meanwhile
+        fields = data[data.rfind(b")") + 2 :].split()
+        if len(fields) > 1 and fields[1] == str(parent).encode():
+            found.append(int(entry))
+    return found
+
+
+def signal_children(parent: int, sig: int) -> int:
+    """Send ``sig`` to the children of ``parent`` (a condor_starter: its job), each with its
+    process group when it leads its own; how many were signalled."""
+    done = 0
+    for pid in children_of(parent):
+        try:
+            group = os.getpgid(pid)
+            if group == pid:
+                os.killpg(pid, sig)
+            else:
+                os.kill(pid, sig)
+            done += 1
+        except (ProcessLookupError, PermissionError) as exc:
+            log.info("cannot signal process %d of %d: %s", pid, parent, exc)
+    return done

@@ -148,6 +148,8 @@ class DistributedWorker:
         if self.current is not None or self.master is not None:
             current = self.current[0] if self.current is not None else -1
             return encode_reply(self.pilot_id, current, self.last_done, None)
+        if not self.executor.has_room():  # idle, but its startd could not start a task now
+            return encode_reply(self.pilot_id, 0, self.last_done, None)
         state = WorkerState(
             remaining=math.inf if self.expires_at is None else self.expires_at - time.time(),
             cached=frozenset(self.net.cache.lfns()),
@@ -167,7 +169,7 @@ class DistributedWorker:
             return False  # from a master that lost the role
         if self.current is not None:
             return self.current == (task.task_id, task.attempt)  # a resend is fine
-        if self.stop.is_set() or self.master is not None:
+        if self.stop.is_set() or self.master is not None or self.executor.closed():
             return False
         self.current = (task.task_id, task.attempt)
         self.assignments.put(task)
@@ -284,6 +286,8 @@ class DistributedWorker:
         while not self.stop.is_set():
             if max_tasks is not None and self.ran >= max_tasks:
                 break
+            if self.executor.closed() and self.current is None:
+                break  # its glidein retires: no more tasks
             try:
                 task = self.assignments.get(timeout=0.2)
             except queue.Empty:
@@ -294,6 +298,13 @@ class DistributedWorker:
             execution = self.executor.execute(task, self.stop)
             if self.stop.is_set() and execution.outcome.exit_code != 0:
                 break  # interrupted: the deregistration requeues it
+            if execution.evicted:
+                # Not the task's fault: no report.  The worker says it is idle without having
+                # finished it, so the master releases it (the Task Queue requeues it).
+                log.info("pilot %s: task %s given back", self.pilot_id, task.task_id)
+                self.current = None
+                idle_since = time.monotonic()
+                continue
             ended = time.monotonic()
             try:
                 self.net.publish_cache()

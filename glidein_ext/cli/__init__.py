@@ -31,6 +31,7 @@ _COMMANDS: dict[str, str] = {
     "cache": "glidein_ext.cli.cache:cache",
     "tfc": "glidein_ext.cli.tfc:tfc",
     "site": "glidein_ext.cli.site:site",
+    "experiment": "glidein_ext.cli.experiment:experiment",
 }
 
 # What to install when a command's module needs a package the base install lacks (`pip install
@@ -39,6 +40,7 @@ _EXTRAS: dict[str, str] = {
     "tq": "pip install 'glidein-ext[tq]' (the Task Queue service needs Python 3.11+)",
     "site": "pip install 'glidein-ext[site]'",
     "demo": "pip install 'glidein-ext[site]'",
+    "experiment": "pip install 'glidein-ext[experiments]'",
 }
 
 

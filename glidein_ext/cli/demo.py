@@ -1,31 +1,73 @@
-"""`glidein-ext demo`: the narrated handshake (or, with --site, a site and a VO) in real pools."""
+"""`glidein-ext demo`: the whole system (default), or one of its scenes, narrated."""
 
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
+from pathlib import Path
 
 import click
 
+SCENES = ("system", "workflow", "handshake", "site")
+
+
+def _progress(line: str) -> None:
+    """The live progress line: redrawn in place on a terminal, every 10th state elsewhere."""
+    if sys.stdout.isatty():
+        click.echo("\r\033[K" + line, nl=False)
+        if not line:
+            click.echo("\r", nl=False)
+        return
+    _progress.count = getattr(_progress, "count", 0) + 1  # type: ignore[attr-defined]
+    if line and _progress.count % 10 == 1:  # type: ignore[attr-defined]
+        click.echo(line)
+
 
 @click.command()
+@click.option(
+    "--scene",
+    type=click.Choice(SCENES),
+    default="system",
+    show_default=True,
+    help="system: a Task Queue, a site of pilots with the DHT and caches running W1, then the "
+    "drain scene; workflow: the first part only (no HTCondor, no root); handshake: the drain "
+    "scene only; site: glideins as site jobs joining a VO pool, vacated by the site, then "
+    "pulling Task Queue work.",
+)
+@click.option("--site", "site_scene", is_flag=True, help="Same as --scene site.")
 @click.option("--keep-pool", is_flag=True, help="Leave the chroot pools running afterwards.")
 @click.option(
-    "--site",
-    "site_scene",
-    is_flag=True,
-    help="The site scene: glideins as site jobs joining a VO pool, vacated by the site.",
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep the run's files and logs here (default: a temporary directory, removed).",
 )
-def demo(keep_pool: bool, site_scene: bool) -> None:
-    """Run the graceful-draining handshake in a real HTCondor pool (needs root)."""
+def demo(scene: str, site_scene: bool, keep_pool: bool, workdir: Path | None) -> None:
+    """Show glidein-ext at work on the embedded default (HTCondor scenes need root)."""
     from glidein_ext.errors import UsageError
 
-    if os.geteuid() != 0:
-        raise UsageError("the demo builds and runs an HTCondor chroot: run it as root")
     if site_scene:
+        scene = "site"
+    if scene != "workflow" and os.geteuid() != 0:
+        raise UsageError(
+            f"the {scene} scene runs an HTCondor chroot: run it as root "
+            "(or `glidein-ext demo --scene workflow`)"
+        )
+    if scene == "site":
         from glidein_ext.demo_site import run_site_demo
 
         run_site_demo(click.echo, keep_pool=keep_pool)
-        return
-    from glidein_ext.demo import run_handshake_demo
+    elif scene == "handshake":
+        from glidein_ext.demo import run_handshake_demo
 
-    run_handshake_demo(click.echo, keep_pool=keep_pool)
+        run_handshake_demo(click.echo, keep_pool=keep_pool)
+    else:
+        from glidein_ext.demo_system import run_system_demo
+
+        if workdir is not None:
+            workdir.mkdir(parents=True, exist_ok=True)
+            run_system_demo(workdir, click.echo, _progress, keep_pool, scene == "system")
+            return
+        with tempfile.TemporaryDirectory(prefix="glidein-ext-demo-") as tmp:
+            run_system_demo(Path(tmp), click.echo, _progress, keep_pool, scene == "system")

@@ -14,6 +14,8 @@ import click
 from glidein_ext.errors import GlideinExtError, UsageError
 
 TOKEN_ENV = "GLIDEIN_EXT_TQ_PILOT_TOKEN"  # noqa: S105 (a variable name)
+TOKEN_FILE_ENV = "GLIDEIN_EXT_PILOT_TOKEN_FILE"  # noqa: S105 (a variable name)
+URL_ENV = "GLIDEIN_EXT_TQ_URL"
 
 
 @click.group()
@@ -22,10 +24,26 @@ def pilot() -> None:
 
 
 @pilot.command()
-@click.option("--tq", "url", required=True, help="Task Queue URL.")
+@click.option(
+    "--tq",
+    "url",
+    multiple=True,
+    help=f"Task Queue URL; repeat it or separate with commas for several instances (failover; "
+    f"or ${URL_ENV}).",
+)
 @click.option("--site", required=True, help="Site name the pilot runs at.")
 @click.option("--workdir", required=True, type=click.Path(file_okay=False), help="Work directory.")
-@click.option("--token", default=None, help=f"Pilot token (or ${TOKEN_ENV}).")
+@click.option("--token", default=None, help=f"Shared pilot token (or ${TOKEN_ENV}).")
+@click.option(
+    "--token-file",
+    default=None,
+    help=f"File with the pilot's credential, mode 0600 (or ${TOKEN_FILE_ENV}); wins over --token.",
+)
+@click.option(
+    "--ca-file",
+    default=None,
+    help="CA (PEM) of an https:// Task Queue (or $GLIDEIN_EXT_PILOT_CA_FILE; default: system's).",
+)
 @click.option("--host", default=None, help="Host name to register (default: this host).")
 @click.option("--se", default="", help="Storage element name.")
 @click.option("--se-dir", default=None, type=click.Path(file_okay=False), help="SE directory.")
@@ -43,6 +61,12 @@ def pilot() -> None:
 )
 @click.option("--poll", "poll_interval", type=float, default=None, help="Seconds between asks (1).")
 @click.option("--poll-max", type=float, default=None, help="Longest wait between empty asks (10).")
+@click.option(
+    "--offer-wait",
+    type=float,
+    default=None,
+    help="Idle: leave a standing offer this many seconds (courier push of urgent tasks; 0).",
+)
 @click.option("--max-idle", type=float, default=None, help="Leave after SECONDS without work.")
 @click.option("--max-tasks", type=int, default=None, help="Leave after running N tasks.")
 @click.option("--retry-for", type=float, default=None, help="Seconds to retry the TQ (300).")
@@ -101,15 +125,23 @@ def run(**opts: Any) -> None:
     from glidein_ext.agent.settings import AgentSettings, load_agent_settings
     from glidein_ext.agent.swarm import Swarm, swarm_configs
     from glidein_ext.cache.se import condition
+    from glidein_ext.tq.client import read_token_file
+    from glidein_ext.tq.endpoints import parse_endpoints
 
-    token = opts["token"] or os.environ.get(TOKEN_ENV)
-    if not token:
-        raise UsageError(f"give --token or set ${TOKEN_ENV}")
     if opts["se_condition"]:
         table = condition(opts["se_condition"])
         opts["se_delay"], opts["se_failure_rate"] = table.delay_factor, table.failure_rate
     layered = {name: opts[name] for name in AgentSettings.__dataclass_fields__}
     settings = load_agent_settings(opts["config_file"], overrides=layered)
+    # A credential's file (per pilot, private) wins over the shared token (small setups).
+    token = read_token_file(settings.token_file) if settings.token_file else None
+    token = token or opts["token"] or os.environ.get(TOKEN_ENV)
+    if not token:
+        raise UsageError(f"give --token-file, --token, ${TOKEN_FILE_ENV} or ${TOKEN_ENV}")
+    url = ",".join(opts["url"]) or os.environ.get(URL_ENV, "")
+    if not url:
+        raise UsageError(f"give --tq URL (repeated for several instances) or ${URL_ENV}")
+    parse_endpoints(url)  # a malformed URL is the user's error, before anything starts
     workdir = Path(opts["workdir"]).resolve()
     se_dir = Path(opts["se_dir"]).resolve() if opts["se_dir"] else None
     run_checks(
@@ -131,7 +163,7 @@ def run(**opts: Any) -> None:
     if opts["host"]:
         extra["host"] = opts["host"]
     config = AgentConfig(
-        url=opts["url"],
+        url=url,
         token=token,
         site=opts["site"],
         workdir=workdir,
@@ -146,6 +178,7 @@ def run(**opts: Any) -> None:
         centralized=opts["centralized"],
         poll_interval=settings.poll_interval,
         poll_max=settings.poll_max,
+        offer_wait=settings.offer_wait,
         max_idle=opts["max_idle"],
         max_tasks=opts["max_tasks"],
         retry_for=settings.retry_for,
@@ -162,6 +195,7 @@ def run(**opts: Any) -> None:
         se_time_scale=settings.se_time_scale,
         storage_xml=settings.storage_xml,
         tfc_protocol=settings.tfc_protocol,
+        ca_file=settings.ca_file,
         **extra,
     )
     stop = threading.Event()

@@ -1,12 +1,15 @@
-"""`glidein-ext tq`: serve the Task Queue, submit workflows, watch them, generate W1/W2/W3."""
+"""`glidein-ext tq`: serve the Task Queue, submit workflows, watch them, generate W1/W2/W3, mint
+and revoke pilots' credentials."""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+import stat
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -20,6 +23,7 @@ if TYPE_CHECKING:
 
 URL_ENV = "GLIDEIN_EXT_TQ_URL"
 TOKEN_ENV = "GLIDEIN_EXT_TQ_OPERATOR_TOKEN"  # noqa: S105 (a variable name)
+CA_ENV = "GLIDEIN_EXT_TQ_CA_FILE"
 _STATES = ("waiting", "queued", "running", "done", "failed")
 MAX_SCALE = 1000  # `tq generate --scale`: W1 at 1000 is 160 000 tasks
 
@@ -53,6 +57,8 @@ SERVICE_PYTHON = (3, 11)
 )
 @click.option("--sites", default=None, help="PilotMonitor sites file: submit pilots by itself.")
 @click.option("--monitor-interval", default=None, help="Time between PilotMonitor passes (60s).")
+@click.option("--tls-cert", default=None, help="Serve HTTPS only: the certificate chain (PEM).")
+@click.option("--tls-key", default=None, help="The certificate's private key (PEM).")
 def serve(
     config_file: str | None, port_file: str | None, monitor_interval: str | None, **flags: Any
 ) -> None:
@@ -111,7 +117,7 @@ def monitor(
     tq_url = url or f"http://{settings.host}:{settings.port}"
     store = open_store(settings)
     try:
-        service = PilotMonitorService(store, sites, tq_url, settings.monitor_interval)
+        service = PilotMonitorService(store, sites, tq_url, settings.monitor_interval, issuer=store)
         decisions = run_cycle(store, service.policies, time.time(), dry_run=dry_run)
     finally:
         store.engine.dispose()
@@ -137,7 +143,7 @@ def monitor(
         sys.exit(1)
 
 
-def _client(url: str | None, token: str | None) -> TqClient:
+def _client(url: str | None, token: str | None, ca_file: str | None = None) -> TqClient:
     from glidein_ext.tq.client import TqClient
 
     url = url or os.environ.get(URL_ENV)
@@ -146,24 +152,37 @@ def _client(url: str | None, token: str | None) -> TqClient:
         raise UsageError(f"give --tq URL or set ${URL_ENV}")
     if not token:
         raise UsageError(f"give --token or set ${TOKEN_ENV}")
-    return TqClient(url, token)
+    return TqClient(url, token, ca_file=ca_file or os.environ.get(CA_ENV) or None)
 
 
-_url = click.option("--tq", "url", default=None, help=f"Task Queue URL (or ${URL_ENV}).")
+_url = click.option(
+    "--tq",
+    "url",
+    multiple=True,
+    # several instances (seed 002): repeated or comma-separated, one string for the client
+    callback=lambda _ctx, _param, urls: ",".join(urls) or None,
+    help=f"Task Queue URL; several instances: repeat it or use commas (or ${URL_ENV}).",
+)
 _token = click.option("--token", default=None, help=f"Operator token (or ${TOKEN_ENV}).")
+_ca = click.option(
+    "--ca-file",
+    default=None,
+    help=f"CA (PEM) of an https:// Task Queue (or ${CA_ENV}; default: the system's).",
+)
 
 
 @tq.command()
 @click.argument("path", type=click.Path(dir_okay=False))
 @_url
 @_token
-def submit(path: str, url: str | None, token: str | None) -> None:
+@_ca
+def submit(path: str, url: str | None, token: str | None, ca_file: str | None) -> None:
     """Submit a workflow file (YAML or JSON); all of it, or nothing."""
     from glidein_ext.tq.workflow import parse_workflow, read_workflow_data
 
     data = read_workflow_data(path)  # read once, bounded (no YAML aliases, size, depth)
     workflow = parse_workflow(data)  # checked here first: one clear line, nothing sent
-    answer = _client(url, token).submit(data)
+    answer = _client(url, token, ca_file).submit(data)
     click.echo(f"workflow {answer.workflow_id} ({workflow.name}): {answer.tasks} tasks")
 
 
@@ -212,15 +231,18 @@ def render_status(status: Status, sites: dict[str, Any] | None = None) -> str:
 @tq.command()
 @_url
 @_token
+@_ca
 @click.option("--json", "as_json", is_flag=True, help="Print the raw status as JSON.")
 @click.option("--watch", type=float, default=None, help="Refresh every SECONDS until all done.")
-def status(url: str | None, token: str | None, as_json: bool, watch: float | None) -> None:
+def status(
+    url: str | None, token: str | None, ca_file: str | None, as_json: bool, watch: float | None
+) -> None:
     """Workflows, tasks by state, pilots by site and state."""
     from glidein_ext.tq.protocol import to_json
 
     if watch is not None and not 0 < watch <= 86400:
         raise UsageError(f"--watch must be in (0, 86400] seconds, got {watch}")
-    client = _client(url, token)
+    client = _client(url, token, ca_file)
     while True:
         answer = client.status()
         try:
@@ -264,6 +286,102 @@ def generate(kind: str, scale: float, size: int, sleep: float, output: str) -> N
     else:
         with open(output, "w") as handle:
             handle.write(text)
+
+
+@tq.group()
+def credential() -> None:
+    """Per-pilot credentials: mint (bound to a site), list, revoke."""
+
+
+@credential.command()
+@click.option("--site", required=True, help="The site its pilots may register at.")
+@click.option("--count", type=click.IntRange(1, 10_000), default=1, show_default=True)
+@click.option("--ttl", default=None, help="Valid for this long (24h, 7d, seconds); default: ever.")
+@click.option("--note", default="", help="A note for `tq credential list`.")
+@click.option(
+    "--output-dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Write each secret to DIR/tq-credential-<id> (0600; DIR made 0700) instead of stdout.",
+)
+@_url
+@_token
+@_ca
+def mint(
+    site: str,
+    count: int,
+    ttl: str | None,
+    note: str,
+    output_dir: str | None,
+    url: str | None,
+    token: str | None,
+    ca_file: str | None,
+) -> None:
+    """Mint credentials for pilots of SITE: `ID SECRET` lines (the secrets are shown once).
+
+    Hand a secret to its pilots in a private file (`pilot run --token-file`), never in a job's
+    environment or arguments."""
+    from glidein_ext.timefmt import parse_duration
+
+    seconds = parse_duration(ttl) if ttl is not None else None
+    directory = _private_dir(Path(output_dir)) if output_dir else None
+    issued = _client(url, token, ca_file).mint_credentials(site, count, seconds, note)
+    for item in issued:
+        if directory is None:
+            click.echo(f"{item.id} {item.secret}")
+            continue
+        path = directory / f"tq-credential-{item.id}"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(item.secret + "\n")
+        click.echo(f"{item.id} {path}")
+
+
+def _private_dir(directory: Path) -> Path:
+    """``directory``, made 0700 if new; refused if group or others may enter it."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    mode = stat.S_IMODE(directory.stat().st_mode)
+    if mode & 0o077:
+        raise UsageError(f"{directory} is open to group or others (mode {mode:04o}): chmod 700 it")
+    return directory
+
+
+@credential.command(name="list")
+@_url
+@_token
+@_ca
+@click.option("--json", "as_json", is_flag=True, help="Print them as JSON.")
+def list_credentials(
+    url: str | None, token: str | None, ca_file: str | None, as_json: bool
+) -> None:
+    """Every credential (never a secret): site, state, expiry, batch job, pilots registered."""
+    from glidein_ext.timefmt import format_relative
+
+    found = _client(url, token, ca_file).credentials()
+    if as_json:
+        click.echo(json.dumps([item.to_json() for item in found], indent=2, sort_keys=True))
+        return
+    now = time.time()
+    click.echo(f"{'id':>6} {'site':<20} {'state':<8} {'expires':<20} {'batch':<12} pilots  note")
+    for item in found:
+        expires = "never"
+        if item.expires_at is not None:
+            expires = format_relative(int(item.expires_at), int(now))
+        click.echo(
+            f"{item.id:>6} {item.site:<20} {item.state(now):<8} {expires:<20} "
+            f"{item.batch_id or '-':<12} {item.pilots:>6}  {item.note}"
+        )
+
+
+@credential.command()
+@click.argument("credential_id", type=click.IntRange(1, 2**63 - 1))
+@_url
+@_token
+@_ca
+def revoke(credential_id: int, url: str | None, token: str | None, ca_file: str | None) -> None:
+    """Revoke a credential: every later call with it is refused; its pilots end at once."""
+    ended = _client(url, token, ca_file).revoke_credential(credential_id)
+    click.echo(f"credential {credential_id} revoked; {len(ended)} pilot(s) ended")
 
 
 from glidein_ext.cli.assign import assign  # noqa: E402  (seed 000 III.C: the master's assignment)

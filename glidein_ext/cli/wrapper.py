@@ -69,6 +69,48 @@ def default_snippet() -> str:
     is_flag=True,
     help="One static slot per CPU instead of one partitionable slot.",
 )
+@click.option(
+    "--tq",
+    "tq_url",
+    default=None,
+    help="Task Queue URL: run its tasks (needs --site); several instances comma-separated.",
+)
+@click.option(
+    "--tq-token-file",
+    default=None,
+    help="The pilot credential (a file of ours; else $GLIDEIN_EXT_TQ_PILOT_TOKEN).",
+)
+@click.option(
+    "--tq-lanes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Task Queue pilots (tasks at once) in this glidein (default: its CPUs).",
+)
+@click.option(
+    "--fetch-delay",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Seconds between fetch-work attempts of a free slot (FetchWorkDelay).",
+)
+@click.option("--se", default="", help="Storage element name (Task Queue work).")
+@click.option("--se-dir", default=None, help="Storage element directory (Task Queue work).")
+@click.option("--dht-bind", default=None, help="Address of the agent's DHT node and file server.")
+@click.option(
+    "--pilot-config", default=None, help="The agent's settings (TOML, GLIDEIN_EXT_PILOT_*)."
+)
+@click.option(
+    "--agent-only",
+    is_flag=True,
+    help="Run only the Task Queue agent, beside a condor_master started elsewhere (glideinWMS).",
+)
+@click.option(
+    "--watch-pid",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With --agent-only: leave when this process (the glidein's) has ended.",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Log the agent's every step.")
 def wrapper(
     start_dir: str,
     cpus: int | None,
@@ -89,10 +131,27 @@ def wrapper(
     extra: tuple[str, ...],
     condor_master: str,
     static_slots: bool,
+    tq_url: str | None,
+    tq_token_file: str | None,
+    tq_lanes: int | None,
+    fetch_delay: int,
+    se: str,
+    se_dir: str | None,
+    dht_bind: str | None,
+    pilot_config: str | None,
+    agent_only: bool,
+    watch_pid: int | None,
+    verbose: bool,
 ) -> None:
-    """Write .pilot.ad, start condor_master with the glidein config, obey .site.ad."""
+    """Write .pilot.ad, start condor_master with the glidein config, obey .site.ad.
+
+    With --tq, also run the pilot agent: the startd pulls Task Queue tasks through its
+    fetch-work hooks (README: "Task Queue work through the glidein's startd")."""
+    import logging
+
     from glidein_ext.errors import UsageError
     from glidein_ext.glidein.settings import load_settings
+    from glidein_ext.glidein.tqwork import TqOptions, token_from
     from glidein_ext.glidein.wrapper import GlideinWrapper, WrapperConfig
     from glidein_ext.timefmt import parse_duration
 
@@ -109,6 +168,31 @@ def wrapper(
             "max_vacate_time": max_vacate_time,
         },
     )
+    tq = None
+    if tq_url is not None:
+        if not site:
+            raise UsageError("--tq needs --site (the site's name at the Task Queue)")
+        if not all(u.strip().startswith(("http://", "https://")) for u in tq_url.split(",")):
+            raise UsageError(f"--tq {tq_url!r}: give http:// or https:// URLs (comma-separated)")
+        tq = TqOptions(
+            url=tq_url,
+            site=site,
+            token=token_from(tq_token_file, os.environ),
+            lanes=tq_lanes,
+            fetch_delay=fetch_delay,
+            se=se,
+            se_dir=se_dir,
+            dht_bind=dht_bind,
+            pilot_config=pilot_config,
+        )
+        logging.basicConfig(
+            level=logging.INFO if verbose else logging.WARNING,
+            format="glidein-ext agent %(asctime)s %(levelname)s %(name)s %(message)s",
+        )
+        # What a site operator reads in the glidein's log: the lanes coming and going.
+        logging.getLogger("glidein_ext.agent.glidein").setLevel(logging.INFO)
+    elif agent_only:
+        raise UsageError("--agent-only needs --tq")
     ncpus = cpus or os.cpu_count() or 1
     cfg = WrapperConfig(
         start_dir=os.path.abspath(start_dir),
@@ -126,6 +210,9 @@ def wrapper(
         static_slots=static_slots,
         collector=collector,
         site=site,
+        tq=tq,
+        agent_only=agent_only,
+        watch_pid=watch_pid,
     )
 
     def log(message: str) -> None:

@@ -8,6 +8,14 @@ vacate request takes effect within seconds: it rewrites `.pilot.ad` and sends SI
 condor_master, whose reconfig re-runs the startd cron at once
 (STARTD_CRON_GLIDEINEXT_RECONFIG_RERUN).
 SIGTERM, SIGINT and SIGQUIT are forwarded to condor_master; the wrapper exits when it does.
+
+With a Task Queue (``--tq URL --site S``, ``glidein_ext.glidein.tqwork``) the wrapper also runs
+the pilot agent (``agent.glidein_agent``) in this process, started before condor_master so that
+the startd's first fetch finds it: its lanes register, join the site DHT and hand their tasks to
+the startd through the fetch-work hooks.  The agent drains with the glidein (it watches the same
+drain order) and leaves the Task Queue before the wrapper exits; when condor_master ends for any
+other reason the agent is stopped (its lanes give back what they hold).  ``agent_only`` runs the
+agent alone, beside a condor_master started by someone else (glideinWMS's condor_startup.sh).
 """
 
 from __future__ import annotations
@@ -27,13 +35,15 @@ from typing import Any
 from glidein_ext.adfile import write_text_atomic
 from glidein_ext.condor import config_value, startd_node_config
 from glidein_ext.errors import CondorError, GlideinExtError, UsageError
-from glidein_ext.glidein import jobtable
+from glidein_ext.glidein import jobtable, tqwork
 from glidein_ext.glidein.batchjob import read_batch_identity
 from glidein_ext.glidein.info import GlideinInfo, load_info, state_dir
 from glidein_ext.glidein.refresh import current_order, refresh
 from glidein_ext.glidein.settings import Settings
 from glidein_ext.glidein.sitead import SITE_AD_FILE
 from glidein_ext.glidein.startup import init_glidein
+from glidein_ext.glidein.tqwork import TqOptions
+from glidein_ext.procs import pid_alive
 
 # condor_master's exit status after DAEMON_SHUTDOWN: a normal end (glideinWMS treats it so too).
 DAEMON_SHUTDOWN_STATUS = 99
@@ -41,6 +51,8 @@ SITE_AD_DEBOUNCE = 0.3
 # Seconds the startd may be missing before a retiring glidein is ended (a crashed startd is
 # restarted by condor_master after 10 s; one that left by DAEMON_SHUTDOWN is not).
 STARTD_GONE_GRACE = 15.0
+AGENT_DRAIN_GRACE = 30.0  # seconds a drained glidein's agent lanes get to leave by themselves
+AGENT_STOP_GRACE = 60.0  # then, seconds to leave after being told to
 _CHANGE_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed"})
 
 
@@ -65,6 +77,9 @@ class WrapperConfig:
     # VO's pool, while the glidein itself is a job of the site's batch system.
     collector: str | None = None
     site: str | None = None  # GLIDEIN_Site
+    tq: TqOptions | None = None  # Task Queue work through the fetch-work hooks
+    agent_only: bool = False  # run the agent only (HTCondor is started by someone else)
+    watch_pid: int | None = None  # agent only: end when this process (the glidein's) has ended
 
 
 def identity_lines(cfg: WrapperConfig, batch: Mapping[str, str]) -> list[str]:
@@ -109,6 +124,7 @@ def render_condor_config(
         f"GLIDEIN_EXT_DEADLINE_MARGIN = {s.deadline_margin}",
         f"GLIDEIN_EXT_MAX_VACATE_TIME = {s.max_vacate_time}",
         f"GLIDEIN_EXT_DEFAULT_RETIREMENT = {s.default_retirement}",
+        *tqwork.config_lines(cfg.start_dir, cfg.tq),
         f"include : {config_value(cfg.snippet)}",
     ]
     lines += [config_value(line) for line in cfg.extra_config]
@@ -197,6 +213,8 @@ class GlideinWrapper:
         self.log = log
         self._site_ad_changed = threading.Event()
         self._master: subprocess.Popen[bytes] | None = None
+        self._agent: Any = None  # agent.glidein_agent.GlideinAgent, with a Task Queue
+        self._stop = threading.Event()  # agent only: a signal asked us to end
 
     def now(self) -> int:
         return int(self.clock())
@@ -225,6 +243,7 @@ class GlideinWrapper:
         for problem in result.errors:
             self.log(f"warning: {problem}")
         launcher = cfg.launcher or write_launcher(cfg.start_dir, self.env)
+        tqwork.write_hook_launchers(cfg.start_dir, launcher, fetch=cfg.tq is not None)
         config_path = os.path.join(state_dir(cfg.start_dir), "condor_config")
         batch = read_batch_identity(self.env)
         write_text_atomic(config_path, render_condor_config(cfg, launcher, info, batch))
@@ -233,15 +252,19 @@ class GlideinWrapper:
         return config_path
 
     def run(self) -> int:
+        if self.cfg.agent_only:
+            return self.run_agent_only()
         config_path = self.prepare()
         env = dict(self.env)
         env["CONDOR_CONFIG"] = config_path
         pidfile = os.path.join(state_dir(self.cfg.start_dir), "condor", "master.pid")
+        self._start_agent()
         try:
             self._master = subprocess.Popen(
                 [self.cfg.condor_master, "-f", "-pidfile", pidfile], env=env
             )
         except OSError as exc:
+            self._stop_agent()
             raise CondorError(f"cannot start {self.cfg.condor_master}: {exc.strerror}") from exc
         self.log(f"condor_master started (pid {self._master.pid}), config {config_path}")
         previous = self._install_signal_handlers()
@@ -254,6 +277,7 @@ class GlideinWrapper:
                 observer.join(timeout=5)
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+            self._stop_agent()
         self._final_refresh()
         if status == DAEMON_SHUTDOWN_STATUS:
             self.log("HTCondor shut down by itself (DAEMON_SHUTDOWN): normal end")
@@ -290,6 +314,76 @@ class GlideinWrapper:
             info = None
         order, _ = current_order(self.cfg.start_dir, self.now(), self.env, info, errors)
         return order.retire
+
+    # --- the Task Queue agent (glidein_ext.glidein.tqwork) ---
+
+    def _start_agent(self) -> None:
+        """Start the pilot agent (with ``--tq``); a failure leaves the glidein without Task
+        Queue work (VO jobs still run), said in the log."""
+        cfg = self.cfg
+        if cfg.tq is None:
+            return
+        try:
+            self._agent = tqwork.build_agent(
+                cfg.tq,
+                start_dir=cfg.start_dir,
+                name=cfg.name,
+                cpus=cfg.cpus,
+                memory_mb=cfg.memory_mb,
+                lifetime=cfg.lifetime,
+                env=self.env,
+                retiring=self._retiring,
+            ).start()
+        except GlideinExtError as exc:
+            self.log(f"warning: no Task Queue work for this glidein: {exc}")
+            self._agent = None
+            return
+        self.log(f"pilot agent started for site {cfg.tq.site} at {cfg.tq.url}")
+
+    def _stop_agent(self) -> None:
+        """After HTCondor: a draining agent's lanes get a grace to leave by themselves (a last
+        report on its way), then every lane leaves (giving back what it holds)."""
+        agent, self._agent = self._agent, None
+        if agent is None:
+            return
+        if agent.board.closed and not self._stop.is_set():
+            agent.wait(AGENT_DRAIN_GRACE)
+        agent.stop()
+        if not agent.wait(AGENT_STOP_GRACE):
+            self.log(f"warning: {agent.lanes_alive()} agent lane(s) still running")
+        agent.close()
+        self.log(f"pilot agent ended: {sum(agent.ran)} task(s) run, {agent.failed} lane(s) failed")
+
+    def run_agent_only(self) -> int:
+        """Run the agent beside a condor_master someone else started (glideinWMS): until it has
+        drained and left, a signal, or the end of ``watch_pid``."""
+        cfg = self.cfg
+        if cfg.tq is None:
+            raise UsageError("--agent-only needs --tq")
+        if not os.path.isdir(cfg.start_dir):
+            raise UsageError(f"start dir {cfg.start_dir} is not a directory")
+        launcher = cfg.launcher or write_launcher(cfg.start_dir, self.env)
+        tqwork.write_hook_launchers(cfg.start_dir, launcher, fetch=True)
+        self._start_agent()
+        if self._agent is None:
+            return 1
+        previous = {
+            sig: signal.signal(sig, lambda *_: self._stop.set())
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+        }
+        try:
+            while not self._stop.wait(1.0):
+                if cfg.watch_pid is not None and not pid_alive(cfg.watch_pid):
+                    self.log(f"process {cfg.watch_pid} ended: the agent leaves")
+                    break
+                if self._agent.lanes_alive() == 0:
+                    break
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            failed = self._agent.failed == self._agent.config.lanes
+            self._stop_agent()
+        return 1 if failed else 0
 
     def on_site_ad_change(self) -> None:
         """Rewrite `.pilot.ad` and make HTCondor re-run the startd cron now (SIGHUP = reconfig)."""

@@ -9,6 +9,8 @@ Task Queue API by ``api.create_app`` (``install``).
 | ``GET /api/v1/counters`` | operator | the run's counters (``tq.counters``) |
 
 Every pilot request is counted by kind as it arrives (a middleware), whatever its answer.
+A master's call with a credential must be of the site's credential and name one of its own pilots
+(``tq.auth``: 403, nothing changed); the epoch rule (409) comes after.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from glidein_ext.errors import StaleMasterError
+from glidein_ext.errors import StaleMasterError, TaskQueueForbidden, TaskQueueNotFound
+from glidein_ext.tq.api_auth import Pilot
+from glidein_ext.tq.auth import Principal, check_pilot, check_site
 from glidein_ext.tq.counters import RunCounters, request_kind
 from glidein_ext.tq.limits import INT64_MAX, MAX_NAME_CHARS
 from glidein_ext.tq.protocol import (
@@ -113,9 +117,20 @@ class RequestCounter:
         await self.app(scope, receive, send)
 
 
-def install(
-    app: FastAPI, store: Store, pilot: Sequence[Depends], operator: Sequence[Depends]
-) -> None:
+def acts_for(store: Store, who: Principal, site: str, pilot_id: int) -> None:
+    """A master's call: the caller may act for ``site`` as pilot ``pilot_id`` (``tq.auth``).
+    With the shared token an unknown pilot is left to the store (it answers as before)."""
+    check_site(who, site)
+    try:
+        owner = store.pilot_owner(pilot_id)
+    except TaskQueueNotFound:
+        if who.credential_id is None:
+            return
+        raise TaskQueueForbidden(f"pilot {pilot_id} is not a pilot of {who.describe()}") from None
+    check_pilot(who, pilot_id, owner)
+
+
+def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
     """Add the master's calls, the counters and the request-counting middleware to ``app``."""
 
     @app.exception_handler(StaleMasterError)
@@ -126,17 +141,21 @@ def install(
 
     conflict: dict[int | str, dict[str, Any]] = {409: {"description": "a stale master"}}
 
-    @app.post(f"{API}/sites/{{site}}/master", dependencies=list(pilot))
-    async def claim(site: SiteName, body: ClaimRequest) -> dict[str, Any]:
+    forbidden: dict[int | str, dict[str, Any]] = {403: {"description": "not this caller's"}}
+
+    @app.post(f"{API}/sites/{{site}}/master", responses=forbidden)
+    async def claim(site: SiteName, body: ClaimRequest, who: Pilot) -> dict[str, Any]:
         """Claim the site's master role (seed 000 III.B): granted with a new epoch only if the
         master is gone and the claimant is the lowest-id live pilot."""
+        acts_for(store, who, site, body.pilot_id)
         answer = store.claim_master(site, Claim(body.pilot_id, tuple(body.unreachable)))
         return dict(to_json(answer))
 
-    @app.post(f"{API}/sites/{{site}}/sync", dependencies=list(pilot), responses=conflict)
-    async def sync(site: SiteName, body: SyncRequest) -> dict[str, Any]:
+    @app.post(f"{API}/sites/{{site}}/sync", responses={**conflict, **forbidden})
+    async def sync(site: SiteName, body: SyncRequest, who: Pilot) -> dict[str, Any]:
         """The master's bulk call: completions, dead workers, undelivered tasks, runnable
         tasks of the site (``want``); also the site's heartbeat."""
+        acts_for(store, who, site, body.pilot_id)
         call = SiteSync(
             pilot_id=body.pilot_id,
             epoch=body.epoch,
@@ -150,9 +169,10 @@ def install(
         )
         return dict(to_json(store.sync(site, call)))
 
-    @app.post(f"{API}/sites/{{site}}/assign", dependencies=list(pilot), responses=conflict)
-    async def assign(site: SiteName, body: AssignRequest) -> dict[str, Any]:
+    @app.post(f"{API}/sites/{{site}}/assign", responses={**conflict, **forbidden})
+    async def assign(site: SiteName, body: AssignRequest, who: Pilot) -> dict[str, Any]:
         """The master's assignments of a round; each task taken atomically."""
+        acts_for(store, who, site, body.pilot_id)
         call = SiteAssign(
             pilot_id=body.pilot_id,
             epoch=body.epoch,

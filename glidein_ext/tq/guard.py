@@ -1,24 +1,30 @@
 """The API's door (ASGI middleware): a token before anything is read, then a bounded body.
 
-A call under ``/api/v1`` without one of the service's bearer tokens is answered 401 before its body
-is read, so an unauthenticated client cannot make the TQ buffer or parse anything; which token a
-call needs (pilot or operator) is still checked by the call itself.  An authenticated body is read
-here, at most ``max_body`` bytes (413 beyond: by its Content-Length at once, or as soon as the
-bytes received pass the limit), then handed to the application whole.
+A call under ``/api/v1`` whose bearer token identifies nobody is answered 401 (a revoked or
+expired credential 403) before its body is read, so an unauthenticated client cannot make the TQ
+buffer or parse anything.  Who the token stands for (``tq.auth.Principal``) is left in the scope
+(``PRINCIPAL``) for the calls, which check what it may do.  An authenticated body is read here,
+at most ``max_body`` bytes (413 beyond: by its Content-Length at once, or as soon as the bytes
+received pass the limit), then handed to the application whole.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
+import logging
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
+
+from glidein_ext.errors import TaskQueueError
+from glidein_ext.tq.auth import Principal, Refusal
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
+PRINCIPAL = "glidein_ext.principal"  # the scope's key for the caller (tq.auth.Principal)
+log = logging.getLogger("glidein_ext.tq.guard")
 
 
 async def _answer(
@@ -38,37 +44,42 @@ async def _answer(
 class RequestGuard:
     """Token first, then the body within ``max_body`` bytes, for every path under ``prefix``."""
 
-    def __init__(self, app: Asgi, tokens: Sequence[str], max_body: int, prefix: str) -> None:
+    def __init__(
+        self,
+        app: Asgi,
+        identify: Callable[[bytes], Principal | Refusal],
+        max_body: int,
+        prefix: str,
+    ) -> None:
         self.app = app
-        self.tokens = [token.encode() for token in tokens if token]
+        self.identify = identify
         self.max_body = max_body
         self.prefix = prefix
 
-    def _authorised(self, headers: Sequence[tuple[bytes, bytes]]) -> bool:
+    def _caller(self, headers: Sequence[tuple[bytes, bytes]]) -> Principal | Refusal:
         given = b""
         for name, value in headers:
             if name.lower() == b"authorization":
                 scheme, _, credentials = value.partition(b" ")
                 if scheme.lower() == b"bearer":
                     given = credentials.strip()
-        found = False
-        for token in self.tokens:  # every token compared: the time does not say which matched
-            found |= hmac.compare_digest(given, token)
-        return found and bool(given)
+        try:
+            return self.identify(given)
+        except TaskQueueError as exc:  # the credentials' table cannot be read
+            log.warning("cannot check a token: %s", exc)
+            return Refusal(503, "the Task Queue cannot check tokens now (database)")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith(self.prefix):
             await self.app(scope, receive, send)
             return
         headers: Sequence[tuple[bytes, bytes]] = scope.get("headers", [])
-        if not self._authorised(headers):
-            await _answer(
-                send,
-                401,
-                "a valid operator token or pilot token is required",
-                [(b"www-authenticate", b"Bearer")],
-            )
+        caller = self._caller(headers)
+        if isinstance(caller, Refusal):
+            extra = [(b"www-authenticate", b"Bearer")] if caller.status == 401 else []
+            await _answer(send, caller.status, caller.detail, extra)
             return
+        scope[PRINCIPAL] = caller
         declared = next((v for k, v in headers if k.lower() == b"content-length"), None)
         if declared is not None and not declared.isdigit():
             await _answer(send, 400, "the Content-Length is not a number")

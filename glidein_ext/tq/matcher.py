@@ -122,6 +122,14 @@ class Matcher:
     def group_count(self) -> int:
         return len(self._groups)
 
+    def task_ids(self) -> set[int]:
+        """The queued tasks held (a pool instance compares them with the database)."""
+        return set(self._tasks)
+
+    def pilot_ids(self) -> set[int]:
+        """The pilots held."""
+        return set(self._pilots)
+
     def add_task(self, task: QueuedTask) -> None:
         if task.task_id in self._tasks:
             self.remove_task(task.task_id)
@@ -308,6 +316,25 @@ class Matcher:
                 if not self.held(self._tasks[task_id], pilot_id, now):
                     return Choice(task_id, 0, verdict.pilot_rank, verdict.task_rank)
         return None
+
+    def choose_several(self, pilot_id: int, now: float, count: int) -> list[Choice]:
+        """The ``count`` best tasks for this pilot now, best first; nothing is removed.  A pool
+        of TQ instances offers them all to one take (another instance may be taking the
+        first: seed 002, 4.2)."""
+        if count <= 1:
+            first = self.choose(pilot_id, now)
+            return [] if first is None else [first]
+        chosen: list[Choice] = []
+        aside: list[QueuedTask] = []
+        try:
+            while len(chosen) < count and (choice := self.choose(pilot_id, now)) is not None:
+                chosen.append(choice)
+                aside.append(self._tasks[choice.task_id])
+                self.remove_task(choice.task_id)
+        finally:
+            for task in aside:
+                self.add_task(task)
+        return chosen
 
     def queued_groups_for(self, template: PilotInfo, now: float) -> list[int]:
         """Queued tasks per group that a pilot like ``template`` could run (seed IV-A, line 5)."""

@@ -198,7 +198,10 @@ def decide_site(
         else:
             store.mark_vanished(gone)  # submitted, left the queue, never registered
         view = store.site_view(policy.site)
-        inactive = view.inactive - (len(gone) if dry_run else 0)
+        # A glidein's agent registers one pilot per lane (its CPUs): a batch job waiting in the
+        # queue stands for that many pilots, and a pilot count is submitted as whole glideins.
+        per_job = policy.job.pilots_per_job
+        inactive = (view.inactive - (len(gone) if dry_run else 0)) * per_job
         expires = now + policy.job.ttl if policy.job.ttl else policy.template.expires_at
         template = dataclasses.replace(
             policy.template, site=policy.site, cached=set(), expires_at=expires
@@ -210,7 +213,8 @@ def decide_site(
         )
         submitted: list[str] = []
         if not dry_run:
-            submitted = manager.submit(policy.site, answer.count, policy.job)
+            jobs = -(-answer.count // per_job)  # ceil: whole glideins
+            submitted = manager.submit(policy.site, jobs, policy.job)
             for batch_id in submitted:
                 store.record_submission(batch_id, policy.site)
     except CondorError as exc:

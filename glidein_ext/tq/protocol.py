@@ -93,6 +93,10 @@ class Assignment:
     outputs: tuple[str, ...]
     max_runtime: int  # seconds
     cached_inputs: int  # how many inputs the TQ believes the pilot already holds
+    # What it asks of the pilot's resources (a glidein's startd carves its slot from them).
+    request_cpus: int = 1
+    request_memory: int = 0  # MB; 0: unspecified
+    request_disk: int = 0  # MB; 0: unspecified
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,9 @@ class TaskRequest(BaseModel):
     """Centralized mode: the pilot's cached files with each request (seed IV-E)."""
 
     cached: list[CachedName] | None = None
+    # Seed 002 4.2.3 (courier): nothing fits, keep the request open this many seconds as a
+    # standing offer an urgent task is pushed to (capped by the setting offer_max_wait).
+    wait: float = Field(default=0.0, ge=0, le=3600)
 
 
 class Assignment(BaseModel):
@@ -133,6 +136,9 @@ class Assignment(BaseModel):
     outputs: list[str]
     max_runtime: int
     cached_inputs: int
+    request_cpus: int = 1
+    request_memory: int = 0
+    request_disk: int = 0
 
 
 class TaskResponse(BaseModel):

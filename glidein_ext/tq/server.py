@@ -1,11 +1,17 @@
 """Run the Task Queue: database, migrations, store, API, the reaper and the PilotMonitor.
 
 The server binds its own socket (so port 0 works and the bound port is known before serving),
-writes it to ``port_file`` if asked, and stops on SIGINT/SIGTERM.  The reaper and, with a sites
-file, the PilotMonitor (seed IV-A) are watched loops (``tq.loops``) whose asyncio tasks the
-application's lifespan owns: a failing pass (schedd down, database error) is logged and retried
-at the next interval, and ``/healthz`` reports each loop.  Each PilotMonitor pass logs one line per
-site on the ``glidein_ext.tq.monitor`` logger.
+writes it to ``port_file`` if asked, and stops on SIGINT/SIGTERM.  With ``tls_cert`` (and
+``tls_key``) it speaks only TLS on that socket: a plain HTTP request gets no answer.  The reaper
+and, with a sites file, the PilotMonitor (seed IV-A) are watched loops (``tq.loops``) whose
+asyncio tasks the application's lifespan owns: a failing pass (schedd down, database error) is
+logged and retried at the next interval, and ``/healthz`` reports each loop.  Each PilotMonitor
+pass logs one line per site on the ``glidein_ext.tq.monitor`` logger.
+
+On PostgreSQL the service is one instance of a pool (seed 002): its database sessions carry the
+instance's name, a listener loop absorbs the other instances' changes (``tq.notify``), a resync
+loop is its safety net, and the PilotMonitor passes only while this instance holds the pool's
+advisory lock (``tq.leader``).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import contextlib
 import logging
 import os
 import socket
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -24,22 +31,31 @@ import uvicorn
 from fastapi import Depends, FastAPI
 
 from glidein_ext.errors import ConfigError
-from glidein_ext.tq.api import API, create_app, token_check
-from glidein_ext.tq.db import make_engine, migrate
+from glidein_ext.tq.api import API, create_app
+from glidein_ext.tq.api_auth import operator_access
+from glidein_ext.tq.courier import OfferBoard
+from glidein_ext.tq.courier_pool import CourierFeed
+from glidein_ext.tq.db import make_engine, migrate, url_for
+from glidein_ext.tq.leader import AdvisoryLeader, Leadership, SoleLeader
 from glidein_ext.tq.loops import WatchedLoop
 from glidein_ext.tq.models import Architecture
 from glidein_ext.tq.monitor import Decision, MonitorStore, PilotSubmitter, SitePolicy, run_cycle
+from glidein_ext.tq.notify import PoolListener, instance_name, is_pool_url, libpq_url, named_url
 from glidein_ext.tq.settings import TqSettings
 from glidein_ext.tq.sites import SiteConfig, load_sites
 from glidein_ext.tq.store import Store
-from glidein_ext.tq.submit import PilotManager
+from glidein_ext.tq.submit import CredentialIssuer, PilotManager
 
 log = logging.getLogger("glidein_ext.tq.monitor")
 
 
-def open_store(settings: TqSettings, sites: Sequence[SiteConfig] = ()) -> Store:
-    """Engine, migrations, and the store rebuilt from the database."""
-    engine = make_engine(settings.database)
+def open_store(
+    settings: TqSettings, sites: Sequence[SiteConfig] = (), name: str | None = None
+) -> Store:
+    """Engine, migrations, and the store rebuilt from the database; ``name``: this instance's
+    name in a pool (its PostgreSQL sessions carry it, ``tq.notify``)."""
+    database = url_for(settings.database)
+    engine = make_engine(named_url(database, name) if name else database)
     migrate(engine)
     store = Store(
         engine,
@@ -66,8 +82,15 @@ class PilotMonitorService:
         interval: float,
         clock: Callable[[], float] = time.time,
         stuck_after: float = TqSettings.loop_stuck_after,
+        issuer: CredentialIssuer | None = None,
+        leader: Leadership | None = None,
     ) -> None:
+        """``issuer``: where the PilotManagers mint each pilot job's credential (the store);
+        None: the jobs carry none (the shared pilot token in their environment).  ``leader``:
+        whether this instance of a pool runs the passes now (None: always, ``tq.leader``)."""
         self.store = store
+        self.leader: Leadership = leader or SoleLeader()
+        self.leading = False
         self.sites = list(sites)
         self.tq_url = tq_url
         self.interval = interval
@@ -76,7 +99,7 @@ class PilotMonitorService:
         self.policies: list[tuple[SitePolicy, PilotSubmitter]] = [
             (
                 site.policy(tq_url),
-                managers.setdefault((site.pool, site.schedd), PilotManager(site.pool, site.schedd)),
+                site.submitter(issuer, managers),  # one schedd, or several (tq.schedds)
             )
             for site in self.sites
         ]
@@ -88,7 +111,11 @@ class PilotMonitorService:
         )
 
     def cycle(self) -> list[Decision]:
-        """One pass over every site, each decision logged."""
+        """One pass over every site, each decision logged; none while another instance of the
+        pool holds the PilotMonitor's role."""
+        self.leading = self.leader.held()
+        if not self.leading:
+            return []
         decisions = run_cycle(self.store, self.policies, self.clock())
         for decision in decisions:
             if decision.error is not None:
@@ -136,6 +163,7 @@ class PilotMonitorService:
             )
         return {
             "interval": self.interval,
+            "leader": self.leading,
             "passes": self.passes,
             "last_pass_at": self.last_at,
             "sites": sites,
@@ -143,9 +171,14 @@ class PilotMonitorService:
 
 
 def build_app(
-    store: Store, settings: TqSettings, monitor: PilotMonitorService | None = None
+    store: Store,
+    settings: TqSettings,
+    monitor: PilotMonitorService | None = None,
+    pool: PoolListener | None = None,
+    courier: OfferBoard | None = None,
 ) -> FastAPI:
-    """The API plus a lifespan that owns the reaper's and the PilotMonitor's tasks."""
+    """The API plus a lifespan that owns the reaper's, the PilotMonitor's and (in a pool) the
+    listener's and the resync's tasks."""
     reaper = WatchedLoop(
         "reaper",
         store.reap,
@@ -154,10 +187,18 @@ def build_app(
         log=logging.getLogger("glidein_ext.tq.reaper"),
     )
     loops = [reaper] if monitor is None else [reaper, monitor.loop]
-    app = create_app(store, settings, loops)
-    operator_auth = token_check(settings.operator_token, "operator")
+    if pool is not None:
+        pool_log = logging.getLogger("glidein_ext.tq.pool")
+        stuck = settings.loop_stuck_after
+        loops.append(WatchedLoop("pool-listen", pool.listen, 0, stuck_after=stuck, log=pool_log))
+        loops.append(
+            WatchedLoop(
+                "pool-resync", pool.resync, settings.pool_resync, stuck_after=stuck, log=pool_log
+            )
+        )
+    app = create_app(store, settings, loops, courier)  # courier: tq.courier, tq.courier_pool
 
-    @app.get(f"{API}/sites", dependencies=[Depends(operator_auth)])
+    @app.get(f"{API}/sites", dependencies=[Depends(operator_access)])
     def sites() -> dict[str, Any]:
         """The PilotMonitor's sites (seed IV-A): thresholds, pilots by state, vanished pilots."""
         if monitor is None:
@@ -175,6 +216,10 @@ def build_app(
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            if pool is not None:
+                pool.close()
+            if monitor is not None:
+                monitor.leader.close()
 
     app.router.lifespan_context = lifespan
     return app
@@ -192,28 +237,65 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def check_tls(settings: TqSettings) -> ssl.SSLContext | None:
+    """The server's TLS context from ``tls_cert``/``tls_key`` (None: plain HTTP); ConfigError,
+    one line, if they cannot be used.  Client certificates are not asked for."""
+    if not settings.tls_cert:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(settings.tls_cert, settings.tls_key or None)
+    except (OSError, ssl.SSLError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        files = settings.tls_cert + (f" and {settings.tls_key}" if settings.tls_key else "")
+        raise ConfigError(f"cannot use the TLS certificate and key {files}: {reason}") from None
+    return context
+
+
+# uvicorn's own context is used (it loads the same files): only AEAD suites with forward secrecy,
+# which also rules out TLS before 1.2 (TLS 1.3 chooses its own suites).
+TLS_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
+
+
 def serve(
     settings: TqSettings,
     port_file: str | None = None,
     announce: Callable[[str], None] | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM (uvicorn handles both)."""
-    if not settings.operator_token or not settings.pilot_token:
+    if not settings.operator_token:
         raise ConfigError(
-            "the Task Queue needs operator_token and pilot_token "
-            "(GLIDEIN_EXT_TQ_OPERATOR_TOKEN, GLIDEIN_EXT_TQ_PILOT_TOKEN or the config file)"
+            "the Task Queue needs operator_token (GLIDEIN_EXT_TQ_OPERATOR_TOKEN or the config file)"
         )
+    tls = check_tls(settings)
+    scheme = "https" if tls is not None else "http"
     sites = load_sites(settings.sites) if settings.sites else None
-    store = open_store(settings, sites or ())
+    name = instance_name()
+    store = open_store(settings, sites or (), name)
+    pool = None
+    leader: Leadership | None = None
+    courier = OfferBoard(settings.courier_priority)  # seed 002 4.2.3: idle pilots' offers
+    if is_pool_url(url_for(settings.database)):
+        conninfo = libpq_url(store.engine.url)
+        # urgent tasks another instance queued are pushed to offers here too
+        pool = PoolListener(CourierFeed(store, courier), conninfo, name)
+        leader = AdvisoryLeader(conninfo, name)
     sock = bind(settings.host, settings.port)
     host, port = sock.getsockname()[:2]
     monitor = None
     if sites is not None:
         public = socket.getfqdn() if host in ("0.0.0.0", "::", "") else host  # noqa: S104
         public = f"[{public}]" if ":" in public else public
-        tq_url = f"http://{public}:{port}"
+        tq_url = f"{scheme}://{public}:{port}"
         monitor = PilotMonitorService(
-            store, sites, tq_url, settings.monitor_interval, stuck_after=settings.loop_stuck_after
+            store,
+            sites,
+            tq_url,
+            settings.monitor_interval,
+            stuck_after=settings.loop_stuck_after,
+            issuer=store,
+            leader=leader,
         )
         log.info(
             "PilotMonitor: %d site(s) from %s, a pass every %d s, pilots call %s",
@@ -227,13 +309,25 @@ def serve(
         tmp.write_text(f"{port}\n")
         tmp.replace(port_file)
     if announce is not None:
-        announce(f"Task Queue listening on http://{host}:{port} (database {settings.database})")
+        pooled = f", pool instance {name}" if pool is not None else ""
+        announce(
+            f"Task Queue listening on {scheme}://{host}:{port} "
+            f"(database {settings.database}{pooled})"
+        )
+    tls_options: dict[str, Any] = {}
+    if tls is not None:
+        tls_options = {
+            "ssl_certfile": settings.tls_cert,
+            "ssl_keyfile": settings.tls_key or None,
+            "ssl_ciphers": TLS_CIPHERS,
+        }
     config = uvicorn.Config(
-        build_app(store, settings, monitor),
+        build_app(store, settings, monitor, pool, courier),
         log_level="warning",
         access_log=False,
         timeout_keep_alive=30,
         backlog=2048,
+        **tls_options,
     )
     try:
         uvicorn.Server(config).run(sockets=[sock])

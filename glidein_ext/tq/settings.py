@@ -25,9 +25,15 @@ class TqSettings:
     database: str = "tq.sqlite"
     host: str = "127.0.0.1"
     port: int = 8765
-    # Bearer tokens: operators (submit, status) and pilots (the pilot protocol).  Required to serve.
+    # Bearer tokens: operators (submit, status, credentials; required to serve) and the shared
+    # pilot token (the pilot protocol; optional: pilots may carry their own credentials instead,
+    # tq.credentials; a shared token suits small setups).
     operator_token: str = ""
     pilot_token: str = ""
+    # TLS: the server's certificate chain and private key (PEM); empty: plain HTTP.  The key may
+    # be in the certificate file.  Clients verify the server (their CA file); none present theirs.
+    tls_cert: str = ""
+    tls_key: str = ""
     # Seconds without a heartbeat after which a pilot is lost and its task requeued.
     heartbeat_timeout: int = 120
     # Seconds between pilot heartbeats the TQ asks for (returned at registration).
@@ -53,6 +59,13 @@ class TqSettings:
     # A background loop (reaper, PilotMonitor) without a successful pass for its interval plus
     # this many seconds is stuck: /healthz answers 503.
     loop_stuck_after: int = 300
+    # A pool of instances on one PostgreSQL database (seed 002): seconds between full resyncs of
+    # the matcher with the database, the safety net of LISTEN/NOTIFY (tq.notify).
+    pool_resync: int = 30
+    # Courier push (seed 002 4.2.3, tq.courier): a runnable task of this priority or more is
+    # pushed at once to an idle pilot's standing offer; a request stands at most offer_max_wait s.
+    courier_priority: int = 100
+    offer_max_wait: int = 60
 
     def check(self) -> TqSettings:
         for name in (
@@ -63,11 +76,16 @@ class TqSettings:
             "max_request_bytes",
             "loop_stuck_after",
             "master_timeout",
+            "pool_resync",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"setting {name} must be at least 1, got {getattr(self, name)}")
+        if self.tls_key and not self.tls_cert:
+            raise ConfigError("setting tls_key needs tls_cert (the certificate of that key)")
         if self.wait_for_data < 0:
             raise ConfigError(f"setting wait_for_data must be >= 0, got {self.wait_for_data}")
+        if self.offer_max_wait < 0:
+            raise ConfigError(f"setting offer_max_wait must be >= 0, got {self.offer_max_wait}")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"setting port must be 0..65535, got {self.port}")
         if self.cache_mode not in {m.value for m in CacheMode}:

@@ -12,6 +12,9 @@ YAML (or TOML when the name ends in ``.toml``)::
         minIdlePilots: 2
         pool: ...            # collector host[:port]; default: the local HTCondor configuration
         schedd: ...          # schedd name; default: the pool's (only) schedd
+        schedds:             # or several schedds, each with its own limit (tq.schedds): pilots
+          - {name: schedd_a@ce1.example.org, maxPilots: 10}      # balanced by load, a
+          - {name: schedd_b@ce2.example.org, maxPilots: 5, pool: ...}  # failing one backed off
         pilot:
           workdir: /scratch/pilots    # required, absolute, on the execute side
           executable: glidein-ext     # the `glidein-ext` command on the worker node
@@ -24,6 +27,9 @@ YAML (or TOML when the name ends in ``.toml``)::
           memory: 1024                # MB: request_memory and `--memory`
           disk: 10240                 # MB: request_disk and `--disk`
           tqUrl: http://tq:8765       # default: the URL the service listens on
+          collector: vo-cm:9618       # real glideins: `glidein-ext wrapper --tq` jobs whose
+                                      # startd joins this (the VO's) pool; none: `pilot run`
+          baseConfig: /etc/condor/glidein-base.config  # the glidein's base HTCondor config
 
 ``load_sites`` checks everything and raises one SitesFileError naming the site and the field; the
 file is read bounded (``tq.datafile``: size, UTF-8, YAML without aliases, nesting depth).
@@ -42,12 +48,22 @@ from glidein_ext.timefmt import parse_duration
 from glidein_ext.tq.datafile import load_file
 from glidein_ext.tq.limits import shorten
 from glidein_ext.tq.models import PilotInfo
-from glidein_ext.tq.monitor import SitePolicy, Thresholds
-from glidein_ext.tq.submit import PilotJob
+from glidein_ext.tq.monitor import PilotSubmitter, SitePolicy, Thresholds
+from glidein_ext.tq.schedds import ScheddLimit, submitter_for
+from glidein_ext.tq.submit import CredentialIssuer, PilotJob, PilotManager
 
 MAX_FILE_BYTES = 2**20
 _SITE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
-_SITE_KEYS = {"minPilots", "maxPilots", "minIdlePilots", "pool", "schedd", "pilot", "architecture"}
+_SITE_KEYS = {
+    "minPilots",
+    "maxPilots",
+    "minIdlePilots",
+    "pool",
+    "schedd",
+    "schedds",
+    "pilot",
+    "architecture",
+}
 _ARCHITECTURES = ("pre-dht", "centralized", "distributed")  # seed 000 IV; tq.models.Architecture
 _PILOT_KEYS = {
     "workdir",
@@ -61,6 +77,8 @@ _PILOT_KEYS = {
     "memory",
     "disk",
     "tqUrl",
+    "collector",
+    "baseConfig",
 }
 
 
@@ -84,6 +102,9 @@ class SiteConfig:
     disk: int = 10240
     tq_url: str | None = None
     architecture: str | None = None  # seed 000 IV: pre-dht, centralized, distributed
+    schedds: tuple[ScheddLimit, ...] = ()  # several schedds (tq.schedds); () : ``schedd``
+    collector: str | None = None  # real glideins join this pool (issue 12)
+    base_config: str | None = None
 
     def policy(self, default_tq_url: str) -> SitePolicy:
         """The SitePolicy the PilotMonitor runs; ``default_tq_url`` unless the file gives one."""
@@ -99,9 +120,25 @@ class SiteConfig:
             request_disk=self.disk * 1024,
             cpus=self.cpus,
             ttl=self.ttl,
+            collector=self.collector,
+            base_config=self.base_config,
         )
         template = PilotInfo(0, cpus=self.cpus, memory=self.memory, disk=self.disk)
         return SitePolicy(self.site, self.limits, job, template)
+
+    def submitter(
+        self,
+        issuer: CredentialIssuer | None,
+        managers: dict[tuple[str | None, str | None], PilotManager],
+    ) -> PilotSubmitter:
+        """What submits this site's pilots: its schedds' balancer (``tq.schedds``), or the one
+        schedd's PilotManager, shared through ``managers`` with the sites on that schedd.  Each
+        pilot job gets its own credential of its site from ``issuer`` (tq.credentials)."""
+        if self.schedds:
+            return submitter_for(self.pool, self.schedds, issuer)
+        return managers.setdefault(
+            (self.pool, self.schedd), PilotManager(self.pool, self.schedd, credentials=issuer)
+        )
 
 
 class _Checker:
@@ -172,8 +209,11 @@ def _pilot(pcheck: _Checker, pilot: Mapping[str, Any]) -> dict[str, Any]:
         if ttl < 60:
             raise pcheck.fail("ttl", f"must be at least 60 s, got {ttl}")
     tq_url = pcheck.text(pilot, "tqUrl", None)
-    if tq_url is not None and not tq_url.startswith(("http://", "https://")):
-        raise pcheck.fail("tqUrl", f"must be an http:// or https:// URL, got {shorten(tq_url)}")
+    # several instances (seed 002): comma-separated, the pilots fail over between them
+    if tq_url is not None and not all(
+        u.strip().startswith(("http://", "https://")) for u in tq_url.split(",")
+    ):
+        raise pcheck.fail("tqUrl", f"must be http:// or https:// URL(s), got {shorten(tq_url)}")
     return {
         "workdir": workdir,
         "executable": pcheck.text(pilot, "executable", "glidein-ext") or "glidein-ext",
@@ -186,6 +226,8 @@ def _pilot(pcheck: _Checker, pilot: Mapping[str, Any]) -> dict[str, Any]:
         "memory": pcheck.count(pilot, "memory", 1024, 1),
         "disk": pcheck.count(pilot, "disk", 10240, 1),
         "tq_url": tq_url,
+        "collector": pcheck.text(pilot, "collector", None),
+        "base_config": pcheck.text(pilot, "baseConfig", None),
     }
 
 
@@ -227,11 +269,40 @@ def _site(path: str, name: str, raw: Any, defaults: Mapping[str, Any]) -> SiteCo
     return SiteConfig(
         site=name,
         architecture=architecture,
+        schedds=_schedds(check, data, max_pilots),
         limits=Thresholds(min_pilots, max_pilots, min_idle),
         pool=check.text(data, "pool", None),
         schedd=check.text(data, "schedd", None),
         **_pilot(pcheck, pilot),
     )
+
+
+def _schedds(check: _Checker, data: Mapping[str, Any], max_pilots: int) -> tuple[ScheddLimit, ...]:
+    """A site's ``schedds`` list, checked: names unique, each ``maxPilots`` (default: the
+    site's) and optional ``pool``; not with ``schedd``."""
+    raw = data.get("schedds")
+    if raw is None:
+        return ()
+    if data.get("schedd") is not None:
+        raise check.fail("schedds", "give either schedd or schedds, not both")
+    if not isinstance(raw, list) or not raw:
+        raise check.fail("schedds", "must be a non-empty list of {name, maxPilots, pool}")
+    found: list[ScheddLimit] = []
+    for index, item in enumerate(raw):
+        where = _Checker(check.path, check.site, f"schedds[{index}].")
+        if not isinstance(item, Mapping):
+            raise where.fail("name", "each schedd must be a mapping with a name")
+        unknown = set(item) - {"name", "maxPilots", "pool"}
+        if unknown:
+            raise where.fail(str(sorted(map(str, unknown))[0])[:40], "unknown field")
+        name = where.text(item, "name", None)
+        if name is None:
+            raise where.fail("name", "is required")
+        if "/" in name or any(s.name == name for s in found):
+            raise where.fail("name", f"must be unique and without '/', got {shorten(name)}")
+        limit = where.count(item, "maxPilots", max_pilots, 0)
+        found.append(ScheddLimit(name, limit, where.text(item, "pool", None)))
+    return tuple(found)
 
 
 def parse_sites(data: Any, path: str = "<sites>") -> list[SiteConfig]:

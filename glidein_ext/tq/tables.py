@@ -49,6 +49,7 @@ tasks = Table(
     Column("finished_at", Float, nullable=True),
     UniqueConstraint("workflow_id", "name", name="uq_tasks_workflow_name"),
     Index("ix_tasks_state", "state"),
+    Index("ix_tasks_workflow_state", "workflow_id", "state"),  # a workflow's unfinished tasks
 )
 
 task_inputs = Table(
@@ -83,6 +84,7 @@ files = Table(
     Column("produced_by", Integer, nullable=True),
     Column("created_at", Float, nullable=False),
     Column("site", String(200), nullable=True),  # where it was produced (seed 000 III.B)
+    Index("ix_files_produced_by", "produced_by"),  # a completion marks its files' site
 )
 
 pilots = Table(
@@ -109,9 +111,12 @@ pilots = Table(
     Column("last_seen", Float, nullable=False),
     Column("dht_address", String(300), nullable=True),  # "host:port" of its DHT node
     Column("peer_url", String(300), nullable=True),  # its peer file server
+    # The credential it registered with (tq.credentials); NULL: the shared pilot token.
+    Column("credential_id", Integer, nullable=True),
     Index("ix_pilots_state", "state"),
     Index("ix_pilots_host", "host"),
     Index("ix_pilots_site", "site"),
+    Index("ix_pilots_credential", "credential_id"),
 )
 
 # One row per site with a DHT (seed 000): its key, and in the distributed architecture its master
@@ -147,4 +152,21 @@ submissions = Table(
     Column("submitted_at", Float, nullable=False),
     Column("state", String(16), nullable=False),  # inactive, registered, vanished
     Index("ix_submissions_site", "site"),
+)
+
+# Per-pilot credentials (tq.credentials): the SHA-256 of each secret, never the secret; the site
+# it is bound to; revocable, optionally expiring, optionally bound to the batch job carrying it.
+credentials = Table(
+    "credentials",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("site", String(200), nullable=False),
+    Column("secret_hash", String(64), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=True),
+    Column("revoked_at", Float, nullable=True),
+    Column("note", String(200), nullable=False),
+    Column("batch_id", String(200), nullable=True),
+    UniqueConstraint("secret_hash", name="uq_credentials_secret_hash"),
+    Index("ix_credentials_batch", "batch_id"),
 )

@@ -3,13 +3,15 @@
 The server binds 127.0.0.1 port 0 and writes the port it got to ``--port-file``; ``start`` waits
 for that file, then until ``/healthz`` answers.  Its output goes to a log file in its directory.
 ``stop`` sends SIGTERM, then SIGKILL if it has not exited after a grace period.  A second
-``start`` (after ``kill``) reuses the database and the port, as a restarted service would.
+``start`` (after ``kill``) reuses the database and the port, as a restarted service would.  With
+``tls`` (``tests.support.tls.make_pki``) it serves HTTPS only and its clients trust that CA.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -20,7 +22,8 @@ from pathlib import Path
 from types import TracebackType
 
 from glidein_ext.sandbox import stop_process
-from glidein_ext.tq.client import TqClient
+from glidein_ext.tq.client import TqClient, tls_context
+from tests.support.tls import Pki
 
 OPERATOR = "op-secret"
 PILOT = "pilot-secret"
@@ -54,12 +57,16 @@ class TqServer:
         env: Mapping[str, str] | None = None,
         operator_token: str = OPERATOR,
         pilot_token: str = PILOT,
+        tls: Pki | None = None,
         **settings: str,
     ) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.database = database or str(directory / "tq.sqlite")
+        self.tls = tls
         self.args = tuple(args)
+        if tls is not None:
+            self.args += ("--tls-cert", str(tls.cert), "--tls-key", str(tls.key))
         self.operator_token = operator_token
         self.pilot_token = pilot_token
         self.env = {
@@ -104,20 +111,33 @@ class TqServer:
 
     def healthy(self) -> bool:
         try:
-            with urllib.request.urlopen(f"{self.url}/healthz", timeout=5) as answer:  # noqa: S310
+            with urllib.request.urlopen(  # noqa: S310
+                f"{self.url}/healthz", timeout=5, context=self.context
+            ) as answer:
                 return bool(answer.status == 200)
         except (urllib.error.URLError, OSError):
             return False
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "http" if self.tls is None else "https"
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    @property
+    def ca_file(self) -> str | None:
+        return None if self.tls is None else str(self.tls.ca)
+
+    @property
+    def context(self) -> ssl.SSLContext | None:
+        """What a client needs to trust this server (None: plain HTTP)."""
+        return None if self.tls is None else tls_context(self.ca_file)
 
     def operator(self, timeout: float = 30) -> TqClient:
-        return TqClient(self.url, self.operator_token, timeout=timeout)
+        return TqClient(self.url, self.operator_token, timeout=timeout, ca_file=self.ca_file)
 
-    def pilot(self, timeout: float = 30) -> TqClient:
-        return TqClient(self.url, self.pilot_token, timeout=timeout)
+    def pilot(self, timeout: float = 30, token: str | None = None) -> TqClient:
+        """A pilot's client: the shared pilot token, or ``token`` (a credential)."""
+        return TqClient(self.url, token or self.pilot_token, timeout=timeout, ca_file=self.ca_file)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

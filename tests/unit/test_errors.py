@@ -13,7 +13,8 @@ def drawn() -> dict[str, str]:
     parents: dict[str, str] = {}
     stack: list[tuple[int, str]] = []
     for line in (errors.__doc__ or "").splitlines():
-        match = re.match(r"^(\s*)(?:[|+ -]*?)(\w+Error|\w+Missing|\w+NotFound)\b", line)
+        names = r"(\w+Error|\w+Missing|\w+NotFound|\w+Forbidden)"
+        match = re.match(r"^(\s*)(?:[|+ -]*?)" + names + r"\b", line)
         if match is None or not line.strip() or not line.startswith("    "):
             continue
         name = match.group(2)

@@ -15,6 +15,7 @@ from tests.support.py39 import check_file, newer_constructs
 
 ROOT = Path(__file__).resolve().parents[2]
 TOP_LEVEL = ["adfile", "entry", "config", "timefmt", "procs", "condor", "classads", "errors"]
+TOP_LEVEL += ["backoff", "throttle"]  # the Task Queue client's failover and throttle (pilots)
 CLI = ["__init__", "cron", "hook", "init", "wrapper", "pilotad", "sitead", "site"]
 
 

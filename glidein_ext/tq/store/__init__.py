@@ -3,11 +3,14 @@
 Each operation of the pilot protocol (seed 001 IV, IV-D, IV-E) is one transaction; the in-memory
 Matcher is updated only after the commit and is rebuilt from the database at start, so a TQ killed
 at any moment loses no task.  Completions are keyed by (task, attempt): a repeated or stale report
-is answered but never counted twice.  One lock serialises the operations of one TQ process.
+is answered but never counted twice.  One lock serialises the operations of one TQ process,
+and guards the matcher (also after a commit: a pool's listener updates it from another thread).
 
-Several TQ processes may share one PostgreSQL database, each with its own matcher.  A task is handed
-out by a conditional update (``state = 'queued'``): of two processes choosing the same task, the
-second blocks on the row until the first commits, then updates nothing and chooses again.  Pilot
+Several TQ processes may share one PostgreSQL database, each with its own matcher kept in step
+with the others' changes by notification (``pool``, ``tq.notify``).  A task is handed
+out by a conditional update (``state = 'queued'``) of a row no other transaction holds (``SKIP
+LOCKED``): of two processes choosing the same task, the second skips it (or, once the first has
+committed, updates nothing) and chooses again: both can never win.  Pilot
 rows are locked (``SELECT ... FOR UPDATE``) before task rows in every operation, so a reaper in
 another process cannot requeue a task while it is being assigned, and a repeated completion sent
 through two processes is counted once.  SQLite ignores the row locks (it has one writer anyway).
@@ -15,28 +18,33 @@ through two processes is counted once.  SQLite ignores the row locks (it has one
 The parts, one concept each, over ``core.StoreCore`` (engine, matcher, lock, transaction):
 ``workflows`` (submission), ``pilots`` (register, request, heartbeat, deregister, reap),
 ``completions`` (a task's end), ``bookkeeping`` (the PilotMonitor's submissions and site counts),
-``views`` (status, task rows), ``sites`` (the site DHT and the run's counters, seed 000) and
-``master`` (the distributed architecture's master calls).  ``Store`` is all of them over one
-database.
+``views`` (status, task rows), ``sites`` (the site DHT and the run's counters, seed 000),
+``master`` (the distributed architecture's master calls), ``credentials`` (per-pilot
+credentials) and ``pool`` (the matcher kept in step with other instances, seed 002).
+``Store`` is all of them over one database.
 """
 
 from __future__ import annotations
 
 from glidein_ext.tq.store.bookkeeping import MonitorBookkeeping
 from glidein_ext.tq.store.completions import Completions
+from glidein_ext.tq.store.credentials import CredentialStore
 from glidein_ext.tq.store.master import MasterCalls
 from glidein_ext.tq.store.pilots import PilotProtocol
+from glidein_ext.tq.store.pool import PoolView
 from glidein_ext.tq.store.views import StatusViews, TaskRow
 from glidein_ext.tq.store.workflows import WorkflowSubmission
 
 
 class Store(
     MasterCalls,  # the site DHT, the master's calls, the counters (seed 000): wraps the rest
+    CredentialStore,  # per-pilot credentials (tq.credentials): over the pilot protocol
     PilotProtocol,
     Completions,
     MonitorBookkeeping,
     StatusViews,
     WorkflowSubmission,
+    PoolView,  # a pool of instances on one PostgreSQL database: the matcher follows it
 ):
     """The TQ state machine over a database; every public method is one transaction."""
 

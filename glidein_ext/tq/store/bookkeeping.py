@@ -40,12 +40,22 @@ class MonitorBookkeeping(StoreCore):
             return {row[0]: row[1] for row in conn.execute(query)}
 
     def mark_vanished(self, batch_ids: Iterable[str]) -> None:
+        """Submitted pilots that left the batch queue without registering; the credentials the
+        PilotManager gave their jobs are revoked (nobody should hold them any more)."""
+        now = self.clock()
         with self._lock, self._tx() as conn:
             for batch_id in batch_ids:
                 conn.execute(
                     t.submissions.update()
                     .where(t.submissions.c.batch_id == batch_id, t.submissions.c.state == INACTIVE)
                     .values(state="vanished")
+                )
+                conn.execute(
+                    t.credentials.update()
+                    .where(
+                        t.credentials.c.batch_id == batch_id, t.credentials.c.revoked_at.is_(None)
+                    )
+                    .values(revoked_at=now)
                 )
 
     def site_view(self, site: str) -> SiteView:

@@ -94,11 +94,12 @@ class Completions(StoreCore):
             else:
                 state, newly_queued = _failed(conn, task, exit_code, completion.report, now)
             conn.execute(t.pilots.update().where(t.pilots.c.id == pilot_id).values(pilot_values))
-        for item in newly_queued:
-            self.admit_task(item)
-        self.matcher.set_idle(pilot_id, True)
-        if ok and self.cache_mode is CacheMode.PRE_DHT:
-            self.matcher.add_cached(pilot_id, declared)
+        with self._lock:  # the matcher: the pool's listener updates it too (tq.notify)
+            for item in newly_queued:
+                self.admit_task(item)
+            self.matcher.set_idle(pilot_id, True)
+            if ok and self.cache_mode is CacheMode.PRE_DHT:
+                self.matcher.add_cached(pilot_id, declared)
         return CompletionAnswer(accepted=True, duplicate=False, state=state.value)
 
 

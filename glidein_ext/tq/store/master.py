@@ -109,7 +109,12 @@ class MasterCalls(SiteCoordination):
         if dead:
             self._retire(dead, PilotState.LOST)
         results = []
+        members = set(self._site_pilots(site, [item.pilot_id for item in call.completions]))
         for item in call.completions:
+            if item.pilot_id not in members:  # a master reports for its own site's pilots only
+                answer = f"unknown: pilot {item.pilot_id} is no live pilot of {site}"
+                results.append(CompletionAnswer(False, False, answer[:100]))
+                continue
             try:
                 results.append(self.complete(item.pilot_id, item.completion))
             except TaskQueueNotFound as exc:
@@ -159,9 +164,10 @@ class MasterCalls(SiteCoordination):
                 ).scalar_one()
                 given.add(pair.pilot_id)
                 accepted.append(Placed(pair.task_id, pair.pilot_id, attempt))
-        for placed in accepted:
-            self.matcher.remove_task(placed.task_id)
-            self.matcher.set_idle(placed.pilot_id, False)
+        with self._lock:  # the matcher: the pool's listener updates it too (tq.notify)
+            for placed in accepted:
+                self.matcher.remove_task(placed.task_id)
+                self.matcher.set_idle(placed.pilot_id, False)
         report = call.round
         compared = (report.compared_sum, report.compared_served)
         self.counters.on_round(report.rank_sum, report.served, compared)
@@ -242,8 +248,9 @@ class MasterCalls(SiteCoordination):
                     .values(state=PilotState.IDLE.value, task_id=None)
                 )
                 requeued.append(reread_queued(conn, task_id))
-        for item in requeued:
-            self.admit_task(item)
+        with self._lock:
+            for item in requeued:
+                self.admit_task(item)
 
     def _runnable(self, site: str, want: int) -> tuple[list[TaskOffer], int]:
         """The site's runnable tasks (seed III.B: selected by site only): queued, none of their

@@ -1,10 +1,12 @@
 """The pilot protocol's life cycle (seed 001 IV, IV-D, IV-E): register, request, heartbeat, leave.
 
-A task is handed out by a conditional update (``state = 'queued'``): of two TQ processes on one
-database choosing the same task, the second blocks on the row until the first commits, then
-updates nothing and chooses again.  The pilot's row is locked first in every operation, so a
-reaper in another process cannot requeue a task while it is being assigned.  A pilot that leaves
-or is lost gives its running task back to the queue.  The completion report is in
+A task is handed out by a conditional update (``state = 'queued'``) of a row no other
+transaction holds (``SKIP LOCKED``): of two TQ processes on one database choosing the same task,
+the second skips it at once (or, if the first has committed, updates nothing) and takes its next
+best candidate in the same statement (on PostgreSQL a take is offered several).
+The pilot's row is locked first in every operation, so a reaper in another process cannot
+requeue a task while it is being assigned.  A pilot that leaves or is lost gives its running task
+back to the queue.  The completion report is in
 ``completions.py``.
 """
 
@@ -41,12 +43,17 @@ from glidein_ext.tq.store.core import (
     reread_queued,
 )
 
+# Tasks one take may choose among on PostgreSQL: the instances of a pool hold the same queue, and
+# their best choices for pilots alike are the same tasks.
+TAKE_CANDIDATES = 8
+
 
 class PilotProtocol(StoreCore):
     """The pilots' side of the store; every method is one transaction, the matcher after it."""
 
-    def register(self, reg: Registration) -> RegisterAnswer:
-        """A new pilot: its id, the heartbeat it owes, and the other pilots on its host (IV-D)."""
+    def register(self, reg: Registration, credential_id: int | None = None) -> RegisterAnswer:
+        """A new pilot: its id, the heartbeat it owes, and the other pilots on its host (IV-D).
+        ``credential_id``: the credential it registers with (None: the shared pilot token)."""
         now = self.clock()
         info = PilotInfo(
             0,
@@ -83,18 +90,23 @@ class PilotProtocol(StoreCore):
                     state=PilotState.IDLE.value,
                     registered_at=now,
                     last_seen=now,
+                    credential_id=credential_id,
                 )
             )
             pilot_id = inserted_id(inserted)
             if reg.batch_id:
                 conn.execute(
                     t.submissions.update()
-                    .where(t.submissions.c.batch_id == reg.batch_id)
+                    .where(
+                        t.submissions.c.batch_id == reg.batch_id,
+                        t.submissions.c.site == reg.site,
+                    )
                     .values(state="registered")
                 )
             row = conn.execute(sa.select(t.pilots).where(t.pilots.c.id == pilot_id)).one()
             others = _neighbours(conn, row)
-        self.matcher.add_pilot(pilot_info(row))  # its ad was built above: it cannot fail here
+        with self._lock:  # the matcher: the pool's listener updates it too (tq.notify)
+            self.matcher.add_pilot(pilot_info(row))  # its ad was built above: it cannot fail
         return RegisterAnswer(
             pilot_id=pilot_id,
             heartbeat_interval=self.heartbeat_interval,
@@ -118,34 +130,30 @@ class PilotProtocol(StoreCore):
                 if task.state == TaskState.RUNNING.value and task.pilot_id == pilot_id:
                     conn.execute(t.pilots.update().where(t.pilots.c.id == pilot_id).values(values))
                     return _assignment(task, hits=0)
+            # A pool's instances hold the same queue: offer the take several candidates, so
+            # that one another instance is taking at this moment costs no second round.
+            several = TAKE_CANDIDATES if conn.dialect.name == "postgresql" else 1
             while True:
-                choice = self.matcher.choose(pilot_id, now)
-                if choice is None:
+                choices = self.matcher.choose_several(pilot_id, now, several)
+                if not choices:
                     values.update(state=PilotState.IDLE.value, task_id=None)
                     conn.execute(t.pilots.update().where(t.pilots.c.id == pilot_id).values(values))
                     self.matcher.set_idle(pilot_id, True)
                     return None
-                taken = conn.execute(
-                    t.tasks.update()
-                    .where(
-                        t.tasks.c.id == choice.task_id,
-                        t.tasks.c.state == TaskState.QUEUED.value,
-                    )
-                    .values(
-                        state=TaskState.RUNNING.value,
-                        attempt=t.tasks.c.attempt + 1,
-                        pilot_id=pilot_id,
-                    )
-                )
-                if taken.rowcount == 1:
+                won = _take(conn, [c.task_id for c in choices], pilot_id)
+                if won is not None:
+                    choice = next(c for c in choices if c.task_id == won)
                     break
-                # Another TQ process on this database assigned (or finished) it first.
-                self.matcher.remove_task(choice.task_id)
+                # Other TQ processes on this database assigned (or finished) them first, or are
+                # taking them now (their rows are locked: skipped, not waited for).
+                for lost in choices:
+                    self.matcher.remove_task(lost.task_id)
             values.update(state=PilotState.BUSY.value, task_id=choice.task_id)
             conn.execute(t.pilots.update().where(t.pilots.c.id == pilot_id).values(values))
             task = conn.execute(sa.select(t.tasks).where(t.tasks.c.id == choice.task_id)).one()
-        self.matcher.remove_task(choice.task_id)
-        self.matcher.set_idle(pilot_id, False)
+        with self._lock:
+            self.matcher.remove_task(choice.task_id)
+            self.matcher.set_idle(pilot_id, False)
         return _assignment(task, choice.hits)
 
     def heartbeat(self, pilot_id: int, cached: Sequence[str] | None = None) -> HeartbeatAnswer:
@@ -158,7 +166,8 @@ class PilotProtocol(StoreCore):
             )
             others = _neighbours(conn, row)
         if cached is not None:
-            self.matcher.set_cache(pilot_id, cached)
+            with self._lock:
+                self.matcher.set_cache(pilot_id, cached)
         return HeartbeatAnswer(others)
 
     def deregister(self, pilot_id: int) -> None:
@@ -211,10 +220,40 @@ class PilotProtocol(StoreCore):
                     .where(t.pilots.c.id == pilot_id)
                     .values(state=state.value, task_id=None, last_seen=now)
                 )
-        for pilot_id in pilot_ids:
-            self.matcher.remove_pilot(pilot_id)
-        for item in requeued:
-            self.admit_task(item)
+        with self._lock:
+            for pilot_id in pilot_ids:
+                self.matcher.remove_pilot(pilot_id)
+            for item in requeued:
+                self.admit_task(item)
+
+
+def _take(conn: Connection, task_ids: Sequence[int], pilot_id: int) -> int | None:
+    """Seed 002's take: the first of ``task_ids`` (best first) that is still queued and whose
+    row no other transaction holds becomes this pilot's; its id, or None.  ``FOR UPDATE SKIP
+    LOCKED``: an instance of a pool never queues behind another taking the same task (SQLite has
+    one writer and no row locks).  Two instances can never both win: the update is conditional
+    on ``state = 'queued'``."""
+    free = t.tasks.alias("free")
+    preference = sa.case({task_id: rank for rank, task_id in enumerate(task_ids)}, value=free.c.id)
+    unclaimed = (
+        sa.select(free.c.id)
+        # coalesce(): the way in is the candidates' ids (the primary key); a plain state test
+        # leads PostgreSQL, while a new workflow's statistics are young, to the state index and
+        # a scan of every queued task.
+        .where(free.c.id.in_(task_ids))
+        .where(sa.func.coalesce(free.c.state, "") == TaskState.QUEUED.value)
+        .order_by(preference)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    taken = conn.execute(
+        t.tasks.update()
+        .where(t.tasks.c.id == unclaimed, t.tasks.c.state == TaskState.QUEUED.value)
+        .values(state=TaskState.RUNNING.value, attempt=t.tasks.c.attempt + 1, pilot_id=pilot_id)
+        .returning(t.tasks.c.id)
+    ).scalar_one_or_none()
+    return None if taken is None else int(taken)
 
 
 def _seen(now: float, cached: Sequence[str] | None) -> dict[str, Any]:
@@ -233,6 +272,7 @@ def _neighbours(conn: Connection, row: Any) -> tuple[Neighbour, ...]:
 
 
 def _assignment(task: Any, hits: int) -> Assignment:
+    spec = json.loads(task.spec)
     return Assignment(
         task_id=task.id,
         attempt=task.attempt,
@@ -240,6 +280,9 @@ def _assignment(task: Any, hits: int) -> Assignment:
         command=task.command,
         inputs=tuple(json.loads(task.inputs)),
         outputs=tuple(json.loads(task.outputs)),
-        max_runtime=json.loads(task.spec)["max_runtime"],
+        max_runtime=spec["max_runtime"],
         cached_inputs=hits,
+        request_cpus=spec.get("request_cpus", 1),
+        request_memory=spec.get("request_memory", 0),
+        request_disk=spec.get("request_disk", 0),
     )

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from glidein_ext.tq import tables as t
@@ -67,8 +69,8 @@ class SiteCoordination(PilotProtocol, Completions, WorkflowSubmission):
 
     # --- the pilot protocol, extended -------------------------------------------------------
 
-    def register(self, reg: Registration) -> RegisterAnswer:
-        answer = super().register(reg)
+    def register(self, reg: Registration, credential_id: int | None = None) -> RegisterAnswer:
+        answer = super().register(reg, credential_id)
         architecture = self.architecture_of(reg.site)
         answer = dataclasses.replace(
             answer, architecture=architecture.value, cache_mode=architecture.value
@@ -164,11 +166,12 @@ class SiteCoordination(PilotProtocol, Completions, WorkflowSubmission):
                     # tasks that read it (pre-DHT, and centralized until the pilot's next
                     # request brings its whole cache list).
                     self.matcher.add_cached(pilot_id, json.loads(task.outputs))
+            # one unfinished task is enough to know (an index lookup, not a count of them all)
             remaining = conn.execute(
-                sa.select(sa.func.count()).where(
-                    t.tasks.c.workflow_id == task.workflow_id, t.tasks.c.state.in_(UNFINISHED)
-                )
-            ).scalar_one()
+                sa.select(t.tasks.c.id)
+                .where(t.tasks.c.workflow_id == task.workflow_id, t.tasks.c.state.in_(UNFINISHED))
+                .limit(1)
+            ).first()
         self.counters.on_completion(
             task.workflow_id,
             pilot_id,
@@ -176,7 +179,7 @@ class SiteCoordination(PilotProtocol, Completions, WorkflowSubmission):
             completion.ended_at,
             completion.origins,
         )
-        if remaining == 0:
+        if remaining is None:
             self.counters.on_finish(task.workflow_id, now)
 
     def deregister(self, pilot_id: int) -> None:
@@ -201,10 +204,13 @@ def site_row(conn: Connection, site: str) -> Any:
     query = sa.select(t.site_state).where(t.site_state.c.site == site).with_for_update()
     row = conn.execute(query).one_or_none()
     if row is None:
+        # Two instances of a pool may see a new site at once: the second insert does nothing
+        # and both then lock the one row.
+        insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
         conn.execute(
-            sa.insert(t.site_state).values(
-                site=site, dht_key=secrets.token_hex(32), master_id=None, epoch=0
-            )
+            insert(t.site_state)
+            .values(site=site, dht_key=secrets.token_hex(32), master_id=None, epoch=0)
+            .on_conflict_do_nothing(index_elements=["site"])
         )
         row = conn.execute(query).one()
     return row

@@ -121,8 +121,9 @@ class WorkflowSubmission(StoreCore):
                 for task, row in zip(workflow.tasks, rows, strict=True)
                 if row["state"] == TaskState.QUEUED.value
             ]
-        for item in queued:
-            self.admit_task(item)
+        with self._lock:  # the matcher: the pool's listener updates it too (tq.notify)
+            for item in queued:
+                self.admit_task(item)
         return wf_id
 
 

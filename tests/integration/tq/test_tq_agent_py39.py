@@ -26,7 +26,11 @@ from tests.support.tq_server import PILOT, TqServer
 ROOT = Path(__file__).resolve().parents[3]
 AGENT_FILES = [
     *sorted((ROOT / "glidein_ext" / "agent").glob("*.py")),
-    *(ROOT / "glidein_ext" / "tq" / f"{name}.py" for name in ("client", "protocol", "limits")),
+    *(
+        ROOT / "glidein_ext" / "tq" / f"{name}.py"
+        for name in ("client", "protocol", "limits", "endpoints")
+    ),
+    *(ROOT / "glidein_ext" / f"{name}.py" for name in ("backoff", "throttle")),
 ]
 
 

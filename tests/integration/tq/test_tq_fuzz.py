@@ -1,10 +1,12 @@
 """A property-based fuzz of the Task Queue's OpenAPI (schemathesis) against a real `tq serve`.
 
 Every operation of the published schema gets cases that fit the schema (positive) and cases that
-break it (negative), with the right token, and some without one; no answer may be a server error
-(5xx).  Then the service is killed and restarted on the same SQLite database: it must start, load
-every row the fuzz stored (``/healthz`` lists none skipped) and answer.  Seeded (derandomized) so
-that a CI run is reproducible; about 6000 calls in 40-60 s here.
+break it (negative), with the right token (the pilots' calls: a per-pilot credential of site S,
+which registered pilots 1..3; the credential's revocation comes last), and some without one; no
+answer may be a server error (5xx).  Then the service is killed and restarted on the same SQLite
+database: it must start, load every row the fuzz stored (``/healthz`` lists none skipped) and
+answer.  Seeded (derandomized) so that a CI run is reproducible; about 6000 calls in 40-60 s
+here.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.core.result import Ok
 
-from tests.support.tq_server import OPERATOR, PILOT, TqServer
+from tests.support.tq_server import OPERATOR, TqServer
 
 BUDGET = (
     6000  # cases in all, shared by the operations: about a minute here, whatever the API grows to
@@ -31,8 +33,12 @@ BUDGET = (
 MODES = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
 
 
-def _token(path: str) -> str:
-    return PILOT if path.startswith("/api/v1/pilots") else OPERATOR
+def _token(path: str, credential: str) -> str:
+    return credential if path.startswith(("/api/v1/pilots", "/api/v1/sites/")) else OPERATOR
+
+
+def _revocation_last(operation: Any) -> bool:
+    return bool(operation.method.upper() == "DELETE" and "credentials" in operation.path)
 
 
 def _fuzz(
@@ -76,8 +82,9 @@ def test_the_openapi_fuzz_finds_no_server_error_and_the_tq_restarts(
     tq_server: Callable[..., TqServer],
 ) -> None:
     server = tq_server(heartbeat_timeout="3600")
-    client = server.pilot()
     operator = server.operator()
+    (credential,) = operator.mint_credentials("S", note="fuzz")
+    client = server.pilot(token=credential.secret)
     operator.submit(
         {"tasks": [{"name": f"t{i}", "command": "true", "outputs": [f"/f/{i}"]} for i in range(5)]}
     )
@@ -88,6 +95,7 @@ def test_the_openapi_fuzz_finds_no_server_error_and_the_tq_restarts(
     results = list(schema.get_all_operations())
     assert all(isinstance(result, Ok) for result in results), results
     operations = [result.ok() for result in results if isinstance(result, Ok)]
+    operations.sort(key=_revocation_last)  # the pilots' credential stays valid until then
     assert len(operations) >= 8
     seen: Counter[int] = Counter()
     examples = max(50, BUDGET // (3 * len(operations)))  # 3 runs per operation
@@ -95,14 +103,15 @@ def test_the_openapi_fuzz_finds_no_server_error_and_the_tq_restarts(
     errors: list[str] = []
     for operation in operations:
         for mode in MODES:
-            errors += _fuzz(server, operation, mode, _token(operation.path), seen, examples)
+            token = _token(operation.path, credential.secret)
+            errors += _fuzz(server, operation, mode, token, seen, examples)
         errors += _fuzz(server, operation, GenerationMode.POSITIVE, None, seen, examples)
     elapsed = time.monotonic() - started
     calls = sum(seen.values())
     print(f"fuzz: {calls} calls, {len(operations)} operations, {elapsed:.0f} s: {dict(seen)}")
     assert errors == [], "\n".join(errors[:20])
     assert calls >= 2 * examples * len(operations)
-    assert seen[200] and seen[422] and seen[401] and seen[404]  # it went past the door
+    assert seen[200] and seen[422] and seen[401] and seen[403] and seen[404]  # past the door
     assert "Traceback" not in server.log()
 
     server.kill(signal.SIGKILL)

@@ -1,7 +1,12 @@
-"""PilotMonitor + PilotManager against the chroot's real schedd: pilots submitted, registered."""
+"""PilotMonitor + PilotManager against the chroot's real schedd: pilots submitted, registered.
+
+Each pilot job carries its own credential (minted by the PilotManager, spooled with the job as a
+private file, never in the job ad); the pilots have no shared token at all.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -14,7 +19,6 @@ from glidein_ext.tq.db import make_engine
 from glidein_ext.tq.monitor import SitePolicy, Thresholds, monitor_cycle
 from glidein_ext.tq.store import Store
 from glidein_ext.tq.submit import PilotJob, PilotManager
-from tests.support.tq_server import PILOT
 
 pytestmark = pytest.mark.condor
 POOL = "127.0.0.1:9618"
@@ -52,17 +56,28 @@ def test_pilot_manager_submits_pilots_that_register_and_work(
         executable="/opt/glidein-ext/bin/glidein-ext",
         requirements=f'TARGET.GLIDEIN_ExtName =?= "{glidein.name}"',
         extra_args=("--max-idle", "5", "--poll", "0.5", "--min-free-mb", "1", "--host", "wn-c"),
-        environment={"GLIDEIN_EXT_TQ_PILOT_TOKEN": PILOT, "PATH": "/usr/bin:/bin"},
+        environment={"PATH": "/usr/bin:/bin"},  # no shared pilot token: their own credential
         request_memory=128,
     )
     store = Store(make_engine(server.database))
     store.load()
-    manager = PilotManager(POOL)
+    manager = PilotManager(POOL, credentials=store)
     policy = SitePolicy(site, Thresholds(min_pilots=0, max_pilots=2, min_idle_pilots=0), job)
     try:
         assert monitor_cycle(store, manager, [policy], time.time()) == {site: 2}
         batch_ids = set(store.submissions(site))
         assert len(batch_ids) == 2
+        credentials = {c.batch_id: c for c in store.credentials()}
+        assert set(credentials) == batch_ids and {c.site for c in credentials.values()} == {site}
+        # the job ads name their credential, never its secret
+        clusters = " || ".join(f"ClusterId == {b.split('.')[0]}" for b in batch_ids)
+        ads = sandbox.queue(clusters)
+        assert {f"{ad['ClusterId']}.{ad['ProcId']}" for ad in ads} == batch_ids
+        for ad in ads:
+            batch = f"{ad['ClusterId']}.{ad['ProcId']}"
+            assert ad["GlideinExtTqCredential"] == credentials[batch].id
+            arguments = ad.get("Arguments") or ad.get("Args") or ""
+            assert "gxp_" not in json.dumps(ad) and "--token-file tq-credential" in arguments
         # both stay counted (inactive, then registered): a second pass sends no more
         assert monitor_cycle(store, manager, [policy], time.time()) == {site: 0}
         wait_until(
@@ -77,8 +92,10 @@ def test_pilot_manager_submits_pilots_that_register_and_work(
         )
         assert status.completions == 4
         with store.engine.connect() as conn:
-            rows = conn.exec_driver_sql("SELECT batch_id, site FROM pilots").all()
+            rows = conn.exec_driver_sql("SELECT batch_id, site, credential_id FROM pilots").all()
         assert {r[0] for r in rows} == batch_ids and {r[1] for r in rows} == {site}
+        # each registered with the credential its own job carried
+        assert {(r[0], r[2]) for r in rows} == {(b, c.id) for b, c in credentials.items()}
 
         # a pilot that never runs, removed from the queue: noticed, and replaced (minPilots)
         never = SitePolicy(
@@ -93,6 +110,8 @@ def test_pilot_manager_submits_pilots_that_register_and_work(
         wait_until(lambda: not manager.alive([first]), 60, "the removal")
         assert monitor_cycle(store, manager, [never], time.time()) == {"T3_NOWHERE": 1}
         assert store.submissions("T3_NOWHERE")[first] == "vanished"
+        states = {c.batch_id: c.state(time.time()) for c in store.credentials()}
+        assert states[first] == "revoked"  # nobody should hold a vanished job's credential
     finally:
         every = list(store.submissions(site)) + list(store.submissions("T3_NOWHERE"))
         manager.remove(every)

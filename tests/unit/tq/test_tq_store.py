@@ -96,7 +96,7 @@ def test_migrations_create_exactly_the_tables(database: str) -> None:
         version = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one()
     engine.dispose()
     assert diff == []
-    assert version == "0003_distributed"
+    assert version == "0005_pool_notify"
 
 
 def test_w1_runs_through_the_protocol(open_store: OpenStore) -> None:

@@ -1,0 +1,163 @@
+"""The distributed architecture (seed 000) with real pilot processes, and the simulator at the same
+size beside it.
+
+    .venv/bin/python bench/scale_run_bench.py [--quick] [--pilots 500] [--processes 20]
+        [--workflows w1,w2,w3] [--scale 5] [--sleep 5] [--master-timeout 30]
+
+A Task Queue (``tq serve --architecture distributed``) and one site of ``--pilots`` real pilots
+over ``--processes`` processes (``pilot run --pilots N``; the master alone in the first), each
+task a real subprocess writing real files, run each workflow; the Task Queue's counters (as
+``tq status --json`` shows them) give one row per workflow.  Then ``glidein_ext.sim`` runs the
+same site (pilots, tasks, task length, round period, master timeout, heartbeats; loopback
+latencies) with this machine's calibration, and the table shows both and whether they agree:
+
+  requests per task     within 25% (relative)
+  inter-task delay p50  within 1 s, or within 50%
+  cache hit, local hit  within 0.10 (absolute)
+  turnaround            within 25% (relative)
+
+``--quick``: 60 pilots in 3 processes, W1 at scale 1 (160 tasks of 1 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+
+# (metric, name, relative tolerance, absolute tolerance): agree if within either
+MARGINS = (
+    ("requests_per_task", "req/task", 0.25, 0.0),
+    ("delay_median", "delay p50", 0.5, 1.0),
+    ("cache_hit", "cache hit", 0.0, 0.10),
+    ("local_hit", "local hit", 0.0, 0.10),
+    ("turnaround", "turnaround", 0.25, 0.0),
+)
+
+
+def agree(real: float | None, sim: float | None, rel: float, absolute: float) -> bool:
+    if real is None or sim is None:
+        return real is None and sim is None
+    return abs(real - sim) <= max(rel * abs(real), absolute)
+
+
+def simulated(
+    pilots: int, kind: str, tasks: int, sleep: float, master_timeout: float
+) -> dict[str, Any]:
+    from glidein_ext.sim.calibration import calibrate
+    from glidein_ext.sim.config import Network, SimConfig, Storage, TqCosts
+    from glidein_ext.sim.engine import simulate
+
+    config = SimConfig(
+        architecture="distributed",
+        workflow=kind,
+        tasks=tasks,
+        pilots=pilots,
+        sites=1,
+        runtime_mean=sleep + 0.05,  # the task's subprocess start and its files
+        runtime_sd=0.02,
+        file_size=100,
+        round_period=1.0,
+        master_timeout=master_timeout,
+        heartbeat_interval=60.0,
+        network=Network(tq_latency=0.0005, lan_latency=0.0005),
+        costs=TqCosts(),
+        storage=Storage(0.0, 0.0),  # the bench's SE: a directory, no added delay
+    )
+    return simulate(config, calibrate()).summary
+
+
+def measured(row: Any) -> dict[str, Any]:
+    return {
+        "tasks": row.tasks,
+        "requests_per_task": row.requests_per_task,
+        "delay_median": row.delay_median,
+        "cache_hit": row.cache_hit,
+        "local_hit": row.local_hit,
+        "turnaround": row.turnaround,
+        "requests_by_kind": dict(row.kinds),
+    }
+
+
+def _fmt(value: float | None) -> str:
+    return (
+        "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="60 pilots, 3 processes, W1 x 1")
+    parser.add_argument("--pilots", type=int, default=500)
+    parser.add_argument("--processes", type=int, default=20)
+    parser.add_argument("--workflows", default="w1,w2,w3")
+    parser.add_argument("--scale", type=float, default=5.0, help="W1 at 5: 400 + 400 tasks")
+    parser.add_argument("--sleep", type=float, default=5.0, help="seconds each task runs")
+    # 500 pilots on 2 cores hold event loops up for seconds: a short master timeout makes the
+    # Task Queue hand the role on again and again (each takeover loses completions in flight).
+    parser.add_argument("--master-timeout", type=int, default=30)
+    args = parser.parse_args()
+    if args.quick:
+        args.pilots, args.processes, args.workflows, args.scale, args.sleep = 60, 3, "w1", 1, 1
+    if str(REPO) not in sys.path:  # run as `python bench/...`: tests.support from here
+        sys.path.insert(0, str(REPO))
+    from tests.support.site_runs import SiteRun, row
+
+    kinds = [k.strip() for k in args.workflows.split(",") if k.strip()]
+    started = time.monotonic()
+    real: dict[str, dict[str, Any]] = {}
+    with (
+        tempfile.TemporaryDirectory(prefix="scale-run-") as tmp,
+        SiteRun(
+            Path(tmp) / "site",
+            "distributed",
+            args.pilots,
+            processes=args.processes,
+            first_alone=True,
+            pilot_args=["--round-period", "1"],
+            tq_args=["--master-timeout", str(args.master_timeout)],
+            register_timeout=600.0,
+        ) as site,
+    ):
+        registered = time.monotonic() - started
+        for kind in kinds:
+            counters = site.run_workflow(kind, args.scale, sleep=args.sleep, timeout=1800)
+            real[kind] = measured(row("distributed", counters))
+    sims = {
+        kind: simulated(args.pilots, kind, real[kind]["tasks"], args.sleep, args.master_timeout)
+        for kind in kinds
+    }
+    print(
+        f"distributed site: {args.pilots} real pilots in {args.processes} processes "
+        f"(registered in {registered:.0f} s), tasks of {args.sleep} s; simulator beside"
+    )
+    head = f"{'wf':<3} {'tasks':>5} {'run':<4}" + "".join(f" {n:>10}" for _, n, _, _ in MARGINS)
+    print(head)
+    verdicts = []
+    for kind in kinds:
+        for label, values in (("real", real[kind]), ("sim", sims[kind])):
+            cells = "".join(f" {_fmt(values[m]):>10}" for m, _, _, _ in MARGINS)
+            print(f"{kind:<3} {real[kind]['tasks']:>5} {label:<4}{cells}")
+        marks = []
+        for metric, _, rel, absolute in MARGINS:
+            ok = agree(real[kind][metric], sims[kind][metric], rel, absolute)
+            verdicts.append(ok)
+            marks.append("yes" if ok else "NO")
+        print(f"{kind:<3} {'':>5} {'agree':<4}" + "".join(f" {m:>10}" for m in marks))
+        for label, values in (("real", real[kind]), ("sim", sims[kind])):
+            by_kind = sorted(values["requests_by_kind"].items())
+            print(f"    {label} requests: " + ", ".join(f"{k} {n}" for k, n in by_kind))
+    print(
+        "margins: req/task and turnaround 25%, delay p50 1 s or 50%, hit ratios 0.10; "
+        f"{sum(verdicts)}/{len(verdicts)} agree ({time.monotonic() - started:.0f} s)"
+    )
+
+
+if __name__ == "__main__":
+    main()

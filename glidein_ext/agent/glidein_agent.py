@@ -1,0 +1,171 @@
+"""The pilot agent of a glidein (``glidein-ext wrapper --tq``): beside condor_master, its startd
+pulls the agent's Task Queue tasks through HTCondor's fetch-work hooks.
+
+Seed 001 IV has a pilot run one task at a time; a glidein with C CPUs runs up to C tasks at once
+in its partitionable slot, so its agent runs ``lanes`` pilots (C by default), each a full
+:class:`~glidein_ext.agent.agent.PilotAgent` with its own registration, cache (shared with the
+others on the host by hard link, seed 001 IV-D) and, with a site DHT, its own node (seed 000
+III.A), all on one event loop as in ``agent.swarm``.  Their executor is the glidein's startd
+(``agent.startd_executor``): a lane asks the Task Queue (or, distributed, answers its master's
+TaskList) only when the startd has room, and its task runs as an HTCondor job of the glidein.
+The hooks reach the agent through ``agent.hookserver``.
+
+Draining (seed 003): when the glidein retires (its ``.site.ad``, MJF, or its own retire time --
+``retiring()``), the board closes: no lane asks for more, the hook prints no more tasks, tasks not
+yet handed to the startd go back to the Task Queue, and each lane leaves (the DHT, then the Task
+Queue) as soon as its running task has ended and been reported.  The glidein's startd then leaves
+by itself (DAEMON_SHUTDOWN) and the wrapper ends.  :meth:`GlideinAgent.stop` is the hard way
+(SIGTERM): every lane leaves now, giving back what it holds.
+
+Python 3.9, standard library only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from glidein_ext.agent.agent import AgentConfig, PilotAgent
+from glidein_ext.agent.board import Board
+from glidein_ext.agent.hookserver import HookServer
+from glidein_ext.agent.loopthread import LoopThread
+from glidein_ext.agent.startd_executor import GlideinIdentity, StartdExecutor
+
+log = logging.getLogger("glidein_ext.agent.glidein")
+
+
+@dataclass(frozen=True)
+class GlideinAgentConfig:
+    """How a glidein's agent runs: the lanes' common pilot settings and the glidein's own."""
+
+    agent: AgentConfig  # workdir: the lanes' parent directory (lane-<i>/ each)
+    start_dir: str
+    lanes: int
+    identity: GlideinIdentity
+    fetch_wait: float = 2.0  # seconds a fetch waits for a lane to get a task
+    retire_check: float = 2.0  # seconds between looks at the glidein's drain order
+
+
+class _Lane(PilotAgent):
+    """One of the glidein's pilots: a PilotAgent whose tasks go to the startd."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        stop: threading.Event,
+        loop: LoopThread,
+        executor: Callable[[PilotAgent], StartdExecutor],
+    ) -> None:
+        super().__init__(config, stop, loop=loop)
+        self._executor = executor(self)
+
+
+class GlideinAgent:
+    """``start()``, then ``wait()``; ``retire()`` drains, ``stop()`` leaves now; ``close()``."""
+
+    def __init__(
+        self,
+        config: GlideinAgentConfig,
+        retiring: Callable[[], bool],
+        board: Board | None = None,
+    ) -> None:
+        self.config = config
+        self.retiring = retiring
+        self.board = board or Board(fetch_wait=config.fetch_wait)
+        self.stops = [threading.Event() for _ in range(config.lanes)]
+        self.ran = [0] * config.lanes
+        self.failed = 0
+        self._threads: list[threading.Thread] = []
+        self._done = threading.Event()
+        self._server: HookServer | None = None
+        self._loop: LoopThread | None = None
+        self._watcher: threading.Thread | None = None
+
+    def start(self) -> GlideinAgent:
+        """Listen for the hooks, then start the lanes (they register meanwhile)."""
+        c = self.config
+        self._server = HookServer(c.start_dir, self.board).start()
+        self._loop = LoopThread("glidein-agent-loop").start()
+        for lane in range(c.lanes):
+            config = dataclasses.replace(c.agent, workdir=c.agent.workdir / f"lane-{lane}")
+
+            def executor(agent: PilotAgent, lane: int = lane) -> StartdExecutor:
+                return StartdExecutor(
+                    self.board, lane, agent.config.workdir, agent.open_cache(), c.identity
+                )
+
+            agent = _Lane(config, self.stops[lane], self._loop, executor)
+            thread = threading.Thread(
+                target=self._run_lane, args=(lane, agent), name=f"glidein-lane-{lane}"
+            )
+            thread.start()
+            self._threads.append(thread)
+        self._watcher = threading.Thread(target=self._watch, name="glidein-retire-watch")
+        self._watcher.start()
+        log.info(
+            "glidein agent: %d lane(s) for %s at %s; hooks at %s",
+            c.lanes,
+            c.agent.site,
+            c.agent.url,
+            self._server.path,
+        )
+        return self
+
+    def _run_lane(self, lane: int, agent: PilotAgent) -> None:
+        try:
+            self.ran[lane] = agent.run()
+            log.info("glidein agent: lane %d left after %d task(s)", lane, self.ran[lane])
+        except Exception:  # one lane's failure never ends the others (logged)
+            self.failed += 1
+            log.exception("glidein agent: lane %d failed; its tasks go back to the TQ", lane)
+
+    def _watch(self) -> None:
+        """Close the board once the glidein retires (seed 003: no new job starts)."""
+        while not self._done.wait(self.config.retire_check):
+            if self.board.closed:
+                return
+            try:
+                retiring = self.retiring()
+            except Exception:  # the watch survives a failing look (logged)
+                log.exception("glidein agent: cannot tell whether the glidein retires")
+                continue
+            if retiring:
+                self.retire()
+
+    def retire(self) -> None:
+        """Drain: no new task; running ones finish and are reported; lanes leave when idle."""
+        if not self.board.closed:
+            cancelled = self.board.close("the glidein is retiring")
+            log.info(
+                "glidein agent: the glidein retires; %d task(s) not started go back, %d running",
+                len(cancelled),
+                self.board.busy(),
+            )
+
+    def stop(self) -> None:
+        """Leave now (SIGTERM, or the glidein's HTCondor ended): lanes give back what they hold."""
+        self.board.close("the agent stops")
+        for event in self.stops:
+            event.set()
+
+    def lanes_alive(self) -> int:
+        return sum(1 for thread in self._threads if thread.is_alive())
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for every lane to leave; True if they all did within ``timeout``."""
+        for thread in self._threads:
+            thread.join(timeout)
+        return self.lanes_alive() == 0
+
+    def close(self) -> None:
+        """Stop the hook link and the event loop (after :meth:`wait`)."""
+        self._done.set()
+        if self._watcher is not None:
+            self._watcher.join()
+        if self._server is not None:
+            self._server.stop()
+        if self._loop is not None:
+            self._loop.stop()

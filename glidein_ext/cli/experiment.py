@@ -1,0 +1,93 @@
+"""`glidein-ext experiment NAME --out DIR`: run one of the experiments that mirror the papers'
+figures on the simulator (glidein_ext.sim) and write its CSV files, PNG figures and notes.
+
+The simulator's packages come with the ``[experiments]`` extra: a missing simpy (or htcondor's
+classad2) makes the command unavailable with one line (``cli.LazyGroup``), a missing matplotlib
+is refused before any run."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from glidein_ext.errors import MissingDependencyError, UsageError
+from glidein_ext.sim.calibration import REFERENCE, CostModel, calibrate
+from glidein_ext.sim.experiments import EXPERIMENTS
+from glidein_ext.sim.experiments.base import run_jobs
+
+
+@click.command()
+@click.argument("name", required=False)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Directory to write.")
+@click.option("--seed", type=int, default=0, show_default=True, help="First seed of the runs.")
+@click.option("--quick", is_flag=True, help="Small sizes and one seed (what CI runs).")
+@click.option("--list", "listing", is_flag=True, help="Name the experiments, one line each.")
+@click.option(
+    "--costs",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="A calibration (JSON) to reuse instead of measuring the matcher here.",
+)
+@click.option(
+    "--reference-costs", is_flag=True, help="The development machine's calibration (reproducible)."
+)
+def experiment(
+    name: str | None,
+    out_dir: str | None,
+    seed: int,
+    quick: bool,
+    listing: bool,
+    costs: str | None,
+    reference_costs: bool,
+) -> None:
+    """Run experiment NAME (see --list) and write its results into --out."""
+    if listing:
+        for known in EXPERIMENTS.values():
+            click.echo(f"{known.name:<20} {known.summary}")
+        return
+    if name is None:
+        raise UsageError("name an experiment (glidein-ext experiment --list)")
+    found = EXPERIMENTS.get(name)
+    if found is None:
+        raise UsageError(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
+    if out_dir is None:
+        raise UsageError("--out DIR is required")
+    if seed < 0:
+        raise UsageError("--seed must be 0 or more")
+    if importlib.util.find_spec("matplotlib") is None:
+        raise MissingDependencyError(
+            "glidein-ext experiment draws its figures with matplotlib, not installed here: "
+            "pip install 'glidein-ext[experiments]'"
+        )
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {out}: {exc.strerror}") from exc
+    if costs is not None:
+        try:
+            model = CostModel.from_file(Path(costs))
+        except (OSError, ValueError, TypeError) as exc:
+            raise UsageError(f"cannot read the calibration {costs}: {exc}") from exc
+    elif reference_costs:
+        model = REFERENCE
+    else:
+        model = calibrate()
+    (out / "calibration.json").write_text(model.to_json() + "\n", encoding="utf-8")
+    jobs = found.jobs(quick, seed)
+    started = time.monotonic()
+    with click.progressbar(length=len(jobs), label=name, file=sys.stderr) as bar:
+        results = run_jobs(jobs, model, bar.update)
+    notes = found.report(results, out, model)
+    (out / "notes.txt").write_text("".join(f"{note}\n" for note in notes), encoding="utf-8")
+    for note in notes:
+        click.echo(note)
+    written = sorted(p.name for p in out.iterdir())
+    click.echo(
+        f"{name}: {len(jobs)} run(s) in {time.monotonic() - started:.0f} s; "
+        f"wrote {', '.join(written)} in {out}"
+    )

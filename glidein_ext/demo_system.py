@@ -1,0 +1,204 @@
+"""The main demo: the whole system on the embedded default, narrated, in a few minutes.
+
+Scene 1 (seeds 001 and 000): a Task Queue on SQLite and a site of pilots on three simulated
+worker nodes, every pilot joining the site's DHT and sharing its host's cache; the seed's W1
+workflow (a chain: each step-1 task reads the file its step-0 task wrote) with real files on a
+local storage element, run once with the pre-DHT Task Queue and once with the distributed
+architecture (a master pilot schedules the site in rounds); a live progress line; then the table
+the seed's Fig. 5/6 compare: TQ requests per task, inter-task delay, cache and local hit ratios.
+Scene 2 (seed 003): the handshake demo in the real HTCondor pool -- a glidein with user jobs, the
+site vacates it through ``.site.ad``, it drains without losing work and leaves.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from glidein_ext.errors import GlideinExtError
+from glidein_ext.local_site import LocalSite, LocalTaskQueue, workflow_counters
+from glidein_ext.tq.workflow import generate
+
+# How each architecture's pilots find work and files (seed 000 III).
+HOW = {
+    "pre-dht": "each asks the Task Queue for work and the Task Queue tracks every cache",
+    "centralized": "they join the site DHT, share caches through it, and each asks the Task Queue",
+    "distributed": "they join the site DHT, share caches through it, and a master pilot asks "
+    "the Task Queue for the whole site in rounds",
+}
+
+# What the seed measured (seed 000 IV, Fig. 5/6): TQ requests per task.
+PAPER_REQUESTS_PER_TASK = {"pre-dht": 12.0, "centralized": 9.0, "distributed": 5.0}
+
+
+@dataclass(frozen=True)
+class DemoSize:
+    """How big scene 1 is: the defaults take about a minute per architecture on 2 cores."""
+
+    hosts: int = 3
+    pilots_per_host: int = 4
+    scale: float = 0.5  # W1 at 0.5: 40 chains, 80 tasks
+    sleep: float = 2.0  # seconds each task runs
+    size: int = 200_000  # bytes each task writes
+    timeout: float = 300.0
+
+
+@dataclass(frozen=True)
+class ArchitectureResult:
+    """One architecture's W1 run, from the Task Queue's counters."""
+
+    architecture: str
+    tasks: int
+    done: int
+    failed: int
+    requests_per_task: float | None
+    delay_median: float | None
+    cache_hit: float | None
+    local_hit: float | None
+    turnaround: float | None
+    files: int
+
+    @classmethod
+    def of(
+        cls, architecture: str, counts: dict[str, int], counters: dict[str, Any], files: int
+    ) -> ArchitectureResult:
+        return cls(
+            architecture,
+            int(counters["tasks"]),
+            counts.get("done", 0),
+            counts.get("failed", 0),
+            counters.get("requests_per_task"),
+            counters["inter_task_delay"].get("median"),
+            counters.get("cache_hit_ratio"),
+            counters.get("local_hit_ratio"),
+            counters.get("turnaround"),
+            files,
+        )
+
+
+def progress_line(name: str, counts: dict[str, int], elapsed: float, width: int = 30) -> str:
+    """``W1 [#########.....] 23/40 done, 8 running, 9 waiting  12 s``."""
+    total = sum(counts.values())
+    done = counts.get("done", 0) + counts.get("failed", 0)
+    filled = round(width * done / total) if total else 0
+    running = counts.get("running", 0) + counts.get("assigned", 0)
+    waiting = total - done - running
+    return (
+        f"   {name} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} done, "
+        f"{running} running, {waiting} waiting  {elapsed:.0f} s"
+    )
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def results_table(results: list[ArchitectureResult]) -> str:
+    """The final table, one line per architecture, the seed's value beside ours."""
+    head = (
+        f"   {'architecture':<12} {'tasks':>5} {'failed':>6} {'TQ req/task':>11} {'(seed)':>6} "
+        f"{'delay p50 s':>11} {'cache hit':>9} {'local hit':>9} {'turnaround s':>12}"
+    )
+    lines = [head]
+    for r in results:
+        lines.append(
+            f"   {r.architecture:<12} {r.tasks:>5} {r.failed:>6} {_fmt(r.requests_per_task):>11} "
+            f"{PAPER_REQUESTS_PER_TASK[r.architecture]:>6.0f} {_fmt(r.delay_median):>11} "
+            f"{_fmt(r.cache_hit):>9} {_fmt(r.local_hit):>9} {_fmt(r.turnaround, 1):>12}"
+        )
+    return "\n".join(lines)
+
+
+def run_architecture(
+    directory: Path,
+    architecture: str,
+    size: DemoSize,
+    say: Callable[[str], None],
+    progress: Callable[[str], None],
+) -> ArchitectureResult:
+    """One Task Queue, one site of pilots, one W1 workflow to its end; the counters."""
+    with LocalTaskQueue(directory / "tq", architecture) as tq:
+        say(f"   Task Queue on SQLite at {tq.url} (architecture {architecture}).")
+        with LocalSite(
+            tq, directory / "site", hosts=size.hosts, pilots_per_host=size.pilots_per_host
+        ) as site:
+            say(
+                f"   {site.pilots} pilots on {size.hosts} worker nodes registered; "
+                f"{HOW[architecture]}."
+            )
+            workflow = generate("w1", size.scale, size.size, size.sleep)
+            answer = tq.operator().submit(workflow)
+            say(f"   W1 submitted: {answer.tasks} tasks ({size.size // 1000} kB files).")
+            started = time.monotonic()
+            counts: dict[str, int] = {}
+            while True:
+                status = tq.operator().status()
+                (found,) = [w for w in status.workflows if w.id == answer.workflow_id]
+                counts = dict(found.tasks)
+                progress(progress_line("W1", counts, time.monotonic() - started))
+                if counts.get("done", 0) + counts.get("failed", 0) == sum(counts.values()):
+                    break
+                if time.monotonic() - started > size.timeout:
+                    raise GlideinExtError(
+                        f"W1 did not finish in {size.timeout:.0f} s: {counts} (logs in {directory})"
+                    )
+                time.sleep(0.5)
+            progress("")
+            counters = workflow_counters(tq, answer.workflow_id)
+            files = len(list((site.se_dir / "store").rglob("*.dat")))
+            masters = tq.operator().call("GET", "/api/v1/counters").get("masters", {})
+            if architecture == "distributed" and masters.get(site.site):
+                grant = masters[site.site][-1]
+                say(f"   The site's master was pilot {grant['pilot_id']} (epoch {grant['epoch']}).")
+        say(
+            "   The pilots got SIGTERM: each finished, left the site (DHT keys handed on) "
+            "and deregistered."
+        )
+    return ArchitectureResult.of(architecture, counts, counters, files)
+
+
+def run_workflow_scene(
+    directory: Path,
+    say: Callable[[str], None],
+    progress: Callable[[str], None],
+    size: DemoSize = DemoSize(),
+    architectures: tuple[str, ...] = ("pre-dht", "distributed"),
+) -> list[ArchitectureResult]:
+    """Scene 1: W1 through each architecture; prints and returns the table's rows."""
+    results = []
+    for number, architecture in enumerate(architectures, start=1):
+        say(f"1.{number} W1 with the {architecture} Task Queue (seed 000 III).")
+        results.append(
+            run_architecture(directory / architecture, architecture, size, say, progress)
+        )
+    say("   The Task Queue's counters (the seed's Fig. 5/6 measures; seed's values beside):")
+    say(results_table(results))
+    for r in results:
+        if r.failed or r.done != r.tasks or r.files != r.tasks:
+            raise GlideinExtError(
+                f"{r.architecture}: {r.done} of {r.tasks} tasks done, {r.failed} failed, "
+                f"{r.files} files on the SE"
+            )
+    return results
+
+
+def run_system_demo(
+    directory: Path,
+    say: Callable[[str], None],
+    progress: Callable[[str], None],
+    keep_pool: bool = False,
+    with_pool: bool = True,
+) -> list[ArchitectureResult]:
+    """Both scenes; ``with_pool=False`` runs scene 1 only (no HTCondor, no root)."""
+    say("Scene 1: a Task Queue, a site of pilots sharing caches through the site DHT, W1.")
+    results = run_workflow_scene(directory, say, progress)
+    if with_pool:
+        from glidein_ext.demo import run_handshake_demo
+
+        say("")
+        say("Scene 2: the site vacates a glidein through .site.ad; it drains and leaves.")
+        run_handshake_demo(say, keep_pool=keep_pool)
+    return results

@@ -1,0 +1,213 @@
+"""A Task Queue and a site of pilots as local processes on 127.0.0.1: the embedded default.
+
+``LocalTaskQueue`` runs ``glidein-ext tq serve`` on a SQLite file (port 0, the bound port read
+from ``--port-file``) with two random tokens of its own; ``LocalSite`` runs ``glidein-ext pilot
+run --pilots N`` processes against it, one process per simulated worker node (its pilots share
+that host's cache, seed 001 IV-C), every pilot joining the site's DHT (seed 000 III.A).  Both are
+context managers that stop what they started (SIGTERM, then SIGKILL) and leave nothing running.
+The main demo uses them; a researcher can too (``docs/architectures.md``).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from glidein_ext.errors import GlideinExtError, TaskQueueError
+from glidein_ext.sandbox import stop_process
+from glidein_ext.tq.client import TqClient
+
+START_TIMEOUT = 60.0
+
+
+def _command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "glidein_ext", *args]
+
+
+@dataclass
+class LocalTaskQueue:
+    """``tq serve`` on ``directory/tq.sqlite``; ``url`` and ``operator()`` once started."""
+
+    directory: Path
+    architecture: str = "distributed"
+    args: Sequence[str] = ()
+    operator_token: str = field(default_factory=lambda: secrets.token_hex(16))
+    pilot_token: str = field(default_factory=lambda: secrets.token_hex(16))
+    port: int = 0
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "tq-serve.log"
+
+    def environment(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "GLIDEIN_EXT_TQ_OPERATOR_TOKEN": self.operator_token,
+            "GLIDEIN_EXT_TQ_PILOT_TOKEN": self.pilot_token,
+        }
+
+    def operator(self, timeout: float = 60) -> TqClient:
+        return TqClient(self.url, self.operator_token, timeout=timeout)
+
+    def start(self) -> LocalTaskQueue:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        port_file = self.directory / "tq.port"
+        port_file.unlink(missing_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                _command(
+                    *("tq", "serve", "--database", str(self.directory / "tq.sqlite")),
+                    *("--port", "0", "--port-file", str(port_file)),
+                    *("--architecture", self.architecture, *self.args),
+                ),
+                env=self.environment(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        deadline = time.monotonic() + START_TIMEOUT
+        while not port_file.exists():
+            self._alive(deadline, "did not bind its port")
+            time.sleep(0.1)
+        self.port = int(port_file.read_text())
+        while True:
+            try:
+                self.operator(timeout=5).status()
+                return self
+            except TaskQueueError:
+                self._alive(deadline, "does not answer")
+                time.sleep(0.2)
+
+    def _alive(self, deadline: float, what: str) -> None:
+        assert self.process is not None
+        if self.process.poll() is not None or time.monotonic() > deadline:
+            self.stop()
+            tail = self.log_path.read_text(errors="replace")[-2000:]
+            raise GlideinExtError(f"tq serve {what} (log {self.log_path}): {tail}")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop_process(self.process, [(signal.SIGTERM, 30), (signal.SIGKILL, 10)])
+
+    def __enter__(self) -> LocalTaskQueue:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+@dataclass
+class LocalSite:
+    """``hosts`` processes of ``pilots_per_host`` pilots each, at ``site``, on ``tq``."""
+
+    tq: LocalTaskQueue
+    directory: Path
+    site: str = "T2_Local"
+    hosts: int = 3
+    pilots_per_host: int = 4
+    pilot_args: Sequence[str] = ()
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def se_dir(self) -> Path:
+        """The storage element every pilot reads inputs from and writes outputs to."""
+        return self.directory / "se"
+
+    @property
+    def pilots(self) -> int:
+        return self.hosts * self.pilots_per_host
+
+    def start(self, timeout: float = 120.0) -> LocalSite:
+        self.se_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            for host in range(self.hosts):
+                self.procs.append(self._start(host))
+                if host == 0:  # the first pilot to register is the site's master (seed 000)
+                    self.wait_registered(1, timeout)
+            self.wait_registered(self.pilots, timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self, host: int) -> subprocess.Popen[bytes]:
+        workdir = self.directory / f"wn{host}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        with open(self.directory / f"wn{host}.log", "ab") as log:
+            return subprocess.Popen(
+                _command(
+                    *("pilot", "run", "--tq", self.tq.url, "--site", self.site),
+                    *("--workdir", str(workdir), "--host", f"wn{host}"),
+                    *("--se-dir", str(self.se_dir), "--min-free-mb", "1"),
+                    *("--pilots", str(self.pilots_per_host)),
+                    *("--pilots-per-host", str(self.pilots_per_host)),
+                    *("--poll", "1", "--poll-max", "4", "--round-period", "1"),
+                    *("--cache-max-space", "200M", "--cache-min-threshold", "0", "-v"),
+                    *self.pilot_args,
+                ),
+                env={**self.tq.environment(), "GLIDEIN_EXT_TQ_OPERATOR_TOKEN": ""},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+
+    def registered(self) -> int:
+        """Pilots of this site the Task Queue knows alive (idle or busy)."""
+        pilots = self.tq.operator().status().pilots.get(self.site, {})
+        return int(pilots.get("idle", 0) + pilots.get("busy", 0))
+
+    def wait_registered(self, count: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.registered() < count:
+            if any(p.poll() is not None for p in self.procs):
+                raise GlideinExtError(f"a pilot process exited; see {self.directory}/wn*.log")
+            if time.monotonic() > deadline:
+                raise GlideinExtError(f"{self.registered()} of {count} pilots registered")
+            time.sleep(0.3)
+
+    def stop(self) -> None:
+        """SIGTERM: each pilot finishes, leaves the DHT (seed 000 LEAVE) and deregisters."""
+        for process in self.procs:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.procs:
+            stop_process(process, [(signal.SIGTERM, 60), (signal.SIGKILL, 10)])
+
+    def __enter__(self) -> LocalSite:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def workflow_counters(tq: LocalTaskQueue, workflow_id: int) -> dict[str, Any]:
+    """The Task Queue's counters of one workflow (``GET /api/v1/counters``, seed 000 IV)."""
+    counters = tq.operator().call("GET", "/api/v1/counters")
+    for found in counters.get("workflows", []):
+        if found.get("id") == workflow_id:
+            return dict(found)
+    raise TaskQueueError(f"the Task Queue has no counters for workflow {workflow_id}")

@@ -1,0 +1,213 @@
+"""A simulated distributed site (seed 000 III.B-C): the master's rounds over the real
+``sched.rounds.RoundBook``, the real TaskList fitting (``sched.tasklist``), each idle worker's
+real ``sched.ranking.Ranker``, the real rank matrix and assignment (``sched.assign``).
+
+Time: the Task Queue calls go through the simulated server; the TaskList's broadcast and the
+aggregated replies cross ``ceil(log_fanout(workers))`` levels of the DHT tree, each costing a
+LAN message and (down) the decoding of the TaskList; the workers rank in parallel (the
+calibrated cost of one ranking); the master's assignment costs the calibrated time per allowed
+pair.  The master sequences its loop as ``agent.master.MasterRole.run`` does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+from glidein_ext.agent.master import REPLY_BUDGET, TASKLIST_BUDGET
+from glidein_ext.dht import wire
+from glidein_ext.sched.assign import assign
+from glidein_ext.sched.matrix import RankMatrix
+from glidein_ext.sched.ranking import InputFile, Ranker, TaskEntry, TaskSpec, WorkerAd, WorkerState
+from glidein_ext.sched.rounds import Report, RoundBook
+from glidein_ext.sched.tasklist import (
+    TaskList,
+    decode_replies,
+    encode_reply,
+    encode_tasklist,
+    fit_tasks,
+    reply_limit,
+)
+from glidein_ext.sim.context import Context
+from glidein_ext.sim.pilots import dht_publish_time, execute
+from glidein_ext.sim.taskqueue import Outcome
+from glidein_ext.sim.workload import SimTask
+
+
+@dataclass
+class SimWorker:
+    """A worker pilot: its ranker, what it runs, what it finished last."""
+
+    pilot_id: int
+    ranker: Ranker
+    current: int = 0
+    last_done: int = 0
+
+
+def entry_of(task: SimTask, size: int) -> TaskEntry:
+    spec = task.spec
+    return TaskEntry(
+        task.task_id,
+        TaskSpec(
+            spec.requirements,
+            spec.rank,
+            spec.request_cpus,
+            spec.request_memory,
+            spec.request_disk,
+            float(spec.max_runtime),
+            spec.attributes,
+        ),
+        tuple(InputFile(lfn, size) for lfn in task.inputs),
+    )
+
+
+class SiteMaster:
+    """One distributed site: its master and its workers."""
+
+    def __init__(self, ctx: Context, site: int, master_id: int) -> None:
+        self.ctx = ctx
+        self.site = site
+        self.master_id = master_id
+        config = ctx.config
+        self.book = RoundBook(
+            master_id,
+            window=config.round_window,
+            period=config.round_period,
+            heartbeat=max(0.5, config.master_timeout / 3),
+            now=ctx.env.now,
+        )
+        self.workers: dict[int, SimWorker] = {}
+        self._wake = ctx.env.event()
+
+    def _poke(self) -> None:
+        if not self._wake.triggered:
+            self._wake.succeed()
+
+    # --- the workers ---
+
+    def worker(self, index: int, pilot_id: int) -> Generator[Any, Any, None]:
+        """A worker registers, says hello, and then only runs what the master assigns."""
+        ctx = self.ctx
+        site, host = self.site, ctx.host_of(index)
+        ctx.caches.join(pilot_id, site, host)
+        yield from ctx.tq.call("register", ctx.tq.register(pilot_id, site, host))
+        ad = WorkerAd({"Site": f"S{site}", "Host": host, "SE": f"se{site}"})
+        self.workers[pilot_id] = SimWorker(pilot_id, Ranker(ad))
+        yield ctx.env.timeout(ctx.config.network.lan_latency)
+        self.book.join(pilot_id, ("sim", pilot_id), ctx.env.now)
+        self._poke()
+
+    def run_task(self, pilot_id: int, task: SimTask, attempt: int) -> Generator[Any, Any, None]:
+        ctx = self.ctx
+        lan = ctx.config.network.lan_latency
+        yield ctx.env.timeout(lan)  # the master's assign message
+        worker = self.workers[pilot_id]
+        worker.current = task.task_id
+        outcome = yield from execute(ctx, pilot_id, task, attempt, True)
+        yield ctx.env.timeout(dht_publish_time(ctx, len(task.outputs) + len(task.inputs)) + lan)
+        worker.current, worker.last_done = 0, task.task_id
+        if self.book.completed(pilot_id, (task.task_id, attempt), outcome, ctx.env.now):
+            self._poke()
+
+    # --- the master ---
+
+    def run(self) -> Generator[Any, Any, None]:
+        ctx = self.ctx
+        env, tq = ctx.env, ctx.tq
+        yield from tq.call("register", tq.register(self.master_id, self.site, "master"))
+        while not tq.finished.triggered:
+            now = env.now
+            if self.book.round_due(now):
+                yield from self._round(now)
+            elif self.book.call_due(now) and not self._round_coming(now):
+                yield from self._sync(self.book.take_report(now), 0)
+            else:
+                if self._wake.triggered:
+                    self._wake = env.event()
+                wait = max(self.book.next_wakeup(now), 0.01)
+                yield env.any_of([env.timeout(wait), self._wake])
+
+    def _round_coming(self, now: float) -> bool:
+        """``batched``: a round due within one window carries the completions."""
+        config = self.ctx.config
+        return config.master_calls == "batched" and (
+            self.book.next_wakeup(now) <= config.round_window
+        )
+
+    def _sync(self, report: Report, want: int) -> Generator[Any, Any, list[SimTask]]:
+        tq = self.ctx.tq
+        outcomes: list[tuple[int, Outcome]] = list(report.completions)
+        tq.release(report.release)
+        offers, runnable = yield from tq.call("sync", tq.sync(self.site, outcomes, want))
+        self.book.reported()
+        if runnable > len(offers):
+            self.book.trigger(self.ctx.env.now)
+        return list(offers)
+
+    def _tree_depth(self) -> int:
+        fanout = self.ctx.config.network.fanout
+        return max(1, math.ceil(math.log(max(len(self.workers), 2), fanout)))
+
+    def _round(self, now: float) -> Generator[Any, Any, None]:
+        ctx, book = self.ctx, self.book
+        want = book.start_round(now)
+        offers: list[SimTask] = []
+        if want or book.call_due(now):
+            offers = yield from self._sync(book.take_report(now), want)
+        entries = [entry_of(task, ctx.config.file_size) for task in offers]
+        idle = len(book.idle())
+        limit = reply_limit(idle, REPLY_BUDGET)
+
+        def build(chosen: Any) -> Any:
+            return encode_tasklist(
+                TaskList(
+                    book.round,
+                    1,
+                    self.master_id,
+                    ("sim", 0),
+                    book.successors(),
+                    limit,
+                    tuple(chosen),
+                )
+            )
+
+        _, fitted = fit_tasks(entries, build, lambda p: len(wire.encode(p)), TASKLIST_BUDGET)
+        if fitted < len(entries):
+            book.trigger(ctx.env.now)
+        shown = entries[:fitted]
+        replies = self._replies(shown, limit)
+        network = ctx.config.network
+        depth = self._tree_depth()
+        down = depth * (network.lan_latency + network.decode_per_task * len(shown))
+        yield ctx.env.timeout(down + ctx.costs.rank_time(len(shown)) + depth * network.lan_latency)
+        candidates = book.replies(decode_replies(replies, fitted))
+        if shown and candidates.pilots:
+            yield from self._assign(offers[:fitted], candidates)
+
+    def _replies(self, shown: list[TaskEntry], limit: int) -> list[Any]:
+        """Each worker's reply to the TaskList: busy, or idle with its best ``limit`` ranks."""
+        positions = [TaskEntry(i, e.spec, e.inputs) for i, e in enumerate(shown)]
+        replies: list[Any] = []
+        for pilot_id, worker in self.workers.items():
+            if worker.current or not shown:
+                replies += encode_reply(pilot_id, worker.current, worker.last_done, None)
+                continue
+            state = WorkerState(cached=frozenset(self.ctx.caches.cached(pilot_id)))
+            ranking = worker.ranker.rank(positions, state, limit=limit, spread=pilot_id)
+            replies += encode_reply(pilot_id, 0, worker.last_done, ranking)
+        return replies
+
+    def _assign(self, offered: list[SimTask], candidates: Any) -> Generator[Any, Any, None]:
+        ctx = self.ctx
+        matrix = RankMatrix.from_replies(
+            list(range(len(offered))), list(candidates.ranks), candidates.truncated
+        )
+        result = assign(matrix, ctx.config.assignment)
+        yield ctx.env.timeout(ctx.costs.assign_time(matrix.size))
+        pairs = [(offered[row].task_id, candidates.pilots[col]) for row, col in result.pairs]
+        placed = yield from ctx.tq.call("assign", ctx.tq.assign(pairs, result.total, result.served))
+        self.book.assigned(placed)
+        for task_id, pilot_id, attempt in placed:
+            ctx.env.process(self.run_task(pilot_id, ctx.tq.tasks[task_id], attempt))

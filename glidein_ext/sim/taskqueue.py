@@ -1,0 +1,273 @@
+"""The simulated Task Queue: one server (a SimPy resource of capacity 1, as the real store
+serialises the protocol calls behind one lock), the queue's state kept by the real
+``tq.matcher.Matcher`` (pre-DHT and centralized) or by the site selection (distributed), and the
+run's counters.
+
+Each request travels ``tq_latency``, waits its turn, is served (its operation runs the real cores
+at the start of its service, and takes the time the cost model charges for their work), and
+travels back.  Congestion is the queue in front of that one server; nothing else slows the Task
+Queue down.  Service time: ``TqCosts.call`` per request, ``TqCosts.per_row`` per row a bulk call
+reads or writes, and for a match the calibrated matcher cost (``sim.calibration``): with
+``tq_cost="grouped"`` the work the real matcher did (its classad2 evaluations, its groups, the
+pilot's cached files); with ``"per-task"`` the work of a matcher that examines every queued task
+for each request (seed 000 II: "all queued tasks must be examined"), i.e. ours with one task per
+group: a classad2 evaluation per task this pilot has not seen yet, a look at every queued task.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Container, Generator, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import simpy
+
+from glidein_ext.sim.calibration import CostModel
+from glidein_ext.sim.config import SimConfig
+from glidein_ext.sim.recorder import Recorder
+from glidein_ext.sim.workload import Dependencies, SimTask
+from glidein_ext.tq.matcher import Matcher
+from glidein_ext.tq.models import PilotInfo, QueuedTask
+
+Op = Callable[[], tuple[Any, float]]  # an operation: (its answer, its service time)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A task attempt's end, as a pilot reports it."""
+
+    task_id: int
+    attempt: int
+    ok: bool
+    started: float
+    ended: float
+    origins: dict[str, int]
+
+
+class SimTaskQueue:
+    """The Task Queue's state and its single server."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        config: SimConfig,
+        costs: CostModel,
+        recorder: Recorder,
+        tasks: list[SimTask],
+    ) -> None:
+        self.env = env
+        self.config = config
+        self.costs = costs
+        self.recorder = recorder
+        self.server = simpy.Resource(env, capacity=1)
+        wait = config.wait_for_data if config.cache.wait_for_data else 0.0
+        self.matcher = Matcher(wait_for_data=wait)
+        self.deps = Dependencies(tasks)
+        self.tasks = self.deps.tasks
+        self.queued: list[int] = []  # queued task ids, in order (priority is equal: age)
+        self.attempts: dict[int, int] = {}
+        self.ended: set[int] = set()
+        self.file_site: dict[str, int] = {}
+        self.pilot_site: dict[int, int] = {}
+        self.finished = env.event()
+        self.changed: list[Callable[[], None]] = []  # called when tasks become runnable
+        self.site_files: Callable[[int], Container[str]] = lambda site: ()  # cached at a site
+        self._seq: dict[int, int] = {}  # task -> admission number (per-task cost)
+        self._seqs: list[int] = []
+        self._next_seq = 0
+        self._seen: dict[int, int] = {}  # pilot -> last admission number it examined
+
+    # --- the server ---
+
+    def call(self, kind: str, op: Op) -> Generator[Any, Any, Any]:
+        """One request: there, the queue, the service, back; the operation's answer."""
+        latency = self.config.network.tq_latency
+        yield self.env.timeout(latency)
+        self.recorder.request(kind, self.env.now, len(self.server.queue))
+        with self.server.request() as turn:
+            yield turn
+            answer, service = op()
+            yield self.env.timeout(service)
+        yield self.env.timeout(latency)
+        return answer
+
+    # --- the queue ---
+
+    def submit(self) -> None:
+        """The workflow arrives: its runnable tasks are queued."""
+        self.recorder.submit(len(self.tasks), self.env.now)
+        self._queue(self.deps.initial())
+
+    def _queue(self, task_ids: Iterable[int]) -> None:
+        now = self.env.now
+        added = False
+        for task_id in task_ids:
+            task = self.tasks[task_id]
+            bisect.insort(self.queued, task_id)
+            self.matcher.add_task(QueuedTask(task_id, task.spec, task.inputs, 0, now))
+            self._next_seq += 1
+            self._seq[task_id] = self._next_seq
+            self._seqs.append(self._next_seq)
+            added = True
+        if added:
+            for notify in self.changed:
+                notify()
+
+    def take(self, task_id: int, pilot_id: int) -> int:
+        index = bisect.bisect_left(self.queued, task_id)
+        del self.queued[index]
+        self.matcher.remove_task(task_id)
+        seq = self._seq.pop(task_id)
+        del self._seqs[bisect.bisect_left(self._seqs, seq)]
+        self.matcher.set_idle(pilot_id, False)
+        self.attempts[task_id] = self.attempts.get(task_id, 0) + 1
+        return self.attempts[task_id]
+
+    def _end(self, pilot_id: int, outcome: Outcome) -> int:
+        """A completion; how many tasks it released."""
+        self.matcher.set_idle(pilot_id, True)
+        if outcome.task_id in self.ended or self.attempts.get(outcome.task_id) != outcome.attempt:
+            return 0  # a duplicate or stale report: not counted
+        self.recorder.accepted(pilot_id, outcome.started, outcome.ended, outcome.origins)
+        task = self.tasks[outcome.task_id]
+        released: list[int] = []
+        if outcome.ok:
+            self.ended.add(task.task_id)
+            site = self.pilot_site.get(pilot_id, 0)
+            for lfn in task.outputs:
+                self.file_site[lfn] = site
+            if self.config.architecture != "distributed":
+                self.matcher.add_cached(pilot_id, task.outputs)  # the TQ learns its outputs
+            released = self.deps.produced(task.outputs)
+        elif outcome.attempt > self.config.max_retries:
+            self.ended.add(task.task_id)  # failed for good
+        else:
+            released = [task.task_id]  # retried
+        self._queue(released)
+        if len(self.ended) == len(self.tasks) and not self.finished.triggered:
+            self.recorder.finish(self.env.now)
+            self.finished.succeed()
+        return len(released)
+
+    # --- operations (each returns its answer and its service time) ---
+
+    def register(self, pilot_id: int, site: int, host: str) -> Op:
+        def op() -> tuple[Any, float]:
+            self.pilot_site[pilot_id] = site
+            if self.config.architecture != "distributed":
+                self.matcher.add_pilot(PilotInfo(pilot_id, site=f"S{site}", host=host))
+                self._seen[pilot_id] = 0
+            return None, self.config.costs.call
+
+        return op
+
+    def deregister(self, pilot_id: int) -> Op:
+        """A pilot leaves (its bye): the matcher forgets it (and what it caches)."""
+
+        def op() -> tuple[Any, float]:
+            self.matcher.remove_pilot(pilot_id)
+            return None, self.config.costs.call
+
+        return op
+
+    def request(self, pilot_id: int, cached: set[str] | None) -> Op:
+        """A pilot asks for a task (centralized: with its cache list)."""
+
+        def op() -> tuple[Any, float]:
+            matcher = self.matcher
+            if cached is not None:
+                matcher.set_cache(pilot_id, cached)
+            before = matcher.evaluations
+            choice = matcher.choose(pilot_id, self.env.now)
+            info = matcher.pilot(pilot_id)
+            n_cached = len(info.cached) if info is not None else 0
+            if self.config.tq_cost == "per-task":
+                seen = self._seen.get(pilot_id, 0)
+                fresh = len(self._seqs) - bisect.bisect_right(self._seqs, seen)
+                self._seen[pilot_id] = self._next_seq
+                work = self.costs.match_time(fresh, len(self.queued), n_cached)
+            else:
+                evaluations = matcher.evaluations - before
+                work = self.costs.match_time(evaluations, matcher.group_count, n_cached)
+            answer = None
+            if choice is not None:
+                answer = (self.tasks[choice.task_id], self.take(choice.task_id, pilot_id))
+            return answer, self.config.costs.call + work
+
+        return op
+
+    def heartbeat(self, pilot_id: int, cached: set[str] | None) -> Op:
+        """A heartbeat (pre-DHT: with the cache list, the file tracking of seed 000 IV.A)."""
+
+        def op() -> tuple[Any, float]:
+            if cached is not None:
+                self.matcher.set_cache(pilot_id, cached)
+            return None, self.config.costs.call
+
+        return op
+
+    def complete(self, pilot_id: int, outcome: Outcome) -> Op:
+        def op() -> tuple[Any, float]:
+            released = self._end(pilot_id, outcome)
+            return None, self.config.costs.call + self.config.costs.per_row * released
+
+        return op
+
+    # --- the distributed site's bulk calls (seed 000 III.B) ---
+
+    def _site_may_run(self, task: SimTask, site: int) -> bool:
+        """The real Task Queue offers a site the queued tasks none of whose inputs was produced
+        at another site.  A merge task whose inputs were produced at two sites would then never
+        run; here it may run at any site that produced one of them."""
+        sites = {self.file_site[lfn] for lfn in task.inputs if lfn in self.file_site}
+        return not sites or site in sites
+
+    def _site_order(self, site: int) -> list[int]:
+        """The queued tasks in the order a site gets them: by age (the product), or, with
+        ``local-first``, those with an input cached at the site first."""
+        if self.config.selection == "age":
+            return self.queued
+        local = self.site_files(site)
+        near = [t for t in self.queued if any(lfn in local for lfn in self.tasks[t].inputs)]
+        chosen = set(near)
+        return near + [t for t in self.queued if t not in chosen]
+
+    def sync(self, site: int, outcomes: list[tuple[int, Outcome]], want: int) -> Op:
+        def op() -> tuple[Any, float]:
+            released = sum(self._end(pilot, outcome) for pilot, outcome in outcomes)
+            offers: list[SimTask] = []
+            runnable = 0
+            for task_id in self._site_order(site):
+                task = self.tasks[task_id]
+                if self._site_may_run(task, site):
+                    runnable += 1
+                    if len(offers) < want:
+                        offers.append(task)
+                    elif runnable > want:
+                        break  # the master only needs to know that there is more
+            rows = len(outcomes) + released + len(offers)
+            costs = self.config.costs
+            return (offers, runnable), costs.call + costs.per_row * rows
+
+        return op
+
+    def assign(self, pairs: list[tuple[int, int]], rank_sum: float, served: int) -> Op:
+        """The master's assignment: each task taken if still queued; (task, pilot, attempt)."""
+
+        def op() -> tuple[Any, float]:
+            placed = []
+            queued = set(self.queued)
+            for task_id, pilot_id in pairs:
+                if task_id in queued:
+                    placed.append((task_id, pilot_id, self.take(task_id, pilot_id)))
+                    queued.discard(task_id)
+            self.recorder.round(rank_sum, served)
+            costs = self.config.costs
+            return placed, costs.call + costs.per_row * len(pairs)
+
+        return op
+
+    def release(self, task_ids: Iterable[int]) -> None:
+        """Tasks assigned but lost (never delivered): queued again."""
+        self._queue(t for t in task_ids if t not in self.ended and t not in set(self.queued))

@@ -1,0 +1,75 @@
+"""The simulated workflow: the project's own W1/W2/W3 generator and parser (seed 001 V), and when
+each task becomes runnable (every input exists), pure.
+
+Seed 000 IV names the same three shapes: *serial chain* (each file read by one job) is W1,
+*splitting* (each file read by two jobs) is W2, *merging* (each job reads two files) is W3.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from glidein_ext.tq.models import MatchSpec
+from glidein_ext.tq.workflow import generate, parse_workflow
+
+
+@dataclass(frozen=True)
+class SimTask:
+    """One task: the parsed workflow's task with a numeric id (its position, from 1)."""
+
+    task_id: int
+    name: str
+    step: int
+    spec: MatchSpec
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+def build(kind: str, scale: float) -> list[SimTask]:
+    """The tasks of W1/W2/W3 at ``scale``, through the real generator and parser."""
+    workflow = parse_workflow(generate(kind, scale))
+    return [
+        SimTask(index, t.name, t.step, t.spec, t.inputs, t.outputs)
+        for index, t in enumerate(workflow.tasks, start=1)
+    ]
+
+
+class Dependencies:
+    """Which tasks wait for which files; a file's production releases its readers."""
+
+    def __init__(self, tasks: list[SimTask]) -> None:
+        self.tasks = {task.task_id: task for task in tasks}
+        self.existing: set[str] = set()
+        self._missing: dict[int, set[str]] = {}
+        self._readers: defaultdict[str, list[int]] = defaultdict(list)
+        for task in tasks:
+            if task.inputs:
+                self._missing[task.task_id] = set(task.inputs)
+                for lfn in task.inputs:
+                    self._readers[lfn].append(task.task_id)
+
+    def initial(self) -> list[int]:
+        """The tasks runnable at submission (no inputs), in order."""
+        return [t for t in self.tasks if t not in self._missing]
+
+    def produced(self, lfns: tuple[str, ...]) -> list[int]:
+        """Files now exist: the tasks that became runnable, in order."""
+        released = []
+        for lfn in lfns:
+            if lfn in self.existing:
+                continue
+            self.existing.add(lfn)
+            for reader in self._readers.get(lfn, ()):
+                missing = self._missing.get(reader)
+                if missing is None:
+                    continue
+                missing.discard(lfn)
+                if not missing:
+                    del self._missing[reader]
+                    released.append(reader)
+        return sorted(released)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._missing)

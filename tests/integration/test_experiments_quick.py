@@ -1,0 +1,95 @@
+"""Every experiment's ``--quick`` form runs through the real command (``glidein-ext experiment``)
+and writes its CSV files with their columns and valid PNG figures (issue 15: the quick versions
+run in CI; all of them take well under two minutes here)."""
+
+from __future__ import annotations
+
+import csv
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+
+from glidein_ext.sim.experiments import EXPERIMENTS
+
+KEYS = {
+    "seed000-scaling": {"series", "size", "pilots", "workflow", "seed"},
+    "seed000-timeline": {"series", "pilots", "workflow", "seed"},
+    "seed000-targets": {"series", "pilots", "workflow", "seed"},
+    "seed001-submission": {"workflow", "condition", "scheme", "submission", "seed"},
+    "seed001-storage": {"workflow", "condition", "scheme", "submission", "seed"},
+    "seed001-cache": {"workflow", "condition", "scheme", "submission", "seed"},
+    "seed001-grid": {"workflow", "condition", "scheme", "submission", "seed"},
+    "seed003-vacate": {"policy", "pilots", "cpus", "workflow", "seed", "drain_mean", "drain_max"},
+}
+METRICS = {"requests_per_task", "delay_median", "turnaround", "cache_hit", "local_hit"}
+FIGURES = {
+    "seed000-scaling": 5,
+    "seed000-timeline": 3,
+    "seed000-targets": 0,
+    "seed001-submission": 1,
+    "seed001-storage": 4,
+    "seed001-cache": 1,
+    "seed001-grid": 0,
+    "seed003-vacate": 1,
+}
+
+
+def test_every_experiment_is_checked_here() -> None:
+    assert set(EXPERIMENTS) == set(KEYS) == set(FIGURES)
+
+
+def valid_png(path: Path) -> bool:
+    """The signature, then every chunk's CRC, up to IEND."""
+    data = path.read_bytes()
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        return False
+    offset = 8
+    while offset + 12 <= len(data):
+        (length,) = struct.unpack(">I", data[offset : offset + 4])
+        kind = data[offset + 4 : offset + 8]
+        body = data[offset + 8 : offset + 8 + length]
+        (crc,) = struct.unpack(">I", data[offset + 8 + length : offset + 12 + length])
+        if zlib.crc32(kind + body) != crc:
+            return False
+        if kind == b"IEND":
+            return True
+        offset += 12 + length
+    return False
+
+
+@pytest.mark.parametrize("name", sorted(KEYS))
+def test_quick_experiment(name: str, tmp_path: Path) -> None:
+    out = tmp_path / name
+    proc = subprocess.run(
+        [sys.executable, "-m", "glidein_ext", "experiment", name, "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    with (out / "runs.csv").open(encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        rows = list(reader)
+        columns = set(reader.fieldnames or ())
+    assert KEYS[name] | METRICS <= columns
+    assert rows and all(row["tasks"] for row in rows)
+    assert (out / "calibration.json").is_file() and (out / "notes.txt").is_file()
+    figures = sorted(out.glob("*.png"))
+    assert len(figures) == FIGURES[name]
+    for figure in figures:
+        assert valid_png(figure), figure.name
+    if name == "seed000-targets":
+        with (out / "targets.csv").open(encoding="utf-8") as handle:
+            verdicts = list(csv.DictReader(handle))
+        assert {v["metric"] for v in verdicts} == {
+            "requests_per_task",
+            "delay_median",
+            "first_burst",
+        }
+        assert all(v["met"] in ("yes", "no") for v in verdicts)

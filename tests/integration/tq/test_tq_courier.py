@@ -1,0 +1,114 @@
+"""Courier push (seed 002 4.2.3): an idle pilot's standing offer gets an urgent task at once.
+
+The speed comparison with pulling is ``bench/courier_bench.py``; here: it works, on a real
+``tq serve`` (SQLite, one instance) with the client and with a real pilot agent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+from glidein_ext.tq.protocol import Assignment, Registration
+from tests.support.postgres import pg_server, pg_url
+from tests.support.tq_server import TqServer
+
+__all__ = ["pg_server", "pg_url"]  # fixtures, used by name
+
+
+def _courier(server: TqServer) -> dict[str, int]:
+    with urllib.request.urlopen(f"{server.url}/healthz", timeout=10) as answer:  # noqa: S310
+        return {k: int(v) for k, v in json.load(answer)["courier"].items()}
+
+
+def _offers(server: TqServer) -> int:
+    return _courier(server)["offers"]
+
+
+def test_an_urgent_task_is_pushed_to_a_standing_offer(
+    tq_server: Callable[..., TqServer], wait_until: Callable[..., Any]
+) -> None:
+    server = tq_server(courier_priority="100")
+    pilot = server.pilot()
+    pilot_id = pilot.register(Registration(site="T0", host="wn1")).pilot_id
+    got: list[tuple[float, Assignment | None]] = []
+
+    def ask() -> None:
+        task = pilot.request(pilot_id, wait=30)
+        got.append((time.monotonic(), task))
+
+    asking = threading.Thread(target=ask, name="offer")
+    asking.start()
+    wait_until(lambda: _offers(server) == 1, 20, "the request to stand as an offer")
+    operator = server.operator()
+    operator.submit({"name": "slow", "tasks": [{"name": "low", "command": "true"}]})
+    asking.join(1.0)
+    assert asking.is_alive(), "a task below courier_priority must not be pushed"
+    submitted = time.monotonic()
+    operator.submit(
+        {"name": "fast", "tasks": [{"name": "urgent", "command": "true", "priority": 500}]}
+    )
+    asking.join(10)
+    assert not asking.is_alive() and got, "the urgent task was not pushed to the offer"
+    answered, task = got[0]
+    assert task is not None and task.name == "urgent"  # the higher priority is taken first
+    print(f"urgent task at the offer {1000 * (answered - submitted):.0f} ms after its submit")
+    assert _offers(server) == 0
+
+
+def test_a_pilot_agent_offering_runs_an_urgent_task_long_before_its_next_pull(
+    tq_server: Callable[..., TqServer],
+    pilots: Any,
+    wait_until: Callable[..., Any],
+) -> None:
+    server = tq_server(courier_priority="100")
+    # Its offers stand 8 s each (a stopping pilot waits for the one it holds); without them it
+    # would pull every 60 s and the task would wait for that pull.
+    pilots.start(server.url, "p1", "--offer-wait", "8", "--poll", "60", "--poll-max", "60")
+    wait_until(lambda: _offers(server) == 1, 60, "the pilot to leave a standing offer")
+    operator = server.operator()
+    submitted = time.monotonic()
+    operator.submit(
+        {"name": "fast", "tasks": [{"name": "urgent", "command": "true", "priority": 100}]}
+    )
+    wait_until(
+        lambda: operator.status().workflows[0].tasks["done"] == 1, 20, "the urgent task to run"
+    )
+    took = time.monotonic() - submitted
+    print(f"urgent task done {took:.2f} s after its submit")
+    assert took < 8  # sooner than the offer's own end: it was pushed
+    assert _courier(server)["pushed"] == 1
+
+
+def test_an_urgent_task_submitted_through_another_instance_is_pushed(
+    pg_url: str, tq_server: Callable[..., TqServer], wait_until: Callable[..., Any]
+) -> None:
+    """A pool (seed 002 4.2): the offer stands at one instance, the task comes through another;
+    the pool's notification carries it over (``tq.courier_pool``)."""
+    first = tq_server("tq-a", database=pg_url, courier_priority="100")
+    second = tq_server("tq-b", database=pg_url, courier_priority="100")
+    pilot = second.pilot()
+    pilot_id = pilot.register(Registration(site="T0", host="wn1")).pilot_id
+    got: list[tuple[float, Assignment | None]] = []
+
+    def ask() -> None:
+        task = pilot.request(pilot_id, wait=30)
+        got.append((time.monotonic(), task))
+
+    asking = threading.Thread(target=ask, name="offer")
+    asking.start()
+    wait_until(lambda: _offers(second) == 1, 20, "the request to stand as an offer")
+    submitted = time.monotonic()
+    first.operator().submit(
+        {"name": "fast", "tasks": [{"name": "urgent", "command": "true", "priority": 500}]}
+    )
+    asking.join(20)
+    assert not asking.is_alive() and got, "the urgent task was not pushed across instances"
+    answered, task = got[0]
+    assert task is not None and task.name == "urgent"
+    print(f"across instances: urgent task at the offer {answered - submitted:.3f} s after submit")
+    assert answered - submitted < 15  # far less than the offer's 30 s: pushed, not timed out

@@ -1,0 +1,108 @@
+"""A throw-away certificate authority for TLS tests, made with the ``openssl`` command.
+
+``make_pki(directory)`` writes a CA, a server certificate signed by it for the given host names
+and addresses (``127.0.0.1`` by default) and a second, unrelated CA (the "wrong" one a client may
+be given); every file is PEM.  Nothing here is for production.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Pki:
+    ca: Path  # the CA that signed the server's certificate
+    cert: Path  # the server's certificate
+    key: Path  # its private key
+    wrong_ca: Path  # a CA that signed nothing here
+
+
+def openssl_available() -> bool:
+    return shutil.which("openssl") is not None
+
+
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
+
+def _ca(directory: Path, name: str) -> tuple[Path, Path]:
+    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        f"/CN={name}",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+        "-keyout",
+        str(key),
+        "-out",
+        str(cert),
+    )
+    return cert, key
+
+
+def make_pki(directory: Path, names: Sequence[str] = ("IP:127.0.0.1",)) -> Pki:
+    """A CA, a server certificate for ``names`` (subjectAltName entries) and a wrong CA."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca, ca_key = _ca(directory, "test-ca")
+    wrong, _ = _ca(directory, "wrong-ca")
+    key, request, cert = (
+        directory / "server.key",
+        directory / "server.csr",
+        directory / "server.pem",
+    )
+    _openssl(
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-subj",
+        "/CN=glidein-ext test Task Queue",
+        "-keyout",
+        str(key),
+        "-out",
+        str(request),
+    )
+    extensions = directory / "server.ext"
+    extensions.write_text(
+        f"subjectAltName={','.join(names)}\n"
+        "basicConstraints=critical,CA:FALSE\n"
+        "keyUsage=critical,digitalSignature\n"
+        "extendedKeyUsage=serverAuth\n"
+    )
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        str(request),
+        "-CA",
+        str(ca),
+        "-CAkey",
+        str(ca_key),
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        str(extensions),
+        "-out",
+        str(cert),
+    )
+    key.chmod(0o600)
+    return Pki(ca=ca, cert=cert, key=key, wrong_ca=wrong)

@@ -1,0 +1,71 @@
+"""scripts/glidein-ext-setup.sh with a Task Queue (GLIDEIN_EXT_TQ_URL): the pilot agent starts
+beside the glidein (before HTCondor) and the startd's fetch-work hooks are turned on."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import sys
+import time
+from pathlib import Path
+
+from glidein_ext.glidein import agentlink, fetchhook
+from tests.support.glideinwms import condor_vars, config_values, make_glidein_config
+from tests.unit.test_glideinwms_script import bundle, run_script, setup_dirs
+
+SLOT_AD = 'State = "Unclaimed"\nPartitionableSlot = true\nCpus = 2\nMemory = 2048\nDisk = 9000\n'
+
+
+def wait_gone(pid: int, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_the_agent_starts_before_htcondor_and_the_hooks_are_turned_on(tmp_path: Path) -> None:
+    start, work = setup_dirs(tmp_path)
+    credential = start / "tq-credential"
+    credential.write_text("gxp_secret-of-this-glidein\n")
+    credential.chmod(0o644)  # as HTCondor's file transfer leaves it: the agent tightens it
+    config = make_glidein_config(
+        tmp_path,
+        {
+            "GLIDEIN_EXT_DIR": str(bundle(tmp_path)),
+            "GLIDEIN_EXT_PYTHON": sys.executable,
+            "GLIDEIN_START_DIR_ORIG": str(start),
+            "GLIDEIN_WORK_DIR": str(work),
+            "GLIDEIN_CPUS": "2",
+            "GLIDEIN_Name": "gfactory_instance",
+            "GLIDEIN_Site": "T2_XY",
+            # nobody listens there: the lanes keep trying to register, the hooks still answer
+            "GLIDEIN_EXT_TQ_URL": "http://127.0.0.1:9",
+            "GLIDEIN_EXT_TQ_TOKEN_FILE": "tq-credential",
+        },
+    )
+    proc = run_script(config)
+    state = start / ".glidein-ext"
+    pid = int((state / "agent.pid").read_text())
+    try:
+        assert proc.returncode == 0, proc.stderr + (state / "agent.log").read_text()
+        values = config_values(config)
+        assert values["GLIDEIN_EXT_HOOKS"] == str(state / "hooks")
+        assert values["GLIDEIN_EXT_TQ_WORK"] == "True"
+        exported = {row[0] for row in condor_vars(tmp_path)}
+        assert {"GLIDEIN_EXT_HOOKS", "GLIDEIN_EXT_TQ_WORK"} <= exported
+        for name in ("fetch-work", "reply-fetch", "evict-claim", "job-exit"):
+            mode = (state / "hooks" / name).stat().st_mode
+            assert stat.S_IMODE(mode) == 0o755, name  # HTCondor refuses writable hooks
+        assert stat.S_IMODE(credential.stat().st_mode) == 0o600
+        # The startd's fetch reaches the agent: no task yet, so the hook prints nothing.
+        assert fetchhook.fetch_work(str(start), SLOT_AD) == ""
+        assert agentlink.call(str(start), {"op": "status"})["status"]["closed"] is False
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    assert wait_gone(pid), "the agent did not leave on SIGTERM"
+    assert not (state / "agent" / agentlink.SOCKET_NAME).exists()
