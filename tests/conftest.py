@@ -20,6 +20,7 @@ HEAVY_FILES = frozenset(
     {
         "test_tq_architectures.py",
         "test_tq_master_kill.py",
+        "test_tq_master_stop.py",
         "test_bench_quick.py",
         "test_tq_fuzz.py",
         "test_experiments_quick.py",
@@ -30,6 +31,9 @@ HEAVY_FILES = frozenset(
 )
 
 
+# tryfirst: xdist's worker rewrites each grouped test's node id in its own hook of this name, which
+# must see the marks these add (a plain hook here would run after it: no groups at all).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     del config
     for item in items:

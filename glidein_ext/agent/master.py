@@ -155,6 +155,8 @@ class MasterRole:
             log.info("malformed completion: %s", exc)
             return None
         self.local_done(pilot_id, completion)
+        if self.book.synced((completion.task_id, completion.attempt)):
+            return messages.DONE_SYNCED  # the worker stops resending it
         return True
 
     def local_done(self, pilot_id: int, completion: Completion) -> None:

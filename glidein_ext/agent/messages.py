@@ -5,7 +5,9 @@
 - ``assign``, master to worker: ``[epoch, task, attempt, name, command, inputs, outputs,
   max_runtime]``; answer True, or False (busy with another task, or a stale epoch);
 - ``done``, worker to master: ``[pilot, task, attempt, exit code, outputs, report, started,
-  ended, origins]``; answer True, None when the addressee is not the master;
+  ended, origins]``; answer True (the master holds it), ``"synced"`` (the Task Queue has it: the
+  worker may forget it; until then it resends it to whoever is master), None when the addressee
+  is not the master;
 - ``bye``, worker to master: ``[pilot]``; answer True, None when not the master.
 
 The TaskList and the ranked replies travel as a broadcast (``sched.tasklist``).  Decoding is
@@ -23,6 +25,7 @@ from typing import Any
 from glidein_ext.tq.protocol import Assignment, Completion
 
 HELLO, ASSIGN, DONE, BYE = "hello", "assign", "done", "bye"
+DONE_SYNCED = "synced"  # the answer to a ``done`` the Task Queue has
 REPORT_CHARS = 4000  # of a completion's report on the wire (a datagram holds it easily)
 
 

@@ -4,7 +4,8 @@ assigns, reports to the master, and takes the master role when the election says
 On the process's event loop (owned here, cancelled at the end):
 
 - the ``tasklist`` broadcast: the worker hears its master (``sched.election.Succession``; a new
-  epoch makes it say hello and resend its recent completions) and answers: busy (its task), or
+  epoch makes it say hello and resend the completions the Task Queue may lack, ``sched.outbox``;
+  those a master holds but has not synced are resent now and then) and answers: busy (its task), or
   its ranks of the TaskList (``sched.ranking.Ranker``: ClassAd Requirements and Rank, its cached
   inputs, its remaining life; the best ``limit``) through the aggregation tree;
 - the ``assign`` message: the task is queued for the pilot's thread;
@@ -14,7 +15,8 @@ On the process's event loop (owned here, cancelled at the end):
 In the pilot's thread (:meth:`DistributedWorker.run_tasks`): wait for an assignment, run it
 (``agent.executor``), publish the cache's changes in the DHT, report the completion to the master
 and wait for its acknowledgement (the worker is idle only then; until then it says it is busy, so
-no task is lost between two masters).  Only the master calls the Task Queue; a worker calls it to
+no task is lost between two masters); the completion stays in the worker's outbox until a master
+says the Task Queue has it.  Only the master calls the Task Queue; a worker calls it to
 register, to claim the role, and to deregister.
 
 Python 3.9, standard library only.
@@ -23,7 +25,6 @@ Python 3.9, standard library only.
 from __future__ import annotations
 
 import asyncio
-import collections
 import functools
 import logging
 import math
@@ -40,13 +41,14 @@ from glidein_ext.agent.master import TOPIC, MasterRole
 from glidein_ext.agent.sitenet import SiteNetwork, parse_address
 from glidein_ext.errors import DhtError, TaskQueueError, TaskQueueNotFound
 from glidein_ext.sched.election import Action, MasterView, Succession
+from glidein_ext.sched.outbox import Outbox
 from glidein_ext.sched.ranking import Ranker, TaskEntry, WorkerState
 from glidein_ext.sched.tasklist import combine, decode_tasklist, encode_reply
 from glidein_ext.tq.client import TqClient
 from glidein_ext.tq.protocol import Assignment, Claim, Completion, MasterInfo, RegisterAnswer
 
 log = logging.getLogger("glidein_ext.agent.worker")
-HISTORY = 64  # completions kept to resend to a new master (the old one may have died holding them)
+RESEND_AFTER = 3.0  # seconds before a completion no master said the Task Queue has is resent
 STOP_GRACE = 10.0  # seconds a stopping pilot keeps trying to report its last task
 
 
@@ -94,7 +96,8 @@ class DistributedWorker:
         self.assignments: queue.Queue[Assignment] = queue.Queue()
         self.current: tuple[int, int] | None = None  # (task, attempt) running or reporting
         self.last_done = 0
-        self.history: collections.deque[Completion] = collections.deque(maxlen=HISTORY)
+        self.outbox = Outbox(RESEND_AFTER)  # on the loop only
+        self._resending = False
         self.ran = 0
         self._first_master = answer.master
 
@@ -145,6 +148,8 @@ class DistributedWorker:
         self.addresses.update(dict(tasklist.successors))
         if known is None or known.epoch != view.epoch:
             self.loop.spawn(self._meet(view), name=f"hello-{self.pilot_id}")
+        elif not self._resending and self.outbox.due(time.monotonic()):
+            self.loop.spawn(self._resend(view, due=True), name=f"resend-{self.pilot_id}")
         if self.current is not None or self.master is not None:
             current = self.current[0] if self.current is not None else -1
             return encode_reply(self.pilot_id, current, self.last_done, None)
@@ -194,11 +199,31 @@ class DistributedWorker:
         if answer is None:
             self.succession.forget(time.monotonic())
             return
-        for done in list(self.history) if resend else []:
-            try:
-                await node.message(view.address, messages.DONE, self._done(done))
-            except DhtError:
-                return
+        if resend:
+            await self._resend(view, due=False)
+
+    async def _resend(self, view: MasterView, due: bool) -> None:
+        """Send the master the completions no master said the Task Queue has (``due``: only
+        those not sent for a while); forget those it says the Task Queue has."""
+        node = self.net.node
+        if node is None or self._resending or view.pilot_id == self.pilot_id:
+            return
+        self._resending = True
+        try:
+            now = time.monotonic()
+            items = self.outbox.due(now) if due else self.outbox.everything()
+            for key, completion in items:
+                self.outbox.sent(key, now)
+                try:
+                    answer = await node.message(view.address, messages.DONE, self._done(completion))
+                except DhtError:
+                    return  # kept: resent later
+                if answer is None:
+                    return  # not the master (any more): the next one gets them
+                if answer == messages.DONE_SYNCED:
+                    self.outbox.acked(key)
+        finally:
+            self._resending = False
 
     def _done(self, completion: Completion) -> list[Any]:
         return messages.encode_done(self.pilot_id, completion)
@@ -275,6 +300,8 @@ class DistributedWorker:
             **self.master_settings,
         )
         role.install(pilots)
+        for _, completion in self.outbox.everything():  # what no master synced: ours now
+            role.local_done(self.pilot_id, completion)
         self.master = role
         self.loop.spawn(role.run(), name=f"master-{self.pilot_id}")
 
@@ -324,8 +351,9 @@ class DistributedWorker:
         return self.ran
 
     def _report(self, completion: Completion) -> None:
-        """Hand the completion to the master and wait for its acknowledgement (a new master
-        gets it too: completions are resent at each change of master)."""
+        """Hand the completion to the master and wait for its acknowledgement.  It stays in the
+        outbox (resent to each new master, and now and then) until a master says the Task Queue
+        has it: a master that steps down holding it loses nothing."""
         stopping_since: float | None = None
         while True:
             try:
@@ -343,7 +371,6 @@ class DistributedWorker:
                     )
                     break
             time.sleep(0.2)
-        self.history.append(completion)
         self.last_done = completion.task_id
         self.current = None
 
@@ -351,9 +378,13 @@ class DistributedWorker:
         if self.master is not None and self.master.active:
             self.master.local_done(self.pilot_id, completion)
             return True
+        key = (completion.task_id, completion.attempt)
+        if key not in self.outbox:  # before it is sent: a new master met meanwhile gets it
+            self.outbox.add(key, completion, time.monotonic())
         view, node = self.succession.master, self.net.node
         if view is None or node is None or view.pilot_id == self.pilot_id:
             return False
+        self.outbox.sent(key, time.monotonic())
         try:
             answer = await node.message(view.address, messages.DONE, self._done(completion))
         except DhtError:
@@ -361,6 +392,9 @@ class DistributedWorker:
         if answer is None:  # not the master any more
             self.succession.forget(time.monotonic())
             return False
+        if answer == messages.DONE_SYNCED:
+            self.outbox.acked(key)
+            return True
         return answer is True
 
 

@@ -55,15 +55,15 @@ def demo(scene: str, site_scene: bool, keep_pool: bool, workdir: Path | None) ->
             "(or `glidein-ext demo --scene workflow`)"
         )
     if scene == "site":
-        from glidein_ext.demo_site import run_site_demo
+        from glidein_ext.demos.site import run_site_demo
 
         run_site_demo(click.echo, keep_pool=keep_pool)
     elif scene == "handshake":
-        from glidein_ext.demo import run_handshake_demo
+        from glidein_ext.demos.handshake import run_handshake_demo
 
         run_handshake_demo(click.echo, keep_pool=keep_pool)
     else:
-        from glidein_ext.demo_system import run_system_demo
+        from glidein_ext.demos.system import run_system_demo
 
         if workdir is not None:
             workdir.mkdir(parents=True, exist_ok=True)

@@ -8,14 +8,22 @@ What it keeps:
   each runs; workers join with a hello (or from the Task Queue's list at a takeover) and leave
   with a bye, by dying, or when the Task Queue forgets them;
 - the **completions** workers reported, until the Task Queue has them (each once, by task and
-  attempt; a resend is acknowledged and dropped);
+  attempt; a resend is acknowledged and dropped).  A worker keeps each completion until a master
+  tells it the Task Queue has it (:meth:`RoundBook.synced`), and resends it to whoever is master
+  meanwhile: a master that steps down (or dies) holding completions loses none;
+- workers **awaiting** a completion: a worker that says it is idle, its last task the one the
+  master believes it runs (a takeover inherits the Task Queue's view), is busy at the Task Queue
+  until that completion arrives; it is no candidate meanwhile, and if the completion has not come
+  ``patience`` seconds later the task is released (the Task Queue requeues it and frees the
+  pilot), so the master and the Task Queue always converge;
 - **dead workers** (missed ``miss_limit`` rounds in a row and did not answer a probe) and **tasks
   to release** (assigned but never delivered, or lost by a worker), for the next Task Queue call;
 - **when** a round is due: events (a completion, a worker joined or went idle, more tasks at the
   Task Queue) start a batching ``window`` that each further event extends (at most 5 windows);
   without events a round comes every ``period`` (the seed's fixed 20 s TaskList period, made a
   fallback); a Task Queue call (a heartbeat) comes at least every ``heartbeat`` seconds (only the
-  master heartbeats in this architecture).
+  master heartbeats in this architecture).  Completions ride the round they trigger (its ``sync``
+  call): no call of their own.
 
 Python 3.9, standard library only.
 """
@@ -34,6 +42,7 @@ REMEMBERED = 65536  # completions remembered as reported (resends are answered, 
 WANT_PER_IDLE = 4  # runnable tasks fetched per idle worker: a choice for the ranking
 MAX_WANT = 2000
 MAX_BATCH = 5  # a round comes at most this many batching windows after the first event
+PATIENCE = 30.0  # seconds a master awaits a completion a worker says it sent before releasing
 
 
 @dataclass
@@ -44,6 +53,7 @@ class Worker:
     address: tuple[str, int]
     task: Key | None = None  # what it runs, per the master (None: idle)
     missed: int = 0  # rounds in a row without its reply
+    awaiting_since: float | None = None  # idle, the completion of ``task`` not here yet
 
 
 @dataclass(frozen=True)
@@ -76,6 +86,7 @@ class RoundBook:
         period: float,
         heartbeat: float,
         miss_limit: int = 3,
+        patience: float = PATIENCE,
         now: float = 0.0,
     ) -> None:
         self.me = me
@@ -83,6 +94,7 @@ class RoundBook:
         self.period = period
         self.heartbeat = heartbeat
         self.miss_limit = miss_limit
+        self.patience = patience
         self.now = now
         self.workers: dict[int, Worker] = {}
         self.round = 0
@@ -112,6 +124,7 @@ class RoundBook:
             worker.missed = 0
             if task is not None:
                 worker.task = task
+                worker.awaiting_since = None
         self._dead.discard(pilot_id)
         self.trigger(now)
 
@@ -143,18 +156,29 @@ class RoundBook:
     def idle(self) -> list[int]:
         return [w.pilot_id for w in self.workers.values() if w.task is None]
 
+    def awaiting(self) -> list[int]:
+        """Workers idle at home but busy at the Task Queue: their completion has not come."""
+        return [w.pilot_id for w in self.workers.values() if w.awaiting_since is not None]
+
     # --- completions ------------------------------------------------------------------------------
 
     def completed(self, pilot_id: int, key: Key, completion: Any, now: float) -> bool:
         """A worker's completion; False for one already held or reported (a resend)."""
         worker = self.workers.get(pilot_id)
-        if worker is not None and worker.task is not None and worker.task[0] == key[0]:
+        task = worker.task if worker is not None else None
+        # Its task (attempt 0: known from a reply only), not a resend of an earlier attempt's.
+        if worker is not None and task is not None and task[0] == key[0] and task[1] in (0, key[1]):
             worker.task = None
+            worker.awaiting_since = None
         if key in self._reported or key in self._pending or key in self._in_flight:
             return False
         self._pending[key] = (pilot_id, completion)
         self.trigger(now)
         return True
+
+    def synced(self, key: Key) -> bool:
+        """The Task Queue has this completion (from this master): the worker may forget it."""
+        return key in self._reported
 
     @property
     def _waiting(self) -> set[int]:
@@ -201,9 +225,11 @@ class RoundBook:
         return now >= self._last_round + self.period
 
     def call_due(self, now: float) -> bool:
-        """A Task Queue call is owed: something to report, or the heartbeat."""
-        has_news = bool(self._pending or self._dead or self._release)
-        return has_news or now >= self._last_call + self.heartbeat
+        """A Task Queue call is owed: something to report, or the heartbeat.  Completions wait
+        for the round they triggered (its call carries them): they make no call of their own."""
+        news = bool(self._dead or self._release)
+        news = news or (bool(self._pending) and self._trigger_at is None)
+        return news or now >= self._last_call + self.heartbeat
 
     def next_wakeup(self, now: float) -> float:
         """Seconds until a round or a call may be due."""
@@ -241,9 +267,12 @@ class RoundBook:
         """The round's aggregated replies: who is alive, who lost its task, the matrix columns.
 
         A worker that says it is idle while the master believes it runs task T lost it (the
-        assignment never arrived, or a new master inherited T from the Task Queue's list) unless
-        T is the task it finished last (its completion is on its way): T is released.  A worker
-        whose completion the Task Queue does not have yet is no candidate (it is busy there).
+        assignment never arrived, or a new master inherited T from the Task Queue's list): T is
+        released, unless T is the task it finished last: then its completion is on its way (the
+        worker resends it until the Task Queue has it) and the worker is awaited, busy at the
+        Task Queue, no candidate; T is released if it has not come after ``patience`` seconds.
+        A worker whose completion the Task Queue does not have yet is no candidate (it is busy
+        there).
         """
         heard = {reply.pilot_id: reply for reply in replies if reply.pilot_id in self.workers}
         pilots: list[int] = []
@@ -257,11 +286,11 @@ class RoundBook:
             worker.missed = 0
             believed = worker.task
             if reply.idle and believed is not None:
-                if reply.last_done != believed[0]:
-                    self._release.add(believed[0])
-                worker.task = None
-            elif not reply.idle and worker.task is None:
-                worker.task = (reply.current, 0)
+                self._idle_reply(worker, believed, reply.last_done)
+            elif not reply.idle:
+                worker.awaiting_since = None
+                if worker.task is None:
+                    worker.task = (reply.current, 0)
             unreported = worker.pilot_id in self._waiting
             if reply.idle and worker.task is None and reply.ranks and not unreported:
                 if reply.truncated:
@@ -270,16 +299,30 @@ class RoundBook:
                 ranks.append(reply.ranks)
         return Candidates(tuple(pilots), tuple(ranks), tuple(truncated))
 
+    def _idle_reply(self, worker: Worker, believed: Key, last_done: int) -> None:
+        """An idle worker the master believes busy with ``believed``: lost, or awaited."""
+        if last_done == believed[0]:
+            if worker.awaiting_since is None:
+                worker.awaiting_since = self.now
+                return
+            if self.now - worker.awaiting_since < self.patience:
+                return
+        self._release.add(believed[0])  # the Task Queue requeues it and frees the pilot
+        worker.task = None
+        worker.awaiting_since = None
+
     def assigned(self, placed: Iterable[tuple[int, int, int]]) -> None:
         """The Task Queue accepted these (task, pilot, attempt): the pilots are busy."""
         for task_id, pilot_id, attempt in placed:
             worker = self.workers.get(pilot_id)
             if worker is not None:
                 worker.task = (task_id, attempt)
+                worker.awaiting_since = None
 
     def undelivered(self, task_id: int, pilot_id: int) -> None:
         """An assignment did not reach its worker: the task goes back to the queue."""
         worker = self.workers.get(pilot_id)
         if worker is not None and worker.task is not None and worker.task[0] == task_id:
             worker.task = None
+            worker.awaiting_since = None
         self._release.add(task_id)

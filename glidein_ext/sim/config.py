@@ -123,9 +123,11 @@ class SimConfig:
     round_period: float = 2.0
     master_timeout: float = 10.0
     assignment: str = "optimal"
-    # Two changes to the distributed architecture the simulator can try (not in the product):
-    # "batched": a completion waits for the round it triggers instead of its own sync call;
-    # "local-first": the site's runnable tasks whose inputs a pilot of the site caches come first.
+    # "product": as the product's master (``sched.rounds``: a completion rides the sync of the
+    # round it triggers, no call of its own); "batched" also skips the heartbeat and the
+    # dead/release calls while a round is due within one window.  A change the simulator can
+    # try (not in the product): "local-first": the site's runnable tasks whose inputs a pilot of
+    # the site caches come first.
     master_calls: str = "product"
     selection: str = "age"
     tq_cost: str = "grouped"  # "per-task": every queued task evaluated per request (seed 000's TQ)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from glidein_ext.sandbox import CondorSandbox
+from glidein_ext.sandbox.pool import CondorSandbox
 
 
 @pytest.fixture(scope="session")

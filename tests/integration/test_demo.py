@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from glidein_ext.sandbox import CondorSandbox
+from glidein_ext.sandbox.pool import CondorSandbox
 
 
 def _demo(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from glidein_ext.condor import JobStatus
-from glidein_ext.sandbox import CondorSandbox, Glidein, wait_for
+from glidein_ext.sandbox.pool import CondorSandbox, Glidein, wait_for
 from glidein_ext.site.pool import plain
 from tests.support.glideinwms import frontend_counts_as_idle, frontend_match
 

@@ -22,7 +22,7 @@ from glidein_ext.glidein.info import load_info
 from glidein_ext.glidein.jobtable import load_table
 from glidein_ext.glidein.jobtimes import resolve_job_times
 from glidein_ext.glidein.pilotad import PILOT_AD_SCHEMA, PilotState, RunningJob, compute_pilot_ad
-from glidein_ext.sandbox import CondorSandbox, Glidein, wait_for
+from glidein_ext.sandbox.pool import CondorSandbox, Glidein, wait_for
 
 pytestmark = pytest.mark.condor
 

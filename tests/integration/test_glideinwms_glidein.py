@@ -22,7 +22,7 @@ from glidein_ext.adfile import read_ad
 from glidein_ext.condor import JobStatus
 from glidein_ext.glidein.info import load_info
 from glidein_ext.glidein.pilotad import PILOT_AD_SCHEMA
-from glidein_ext.sandbox import GLIDEIN_BASE_CONFIG, CondorSandbox, wait_for
+from glidein_ext.sandbox.pool import GLIDEIN_BASE_CONFIG, CondorSandbox, wait_for
 from tests.support.glideinwms import (
     condor_vars,
     config_values,

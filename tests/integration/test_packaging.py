@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from glidein_ext.sandbox import stop_process
+from glidein_ext.sandbox.pool import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 SERVER_PACKAGES = ["fastapi", "uvicorn", "sqlalchemy", "alembic", "psycopg", "pydantic", "yaml"]

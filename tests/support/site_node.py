@@ -1,12 +1,12 @@
 """A site execute node inside the chroot's site pool, for tests.
 
-The helpers live in :mod:`glidein_ext.sandbox_site` (the demo's site scene uses them too); this
+The helpers live in :mod:`glidein_ext.sandbox.site` (the demo's site scene uses them too); this
 module keeps the tests' import path.
 """
 
 from __future__ import annotations
 
-from glidein_ext.sandbox_site import (
+from glidein_ext.sandbox.site import (
     CHROOT_BIN,
     CHROOT_SRC,
     NODE_ATTR,

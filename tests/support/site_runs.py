@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from glidein_ext.sandbox import stop_process
+from glidein_ext.sandbox.pool import stop_process
 from glidein_ext.tq.client import TqClient
 from glidein_ext.tq.workflow import generate
 from tests.support.tq_server import TqServer, tq_env

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from glidein_ext.sandbox import stop_process
+from glidein_ext.sandbox.pool import stop_process
 from glidein_ext.tq.client import TqClient, tls_context
 from tests.support.tls import Pki
 

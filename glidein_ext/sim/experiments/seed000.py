@@ -177,9 +177,9 @@ TARGET_SERIES: dict[str, dict[str, Any]] = {
 }
 WHY = {
     "requests_per_task": (
-        "the master calls the TQ for every completion as soon as it arrives (a sync without a "
-        "round) and again in the round that completion triggers, plus a heartbeat sync every "
-        "master_timeout/3; letting the round carry the completions ('batched') removes the first"
+        "the master makes a sync and an assign per round (completions ride the sync of the "
+        "round they trigger), plus a heartbeat sync every master_timeout/3: rounds come too "
+        "often for the tasks they place"
     ),
     "delay_median": "a round waits for its batching window, the sync, the broadcast and the assign",
     "first_burst": "the first round must wait for the sync and a TaskList that fits one datagram",

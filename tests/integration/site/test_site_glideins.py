@@ -28,8 +28,8 @@ import pytest
 from glidein_ext.adfile import read_ad_with_stat
 from glidein_ext.condor import JobStatus
 from glidein_ext.glidein.pilotad import PILOT_AD_FILE, PILOT_AD_SCHEMA
-from glidein_ext.sandbox import HOST_CLIENT_ENV, SITE_POOL, VO_POOL, CondorSandbox, wait_for
-from glidein_ext.sandbox_site import (
+from glidein_ext.sandbox.pool import HOST_CLIENT_ENV, SITE_POOL, VO_POOL, CondorSandbox, wait_for
+from glidein_ext.sandbox.site import (
     FACTORY,
     SiteGlidein,
     SiteNode,

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from glidein_ext.condor import JobStatus
-from glidein_ext.sandbox import CondorSandbox, wait_for
+from glidein_ext.sandbox.pool import CondorSandbox, wait_for
 from tests.support.site_node import CHROOT_SRC, SiteNode, start_site_node
 
 pytestmark = pytest.mark.condor

@@ -32,7 +32,7 @@ from glidein_ext.condor import JobStatus
 from glidein_ext.dht.contact import parse_address
 from glidein_ext.dht.node import DhtNode
 from glidein_ext.errors import DhtError
-from glidein_ext.sandbox import (
+from glidein_ext.sandbox.pool import (
     GLIDEIN_BASE_CONFIG,
     HOST_CLIENT_ENV,
     SITE_POOL,
@@ -40,7 +40,7 @@ from glidein_ext.sandbox import (
     CondorSandbox,
     wait_for,
 )
-from glidein_ext.sandbox_site import (
+from glidein_ext.sandbox.site import (
     CHROOT_BIN,
     GLIDEIN_ATTR,
     SiteGlidein,

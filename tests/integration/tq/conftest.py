@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from glidein_ext.errors import CondorError
-from glidein_ext.sandbox import wait_for
+from glidein_ext.sandbox.pool import wait_for
 from glidein_ext.tq.client import TqClient
 from glidein_ext.tq.protocol import Status
 from tests.support.tq_server import TqServer, tq_env

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from glidein_ext.sandbox import CondorSandbox, Glidein
+from glidein_ext.sandbox.pool import CondorSandbox, Glidein
 from glidein_ext.tq.db import make_engine
 from glidein_ext.tq.store import Store
 from glidein_ext.tq.submit import PilotManager

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from glidein_ext.sandbox import CondorSandbox, Glidein
+from glidein_ext.sandbox.pool import CondorSandbox, Glidein
 from glidein_ext.tq.db import make_engine
 from glidein_ext.tq.monitor import SitePolicy, Thresholds, monitor_cycle
 from glidein_ext.tq.store import Store

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from glidein_ext.sandbox import CondorSandbox, ExtraSchedd
+from glidein_ext.sandbox.pool import CondorSandbox, ExtraSchedd
 from glidein_ext.tq.schedds import ScheddLimit, submitter_for
 from glidein_ext.tq.submit import PilotJob
 

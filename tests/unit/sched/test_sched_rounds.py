@@ -59,7 +59,7 @@ def test_completions_are_reported_once_and_kept_when_the_call_fails() -> None:
     assert book.completed(7, (40, 1), "c40", now=1.0)
     assert book.workers[7].task is None
     assert not book.completed(7, (40, 1), "c40", now=1.1)  # a resend
-    assert book.call_due(1.2)
+    assert book.round_due(1.3)  # its round's call carries it
     report = book.take_report(1.2)
     assert report.completions == ((7, "c40"),)
     book.unreported(report)
@@ -79,12 +79,13 @@ def test_replies_give_the_matrix_columns_and_find_lost_tasks() -> None:
         [
             Reply(7, 0, 0, 3, {0: 8.5, 2: 0.5}),  # idle, ranks 2 of 3 allowed: truncated
             _idle(8, {1: 1.0}),  # idle while believed to run 41: 41 was lost, released
-            _idle(9, {0: 1.0}, last=42),  # finished 42 (its report is on its way): not lost
+            _idle(9, {0: 1.0}, last=42),  # finished 42 (its report is on its way): awaited
             Reply(10, 43, 0, 0, {}),  # busy, as believed
             _idle(99, {0: 9.0}),  # unknown (no hello yet): ignored
         ]
     )
-    assert candidates.pilots == (7, 8, 9)
+    assert candidates.pilots == (7, 8)  # 9 is busy at the TQ until its completion comes
+    assert book.awaiting() == [9]
     assert candidates.ranks[0] == {0: 8.5, 2: 0.5}
     assert candidates.truncated == (0,)
     assert book.take_report(1.0).release == (41,)
@@ -125,3 +126,49 @@ def test_a_worker_is_no_candidate_until_its_completion_is_reported() -> None:
     assert book.replies([_idle(7, {0: 1.0}, last=40)]).pilots == ()  # in flight
     book.reported()
     assert book.replies([_idle(7, {0: 1.0}, last=40)]).pilots == (7,)
+
+
+def test_completions_ride_the_round_they_trigger() -> None:
+    book = _book()
+    book.join(7, A, now=0.0, task=(40, 1))
+    book.start_round(0.1)
+    book.completed(7, (40, 1), "c40", now=1.0)
+    assert not book.call_due(1.0)  # no call of its own: the round's call carries it
+    assert book.round_due(1.2)
+    book.start_round(1.2)
+    assert book.call_due(1.2)
+    assert book.take_report(1.2).completions == ((7, "c40"),)
+
+
+def test_a_takeover_awaits_a_completion_the_old_master_held_then_releases() -> None:
+    """Regression (500-pilot failover run): the old master acknowledged a completion and stepped
+    down before syncing it; the Task Queue lists the pilot busy.  The new master must not offer
+    that pilot tasks the Task Queue refuses forever: it awaits the completion (the worker
+    resends it) and, failing that, releases the task so that both views converge."""
+    book = RoundBook(1, window=0.2, period=2.0, heartbeat=3.0, patience=10.0, now=0.0)
+    book.join(7, A, now=0.0, task=(40, 1))  # the TQ's list at the takeover
+    book.join(8, A, now=0.0, task=(41, 1))
+    book.start_round(1.0)
+    assert book.replies([_idle(7, {0: 1.0}, last=40), _idle(8, {0: 1.0}, last=41)]).pilots == ()
+    assert book.awaiting() == [7, 8] and book.take_report(1.0).release == ()
+    book.completed(7, (40, 1), "c40", now=2.0)  # 7's resend reaches the new master
+    assert book.awaiting() == [8]
+    book.start_round(2.2)
+    assert book.take_report(2.2).completions == ((7, "c40"),)
+    book.reported()
+    assert book.synced((40, 1))  # the worker is told; it forgets it
+    assert book.replies([_idle(7, {0: 1.0}, last=40), _idle(8, {0: 1.0}, last=41)]).pilots == (7,)
+    book.start_round(11.5)  # 8's completion never came: 41 goes back, 8 is free again
+    book.replies([_idle(7, {0: 1.0}, last=40), _idle(8, {0: 1.0}, last=41)])
+    assert book.awaiting() == [] and book.take_report(11.5).release == (41,)
+    assert 8 in book.idle()
+
+
+def test_a_resent_completion_of_an_earlier_attempt_leaves_the_retry_running() -> None:
+    book = _book()
+    book.join(7, A, now=0.0)
+    book.assigned([(40, 7, 2)])  # the retry of 40, after attempt 1 failed on 7
+    book.completed(7, (40, 1), "c40", now=1.0)  # attempt 1's completion, resent late
+    assert book.workers[7].task == (40, 2)
+    book.completed(7, (40, 2), "c40b", now=2.0)
+    assert book.workers[7].task is None

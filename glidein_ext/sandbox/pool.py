@@ -5,7 +5,7 @@ Two pools run in a Debian trixie chroot (HTCondor 23.9) as the unprivileged user
 (collector 127.0.0.1:9619, ``CONDOR_CONFIG=/etc/condor/vo-pool.config``).  This module starts and
 stops them, runs HTCondor's own tools inside the chroot against either pool (a
 :class:`CondorSandbox` is bound to one; :meth:`CondorSandbox.on` gives the other), and starts
-glideins there with ``glidein-ext wrapper``.  ``glidein_ext.sandbox_site`` adds site execute nodes
+glideins there with ``glidein-ext wrapper``.  ``glidein_ext.sandbox.site`` adds site execute nodes
 and glideins that run as site jobs.  The demo and the integration tests use it; nothing here is
 mocked.
 """
@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from glidein_ext.errors import CondorError
 
 T = TypeVar("T")
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 POOL_USER = "glidein"
 GLIDEIN_BASE_CONFIG = "/etc/condor/glidein-base.config"
 

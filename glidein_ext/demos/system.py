@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from glidein_ext.demos.local_site import LocalSite, LocalTaskQueue, workflow_counters
 from glidein_ext.errors import GlideinExtError
-from glidein_ext.local_site import LocalSite, LocalTaskQueue, workflow_counters
 from glidein_ext.tq.workflow import generate
 
 # How each architecture's pilots find work and files (seed 000 III).
@@ -196,7 +196,7 @@ def run_system_demo(
     say("Scene 1: a Task Queue, a site of pilots sharing caches through the site DHT, W1.")
     results = run_workflow_scene(directory, say, progress)
     if with_pool:
-        from glidein_ext.demo import run_handshake_demo
+        from glidein_ext.demos.handshake import run_handshake_demo
 
         say("")
         say("Scene 2: the site vacates a glidein through .site.ad; it drains and leaves.")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from glidein_ext.demo_system import ArchitectureResult, progress_line, results_table
+from glidein_ext.demos.system import ArchitectureResult, progress_line, results_table
 
 
 def test_progress_line_counts_done_running_and_waiting() -> None:

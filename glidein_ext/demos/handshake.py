@@ -15,7 +15,7 @@ from glidein_ext.adfile import read_ad_with_stat
 from glidein_ext.condor import JobStatus
 from glidein_ext.glidein.pilotad import PILOT_AD_FILE, PILOT_AD_SCHEMA
 from glidein_ext.glidein.render import describe_pilot_ad
-from glidein_ext.sandbox import CondorSandbox, Glidein, wait_for
+from glidein_ext.sandbox.pool import CondorSandbox, Glidein, wait_for
 
 RUNNING, IDLE, COMPLETED = JobStatus.RUNNING, JobStatus.IDLE, JobStatus.COMPLETED
 

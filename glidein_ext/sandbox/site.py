@@ -25,7 +25,13 @@ from typing import Any
 
 from glidein_ext.condor import JobStatus, startd_node_config
 from glidein_ext.errors import CondorError
-from glidein_ext.sandbox import GLIDEIN_BASE_CONFIG, VO_POOL, CondorSandbox, stop_process, wait_for
+from glidein_ext.sandbox.pool import (
+    GLIDEIN_BASE_CONFIG,
+    VO_POOL,
+    CondorSandbox,
+    stop_process,
+    wait_for,
+)
 from glidein_ext.site.sandboxes import global_job_id
 
 CHROOT_SRC = "/opt/glidein-ext/src"
@@ -78,7 +84,7 @@ def render_node_config(
 ) -> str:
     """The node's condor_config (pure)."""
     lines = [
-        "# Written by glidein_ext.sandbox_site: a site execute node of the sandbox's site pool.",
+        "# Written by glidein_ext.sandbox.site: a site execute node of the sandbox's site pool.",
         *startd_node_config(name, local_dir, cpus, 256 * cpus, base_config=GLIDEIN_BASE_CONFIG),
         "START = True",
         f'{NODE_ATTR} = "{name}"',

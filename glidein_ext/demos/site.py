@@ -22,10 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from glidein_ext.condor import JobStatus
+from glidein_ext.demos.local_site import LocalTaskQueue
 from glidein_ext.errors import CondorError
-from glidein_ext.local_site import LocalTaskQueue
-from glidein_ext.sandbox import HOST_CLIENT_ENV, SITE_POOL, VO_POOL, CondorSandbox, wait_for
-from glidein_ext.sandbox_site import (
+from glidein_ext.sandbox.pool import HOST_CLIENT_ENV, SITE_POOL, VO_POOL, CondorSandbox, wait_for
+from glidein_ext.sandbox.site import (
     SiteGlidein,
     SiteNode,
     VoJob,

@@ -23,7 +23,7 @@ from types import TracebackType
 from typing import Any
 
 from glidein_ext.errors import GlideinExtError, TaskQueueError
-from glidein_ext.sandbox import stop_process
+from glidein_ext.sandbox.pool import stop_process
 from glidein_ext.tq.client import TqClient
 
 START_TIMEOUT = 60.0

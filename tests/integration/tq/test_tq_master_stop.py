@@ -1,0 +1,60 @@
+"""A distributed site's master frozen (SIGSTOP) mid-workflow past the master timeout, then
+thawed (SIGCONT), as a master slowed down by load is (seed 000 III.B): another pilot takes the
+role, the old one steps down at its next call (409, stale epoch) with whatever completions it
+had acknowledged but not synced, and the workers' outboxes resend them.  The workflow completes,
+no task runs twice, and no pilot stays busy at the Task Queue once everything is done (the
+500-pilot failover run left 116 pilots busy forever and the workflow unfinished)."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+from tests.integration.tq.test_tq_master_kill import CHAINS, _workflow
+from tests.support.site_runs import SITE, SiteRun
+
+
+def test_a_frozen_master_is_superseded_and_no_completion_is_lost(tmp_path: Path) -> None:
+    runs = tmp_path / "runs.log"
+    with SiteRun(
+        tmp_path / "site",
+        "distributed",
+        pilots=31,
+        processes=2,
+        first_alone=True,  # pilot 1, alone in its process: the master, frozen below
+        pilot_args=("--round-period", "1", "--round-window", "0.1"),
+        tq_args=("--master-timeout", "4"),
+    ) as site:
+        operator = site.operator
+        answer = operator.submit(_workflow(runs))
+        deadline = time.monotonic() + 60
+        while not runs.exists() or len(runs.read_text().split()) < 35:
+            assert time.monotonic() < deadline, site.logs()
+            time.sleep(0.05)
+        master = site.procs[0]
+        master.send_signal(signal.SIGSTOP)  # completions reach it, unsynced, as it freezes
+        stopped_at = time.monotonic()
+        try:
+            while len(operator.call("GET", "/api/v1/counters")["masters"][SITE]) < 2:
+                assert time.monotonic() - stopped_at < 40, site.logs()
+                time.sleep(0.2)
+        finally:
+            master.send_signal(signal.SIGCONT)  # it wakes holding what it acknowledged
+        deadline = time.monotonic() + 150
+        while True:
+            status = operator.status()
+            (workflow,) = [w for w in status.workflows if w.id == answer.workflow_id]
+            if workflow.tasks["done"] + workflow.tasks["failed"] == 2 * CHAINS:
+                break
+            assert time.monotonic() < deadline, f"{workflow.tasks}\n{site.logs()}"
+            time.sleep(0.3)
+        assert workflow.tasks["done"] == 2 * CHAINS
+        deadline = time.monotonic() + 30
+        while operator.status().pilots.get(SITE, {}).get("busy", 0):
+            assert time.monotonic() < deadline, f"{operator.status().pilots}\n{site.logs()}"
+            time.sleep(0.3)
+        masters = operator.call("GET", "/api/v1/counters")["masters"][SITE]
+        ran = runs.read_text().split()
+    assert masters[0]["pilot_id"] == 1 and masters[1]["epoch"] == 2
+    assert sorted(ran) == sorted(set(ran)) and len(ran) == 2 * CHAINS  # each task ran once
