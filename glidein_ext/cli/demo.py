@@ -12,16 +12,29 @@ import click
 SCENES = ("system", "workflow", "handshake", "site")
 
 
-def _progress(line: str) -> None:
-    """The live progress line: redrawn in place on a terminal, every 10th state elsewhere."""
-    if sys.stdout.isatty():
-        click.echo("\r\033[K" + line, nl=False)
+class _Progress:
+    """The live progress line: redrawn in place on a terminal; elsewhere (a log) every 10th
+    state.  An empty line ends a run: its last state stays on a line of its own."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stdout.isatty()
+        self.count = 0
+        self.last = ""
+
+    def __call__(self, line: str) -> None:
         if not line:
-            click.echo("\r", nl=False)
-        return
-    _progress.count = getattr(_progress, "count", 0) + 1  # type: ignore[attr-defined]
-    if line and _progress.count % 10 == 1:  # type: ignore[attr-defined]
-        click.echo(line)
+            if self.tty:
+                click.echo("")
+            elif self.last and (self.count - 1) % 10:
+                click.echo(self.last)
+            self.count, self.last = 0, ""
+            return
+        if self.tty:
+            click.echo("\r\033[K" + line, nl=False)
+        elif self.count % 10 == 0:
+            click.echo(line)
+        self.count += 1
+        self.last = line
 
 
 @click.command()
@@ -67,7 +80,7 @@ def demo(scene: str, site_scene: bool, keep_pool: bool, workdir: Path | None) ->
 
         if workdir is not None:
             workdir.mkdir(parents=True, exist_ok=True)
-            run_system_demo(workdir, click.echo, _progress, keep_pool, scene == "system")
+            run_system_demo(workdir, click.echo, _Progress(), keep_pool, scene == "system")
             return
         with tempfile.TemporaryDirectory(prefix="glidein-ext-demo-") as tmp:
-            run_system_demo(Path(tmp), click.echo, _progress, keep_pool, scene == "system")
+            run_system_demo(Path(tmp), click.echo, _Progress(), keep_pool, scene == "system")

@@ -38,7 +38,8 @@ def test_the_workflow_scene_runs_w1_through_both_architectures(tmp_path: Path) -
     done = _demo("--scene", "workflow", "--workdir", str(tmp_path), timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
-    assert "W1 [" in out  # the live progress line (every 10th state when not a terminal)
+    assert "W1 [" in out  # the live progress line (every 10th state when not a terminal) ...
+    assert out.count("80/80 done, 0 running, 0 waiting") == 2, out  # ... and each run's last
     assert "The site's master was pilot" in out
     pre, distributed = _row(out, "pre-dht"), _row(out, "distributed")
     # architecture tasks failed req/task (seed) delay cache local turnaround
