@@ -45,20 +45,9 @@ def _q(values: Sequence[float], fraction: float) -> float:
 
 
 async def _submit(port: int, tasks: int) -> None:
-    from bench.tq_bench import _Connection as Connection  # the burst's lean HTTP client
+    from bench.tq_bench import submit_tasks
 
-    operator = Connection(port, OPERATOR)
-    workflow = {
-        "name": "pool",
-        "tasks": [
-            {"name": f"t{i}", "command": "true", "requirements": f'TARGET.Site == "S{i % 5}"'}
-            for i in range(tasks)
-        ],
-    }
-    code, answer = await operator.call("POST", "/api/v1/workflows", workflow)
-    await operator.close()
-    if code != 200:
-        raise SystemExit(f"submit failed: {code} {str(answer)[:200]}")
+    await submit_tasks(port, tasks, "pool")
 
 
 async def _pilot_call(conn: Any, path: str, body: Any, latencies: list[float] | None) -> Any:

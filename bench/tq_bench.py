@@ -179,12 +179,11 @@ class _Connection:
                 await self.writer.wait_closed()
 
 
-async def _burst(port: int, pilots: int, tasks: int) -> dict[str, Any]:
-    latencies: dict[str, list[float]] = {"register": [], "request": [], "complete": []}
-    errors: list[str] = []
+async def submit_tasks(port: int, tasks: int, name: str) -> None:
+    """Submit ``tasks`` trivial tasks spread over sites S0..S4 (the burst's and the pool's)."""
     operator = _Connection(port, OPERATOR)
     workflow = {
-        "name": "burst",
+        "name": name,
         "tasks": [
             {"name": f"t{i}", "command": "true", "requirements": f'TARGET.Site == "S{i % 5}"'}
             for i in range(tasks)
@@ -193,7 +192,13 @@ async def _burst(port: int, pilots: int, tasks: int) -> dict[str, Any]:
     code, answer = await operator.call("POST", "/api/v1/workflows", workflow)
     await operator.close()
     if code != 200:
-        raise SystemExit(f"submit failed: {code} {answer}")
+        raise SystemExit(f"submit failed: {code} {str(answer)[:200]}")
+
+
+async def _burst(port: int, pilots: int, tasks: int) -> dict[str, Any]:
+    latencies: dict[str, list[float]] = {"register": [], "request": [], "complete": []}
+    errors: list[str] = []
+    await submit_tasks(port, tasks, "burst")
 
     async def timed(conn: _Connection, op: str, path: str, body: Any) -> Any:
         start = time.perf_counter()

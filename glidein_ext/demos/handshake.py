@@ -16,33 +16,16 @@ from glidein_ext.condor import JobStatus
 from glidein_ext.glidein.pilotad import PILOT_AD_FILE, PILOT_AD_SCHEMA
 from glidein_ext.glidein.render import describe_pilot_ad
 from glidein_ext.sandbox.pool import CondorSandbox, Glidein, wait_for
+from glidein_ext.sandbox.site import VoJob, vo_job_submit
 
 RUNNING, IDLE, COMPLETED = JobStatus.RUNNING, JobStatus.IDLE, JobStatus.COMPLETED
-
-SUBMIT = """\
-executable = /bin/sleep
-arguments = $(secs)
-request_cpus = $(cpus)
-request_memory = 64
-request_disk = 1024
-should_transfer_files = NO
-+EstimatedWallTimeMins = $(est)
-+MaxWallTimeMins = 30
-+GlideinExtDemo = "{tag}"
-requirements = TARGET.GLIDEIN_ExtName =?= "{glidein}"
-log = {tag}.log
-queue secs, cpus, est from (
-{rows}
-)
-"""
 
 
 def _submit(
     box: CondorSandbox, glidein: Glidein, tag: str, rows: list[tuple[int, int, int]]
 ) -> int:
-    text = SUBMIT.format(
-        tag=tag, glidein=glidein.name, rows="\n".join(f"  {s}, {c}, {e}" for s, c, e in rows)
-    )
+    jobs = [VoJob(seconds, cpus, estimate) for seconds, cpus, estimate in rows]
+    text = vo_job_submit(tag, glidein.name, jobs, tag_attribute="GlideinExtDemo", max_wall_min=30)
     return box.submit(glidein.start_dir, tag, text)
 
 

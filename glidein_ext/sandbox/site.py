@@ -363,8 +363,16 @@ class VoJob:
     estimate_min: int = 1
 
 
-def vo_job_submit(tag: str, glidein: str, jobs: Sequence[VoJob]) -> str:
-    """Submit text for VO jobs pinned to one glidein, each with its runtime estimate (pure)."""
+def vo_job_submit(
+    tag: str,
+    glidein: str,
+    jobs: Sequence[VoJob],
+    *,
+    tag_attribute: str = "GlideinExtVoJob",
+    max_wall_min: int = 60,
+) -> str:
+    """Submit text for sleep jobs pinned to one glidein, each with its runtime estimate, marked
+    ``<tag_attribute> = "<tag>"`` to find them again (pure)."""
     rows = "\n".join(f"  {j.seconds}, {j.cpus}, {j.estimate_min}" for j in jobs)
     return f"""\
 executable = /bin/sleep
@@ -374,8 +382,8 @@ request_memory = 64
 request_disk = 1024
 should_transfer_files = NO
 +EstimatedWallTimeMins = $(est)
-+MaxWallTimeMins = 60
-+GlideinExtVoJob = "{tag}"
++MaxWallTimeMins = {max_wall_min}
++{tag_attribute} = "{tag}"
 requirements = TARGET.GLIDEIN_ExtName =?= "{glidein}"
 log = {tag}.log
 queue secs, cpus, est from (

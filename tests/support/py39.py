@@ -10,6 +10,9 @@ is a quick net that runs everywhere; the real proof is the test subset run by a 
 from __future__ import annotations
 
 import ast
+import glob
+import shutil
+import subprocess
 from pathlib import Path
 
 NEWER_NAMES = {
@@ -126,3 +129,21 @@ def check_file(path: Path) -> list[str]:
     if path.name != "__init__.py" and "from __future__ import annotations" not in source:
         problems.insert(0, "no 'from __future__ import annotations'")
     return [f"{path}: {problem}" for problem in problems]
+
+
+def find_python39() -> str | None:
+    """A working Python 3.9 on this machine, for tests that drive code with it (skipped where
+    there is none): pyenv's build first (its shim may not be activated), then PATH."""
+    candidates = sorted(glob.glob(str(Path.home() / ".pyenv/versions/3.9*/bin/python3.9")))
+    candidates += [found for found in [shutil.which("python3.9")] if found]
+    for python in candidates:
+        probe = subprocess.run(
+            [python, "-c", "import sys; print(sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        if probe.stdout == "(3, 9)\n":
+            return python
+    return None

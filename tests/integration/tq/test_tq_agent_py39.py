@@ -7,9 +7,7 @@ refuses a task whose LFN breaks the rule as that task's failure, runs a good one
 
 from __future__ import annotations
 
-import glob
 import os
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +18,7 @@ from glidein_ext.tq.models import MatchSpec
 from glidein_ext.tq.server import open_store
 from glidein_ext.tq.settings import TqSettings
 from glidein_ext.tq.workflow import TaskDef, WorkflowDef
-from tests.support.py39 import check_file
+from tests.support.py39 import check_file, find_python39
 from tests.support.tq_server import PILOT, TqServer
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -37,22 +35,6 @@ AGENT_FILES = [
 def test_the_agent_and_what_it_imports_are_python_3_9() -> None:
     assert len(AGENT_FILES) >= 9
     assert [problem for path in AGENT_FILES for problem in check_file(path)] == []
-
-
-def _python39() -> str | None:
-    candidates = sorted(glob.glob(str(Path.home() / ".pyenv/versions/3.9*/bin/python3.9")))
-    candidates += [found for found in [shutil.which("python3.9")] if found]
-    for python in candidates:
-        probe = subprocess.run(
-            [python, "-c", "import sys; print(sys.version_info[:2])"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-        if probe.stdout == "(3, 9)\n":
-            return python
-    return None
 
 
 AGENT = r"""
@@ -80,7 +62,7 @@ print("py39 agent ran", ran)
 def test_a_pilot_agent_runs_on_python_3_9(
     tmp_path: Path, tq_server: Callable[..., TqServer]
 ) -> None:
-    python = _python39()
+    python = find_python39()
     if python is None:
         pytest.skip("no Python 3.9 interpreter on this machine")
     directory = tmp_path / "tq"

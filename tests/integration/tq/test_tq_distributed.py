@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from glidein_ext.tq.workflow import generate
-from tests.integration.tq.test_tq_agent_py39 import _python39  # the one finder of a Python 3.9
+from tests.support.py39 import find_python39
 from tests.support.site_runs import SiteRun
 from tests.support.tq_server import PILOT, TqServer, tq_env
 
@@ -89,7 +89,7 @@ print("py39 swarm ran", sum(ran), "failed", swarm.failed)
 
 
 def test_pilots_on_python_3_9_run_a_distributed_site(tmp_path: Path) -> None:
-    python = _python39()
+    python = find_python39()
     if python is None:
         pytest.skip("no Python 3.9 interpreter on this machine")
     se = tmp_path / "se"

@@ -8,13 +8,13 @@ otherwise): store, temporaries, host sharing, peer server and client over 127.0.
 from __future__ import annotations
 
 import ast
-import glob
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.support.py39 import find_python39
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "glidein_ext" / "cache"
@@ -74,23 +74,6 @@ def test_the_static_check_sees_what_it_looks_for() -> None:
         "isinstance(x, int | float)\nzip(a, b, strict=True)\n"
     )
     assert len(_newer_constructs(ast.parse(bad))) == 5
-
-
-def _python39() -> str | None:
-    """A working Python 3.9: pyenv's build first (its shim may not be activated), then PATH."""
-    candidates = sorted(glob.glob(str(Path.home() / ".pyenv/versions/3.9*/bin/python3.9")))
-    candidates += [found for found in [shutil.which("python3.9")] if found]
-    for python in candidates:
-        probe = subprocess.run(
-            [python, "-c", "import sys; print(sys.version_info[:2])"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-        if probe.stdout == "(3, 9)\n":
-            return python
-    return None
 
 
 SMOKE = r"""
@@ -161,7 +144,7 @@ print("py39 ok")
 
 
 def test_the_cache_runs_on_python_3_9() -> None:
-    python = _python39()
+    python = find_python39()
     if python is None:
         pytest.skip("no Python 3.9 interpreter on this machine")
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONNOUSERSITE="1")
