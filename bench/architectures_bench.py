@@ -1,5 +1,5 @@
-"""The three architectures of seed 000 (section IV) with real processes on 127.0.0.1, and the
-distributed master's two assignment methods, on the seed's workflows.
+"""The three architectures of Delgado Peris 2014 (section IV) with real processes on 127.0.0.1, and
+the distributed master's two assignment methods, on the seed's workflows.
 
     .venv/bin/python bench/architectures_bench.py [--quick] [--pilots 200] [--processes 8]
         [--scale 5] [--sleep 0.5] [--se-condition d1f1|d2f2|d3f3]

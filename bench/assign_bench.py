@@ -1,5 +1,5 @@
-"""The master's assignment (seed 000 III.C): optimal (ours) beside the seed's greedy and a plain
-scipy solve of the dense matrix, in the same run, on a realistic site.
+"""The master's assignment (Delgado Peris 2014 §III.C): optimal (ours) beside the seed's greedy and
+a plain scipy solve of the dense matrix, in the same run, on a realistic site.
 
     .venv/bin/python bench/assign_bench.py [--quick] [--pilots 1500] [--tasks 10000] [--limit 64]
 

@@ -1,4 +1,4 @@
-"""Courier push vs pull (seed 002 4.2.3): how soon an urgent task reaches an idle pilot.
+"""Courier push vs pull (Lee 2003 4.2.3): how soon an urgent task reaches an idle pilot.
 
     .venv/bin/python bench/courier_bench.py [--quick]
 
@@ -32,8 +32,8 @@ TARGET_RATIO = 0.25
 
 def _run(url: str, mode: str, pilots: int, tasks: int, poll: float, seed: int) -> list[float]:
     """Latencies (s) of ``tasks`` urgent tasks reaching ``pilots`` idle pilots."""
-    from glidein_ext.tq.client import TqClient
-    from glidein_ext.tq.protocol import Completion, Registration
+    from glidein_ext.tq.client.client import TqClient
+    from glidein_ext.tq.client.protocol import Completion, Registration
 
     stop = threading.Event()
     reached: dict[str, float] = {}

@@ -1,4 +1,5 @@
-"""Draining waste: which pilot should a site drain? (seed 003, "Selecting the cooperative victim")
+"""Draining waste: which pilot should a site drain? (Sfiligoi 2013, "Selecting the cooperative
+victim")
 
     .venv/bin/python bench/draining_bench.py [--seeds 5] [--hours 24]
 

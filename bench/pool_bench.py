@@ -1,4 +1,4 @@
-"""A pool of Task Queue instances on one PostgreSQL database (seed 002): 1, 2 and 3 instances.
+"""A pool of Task Queue instances on one PostgreSQL database (Lee 2003): 1, 2 and 3 instances.
 
     .venv/bin/python bench/pool_bench.py [--quick] [--pilots 1500] [--loop-pilots 150]
         [--loop-tasks 3000]
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-BURST_TARGET = 5.0  # seconds, 3 instances, 1,500 pilots (issue 14)
+BURST_TARGET = 5.0  # seconds, 3 instances, 1,500 pilots
 OPERATOR, PILOT = "bench-op", "bench-pilot"
 
 

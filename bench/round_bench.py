@@ -1,6 +1,6 @@
-"""A full round of the distributed architecture (seed 000 III.B-C) on real DHT nodes: the master
-broadcasts the TaskList, every worker filters and ranks it (``sched.ranking``) and answers through
-the aggregation tree, the master builds the rank matrix and assigns (optimal and greedy).
+"""A full round of the distributed architecture (Delgado Peris 2014 §III.B-C) on real DHT nodes: the
+master broadcasts the TaskList, every worker filters and ranks it (``sched.ranking``) and answers
+through the aggregation tree, the master builds the rank matrix and assigns (optimal and greedy).
 
     .venv/bin/python bench/round_bench.py [--quick] [--sizes 200,1500] [--rounds 3]
 

@@ -1,5 +1,5 @@
-"""The distributed architecture (seed 000) with real pilot processes, and the simulator at the same
-size beside it.
+"""The distributed architecture (Delgado Peris 2014) with real pilot processes, and the simulator at
+the same size beside it.
 
     .venv/bin/python bench/scale_run_bench.py [--quick] [--pilots 500] [--processes 20]
         [--workflows w1,w2,w3] [--scale 5] [--sleep 5] [--master-timeout 30]

@@ -2,8 +2,9 @@
 
     .venv/bin/python bench/tq_bench.py [--quick]
 
-1. Matching (seed 001 IV-E).  10,000 queued tasks in a realistic number of match groups (distinct
-   Requirements/Rank), each reading one or two LFNs; one pilot with cached files asks for a task.
+1. Matching (Hasham 2011 §IV-E).  10,000 queued tasks in a realistic number of match groups
+   (distinct Requirements/Rank), each reading one or two LFNs; one pilot with cached files asks for
+   a task.
    Shown beside the naive way, in the same run: classad2 ``symmetricMatch`` + Rank on every task's
    own ad.  Cold is a pilot's first request (every group evaluated), warm a later one (verdicts
    cached per pilot and group); the worst case gives every task its own Requirements.
@@ -28,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from glidein_ext import classads
-from glidein_ext.tq.matcher import Matcher, pilot_ad, task_ad
 from glidein_ext.tq.models import MatchSpec, PilotInfo, QueuedTask
+from glidein_ext.tq.service.matcher import Matcher, pilot_ad, task_ad
 
 TARGET_MS = 20.0
 REPO = Path(__file__).resolve().parent.parent

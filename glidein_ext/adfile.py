@@ -1,6 +1,6 @@
 """Safe reading and atomic writing of old-style ad files (`key = value` lines).
 
-`.pilot.ad` and `.site.ad` cross a trust boundary (seed 003, "Communication channel" and
+`.pilot.ad` and `.site.ad` cross a trust boundary (Sfiligoi 2013, "Communication channel" and
 "Requesting pilot termination"): the site cron runs as root and reads files a pilot wrote, the pilot
 reads files a site wrote.  So the reader
 

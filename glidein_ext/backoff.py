@@ -1,4 +1,4 @@
-"""Jittered exponential backoff per backend, pure (seed 002 4.3: a failing backend is retried later,
+"""Jittered exponential backoff per backend, pure (Lee 2003 4.3: a failing backend is retried later,
 not hammered).
 
 A backend (a Task Queue instance, a schedd) that fails is left alone for ``base * 2**(n-1)``

@@ -1,4 +1,4 @@
-"""The one boundary over classad2: parse ads and expressions, match, rank (seed 001 IV-E).
+"""The one boundary over classad2: parse ads and expressions, match, rank (Hasham 2011 §IV-E).
 
 Matching follows HTCondor: two ads match when each one's ``Requirements`` evaluates to true with the
 other as TARGET (``symmetricMatch``).  ``Rank`` is a number; undefined, error or a non-number ranks

@@ -6,7 +6,7 @@ turns them into one line and a non-zero exit (``exit_code``; tracebacks with ``-
 
     GlideinExtError                      exit 1
     +-- UsageError                       exit 2: a malformed flag, duration, file given by the user
-    |   +-- RankMatrixError              exit 2: a rank matrix is malformed (seed 000 III.C)
+    |   +-- RankMatrixError              exit 2: a malformed rank matrix (Delgado Peris 2014 §III.C)
     +-- ConfigError                      a setting is missing or unusable
     |   +-- SitesFileError               exit 2: the PilotMonitor's sites file
     |   +-- MissingDependencyError       an optional package (numpy/scipy, classad2) is absent
@@ -52,8 +52,8 @@ class ConfigError(GlideinExtError):
 
 
 class RankMatrixError(UsageError):
-    """A rank matrix (seed 000 III.C: row = task, column = pilot) is malformed: ragged rows, a rank
-    that is not a finite number, an index out of range, a task reported twice."""
+    """A rank matrix (Delgado Peris 2014 §III.C: row = task, column = pilot) is malformed: ragged
+    rows, a rank that is not a finite number, an index out of range, a task reported twice."""
 
 
 class MissingDependencyError(ConfigError):
@@ -97,7 +97,7 @@ class DhtError(GlideinExtError):
 
 
 class CacheError(GlideinExtError):
-    """The worker-node data cache (seed 001, IV.B-IV.D) cannot do what was asked."""
+    """The worker-node data cache (Hasham 2011, IV.B-IV.D) cannot do what was asked."""
 
 
 class CacheFullError(CacheError):
@@ -113,11 +113,12 @@ class TransferError(GlideinExtError):
 
 
 class ClassAdError(GlideinExtError):
-    """A ClassAd expression or ad could not be parsed (seed 001 IV-E: Requirements and Rank)."""
+    """A ClassAd expression or ad could not be parsed (Hasham 2011 §IV-E: Requirements and Rank)."""
 
 
 class TaskQueueError(GlideinExtError):
-    """The Task Queue service refused a request, failed, or could not be reached (seed 001 IV)."""
+    """The Task Queue service refused a request, failed, or could not be reached (Hasham 2011
+    §IV)."""
 
 
 class TaskQueueRequestError(TaskQueueError):
@@ -143,7 +144,7 @@ class WorkflowError(TaskQueueRequestError):
 
 
 class PilotCheckError(GlideinExtError):
-    """A pilot's environment check failed; the pilot runs nothing (seed 001 IV)."""
+    """A pilot's environment check failed; the pilot runs nothing (Hasham 2011 §IV)."""
 
 
 class TaskQueueNotFound(TaskQueueError):
@@ -166,7 +167,7 @@ class TaskQueueTlsError(TaskQueueError):
 
 class StaleMasterError(TaskQueueError):
     """A distributed site's master call carried an epoch that is not the site's (HTTP 409):
-    another pilot holds the master role now; this one must step down (seed 000 III.B)."""
+    another pilot holds the master role now; this one must step down (Delgado Peris 2014 §III.B)."""
 
 
 class SitesFileError(ConfigError):

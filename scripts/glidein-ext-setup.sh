@@ -7,7 +7,7 @@
 #   1. finds glidein-ext (GLIDEIN_EXT_DIR: the untarred bundle, see the README's XML example) and a
 #      python3 >= 3.9 to run it (the python3 of EL9 worker nodes);
 #   2. `glidein-ext init` in the glidein's start-up directory: glidein.json and the first .pilot.ad
-#      with USED_FRACTION1k = 0, before the HTCondor daemons start (seed 003);
+#      with USED_FRACTION1k = 0, before the HTCondor daemons start (Sfiligoi 2013);
 #   3. drops the glidein snippet into $(WORK_DIR)/condor_config.d (the glidein's LOCAL_CONFIG_DIR)
 #      and exports GLIDEIN_EXT_START_DIR and GLIDEIN_EXT_BIN to the HTCondor config.
 #   4. with GLIDEIN_EXT_TQ_URL: starts the Task Queue pilot agent in the background (it ends with

@@ -1,1 +1,1 @@
-"""The standalone pilot agent of seed 001 IV: checks, register, pull, run, heartbeat, report."""
+"""The standalone pilot agent of Hasham 2011 §IV: checks, register, pull, run, heartbeat, report."""

@@ -1,17 +1,18 @@
-"""The pilot agent loop (seed 001 IV): register, pull a task, run it, report, heartbeat, leave.
+"""The pilot agent loop (Hasham 2011 §IV): register, pull a task, run it, report, heartbeat, leave.
 
 One thread (the caller's) pulls and runs tasks; one heartbeat thread, owned by the agent and joined
-before it returns, keeps the pilot alive and learns the other pilots on its host (seed IV-D).
-Calls to the TQ are retried for ``retry_for`` seconds, so a TQ restart costs no task: the complete
+before it returns, keeps the pilot alive and learns the other pilots on its host (Hasham 2011
+§IV-D). Calls to the TQ are retried for ``retry_for`` seconds, so a TQ restart costs no task: the
+complete
 report is idempotent and a repeated request returns the task the pilot already holds.  A task never
 ends the pilot: whatever goes wrong running it is reported as that task's failed attempt (the TQ
 counts it against ``max_retries``), and a report the TQ refuses is logged and the pilot goes on.
 Tasks are started from the thread that calls ``run()`` (the main thread in ``pilot run``): a task
 dies with that thread (``taskproc``).  How a task runs is behind ``agent.executor``.
 
-The site's architecture (seed 000 IV) comes with the registration's answer.  Pre-DHT: as above,
-and the cache's changes are reported to the TQ (file tracking).  Centralized: the pilot joins the
-site DHT (``agent.sitenet``), each request carries its cache list, and the files it caches are
+The site's architecture (Delgado Peris 2014 §IV) comes with the registration's answer.  Pre-DHT: as
+above, and the cache's changes are reported to the TQ (file tracking).  Centralized: the pilot joins
+the site DHT (``agent.sitenet``), each request carries its cache list, and the files it caches are
 published in the DHT instead of reported.  Distributed: the pilot joins the DHT and the master
 assigns its tasks (``agent.worker``, ``agent.master``); it neither asks nor heartbeats.  With a
 DHT, a normal exit LEAVEs the DHT before deregistering.
@@ -51,8 +52,8 @@ from glidein_ext.errors import (
     TaskQueueTlsError,
 )
 from glidein_ext.sched.ranking import Ranker, WorkerAd
-from glidein_ext.tq.client import TqClient
-from glidein_ext.tq.protocol import Assignment, Neighbour, RegisterAnswer, Registration
+from glidein_ext.tq.client.client import TqClient
+from glidein_ext.tq.client.protocol import Assignment, Neighbour, RegisterAnswer, Registration
 
 T = TypeVar("T")
 _DEFAULTS = AgentSettings()
@@ -75,18 +76,20 @@ class AgentConfig:
     requirements: str = "true"
     rank: str = "0"
     attributes: dict[str, Any] = field(default_factory=dict)
-    centralized: bool = False  # send the cache list with each request (seed IV-E)
+    centralized: bool = False  # send the cache list with each request (Hasham 2011 §IV-E)
     poll_interval: float = _DEFAULTS.poll_interval
     poll_max: float = _DEFAULTS.poll_max  # the wait after many empty answers in a row
-    offer_wait: float = _DEFAULTS.offer_wait  # idle: a standing offer (seed 002 4.2.3, courier)
+    offer_wait: float = _DEFAULTS.offer_wait  # idle: a standing offer (Lee 2003 4.2.3, courier)
     max_idle: float | None = None  # leave after this long without a task
     max_tasks: int | None = None
     retry_for: float = _DEFAULTS.retry_for
     batch_id: str | None = None
-    cache_max_space: int = _DEFAULTS.max_space_bytes  # bytes (seed IV.C: Max_Space)
-    cache_min_threshold: int = _DEFAULTS.min_threshold_bytes  # bytes (seed IV.C: Min_Threshold)
-    # The site DHT and the distributed architecture (seed 000), the SE's conditions and its TFC:
-    # see AgentSettings.
+    cache_max_space: int = _DEFAULTS.max_space_bytes  # bytes (Hasham 2011 §IV.C: Max_Space)
+    cache_min_threshold: int = (
+        _DEFAULTS.min_threshold_bytes
+    )  # bytes (Hasham 2011 §IV.C: Min_Threshold)
+    # The site DHT and the distributed architecture (Delgado Peris 2014), the SE's conditions and
+    # its TFC: see AgentSettings.
     dht_bind: str = _DEFAULTS.dht_bind
     assignment: str = _DEFAULTS.assignment
     round_window: float = _DEFAULTS.round_window
@@ -120,7 +123,9 @@ class PilotAgent:
         self.pilot_id: int | None = None
         self.lost = threading.Event()
         self.answer: RegisterAnswer | None = None
-        self.architecture = "pre-dht"  # the Task Queue says, at registration (seed 000 IV)
+        self.architecture = (
+            "pre-dht"  # the Task Queue says, at registration (Delgado Peris 2014 §IV)
+        )
         self.net: SiteNetwork | None = None
         self.worker: DistributedWorker | None = None  # distributed: its part in the site
         self._loop_thread = loop
@@ -136,7 +141,7 @@ class PilotAgent:
 
     @property
     def tracks_files(self) -> bool:
-        """Pre-DHT: the Task Queue tracks the pilot's files from its reports (seed 001 IV-E)."""
+        """Pre-DHT: the Task Queue tracks the pilot's files from its reports (Hasham 2011 §IV-E)."""
         return self.architecture == "pre-dht"
 
     def _retry(self, what: str, call: Callable[[], T]) -> T:
@@ -219,7 +224,8 @@ class PilotAgent:
         cached = cache.lfns()
         if self._loop_thread is None:
             self._loop_thread = LoopThread(f"pilot-loop-{c.site}").start()
-        # Bound before registering: the Task Queue records where they listen (seed 000 III.A).
+        # Bound before registering: the Task Queue records where they listen (Delgado Peris 2014
+        # §III.A).
         self.net = SiteNetwork(self._loop_thread, cache, bind=c.dht_bind)
         dht_address, peer_url = self.net.open()
         registration = Registration(
@@ -316,7 +322,8 @@ class PilotAgent:
         return ran
 
     def _run_distributed(self, pilot_id: int) -> int:
-        """Distributed: the site's master assigns the tasks (seed 000 III.B); no heartbeats."""
+        """Distributed: the site's master assigns the tasks (Delgado Peris 2014 §III.B); no
+        heartbeats."""
         c = self.config
         assert self.answer is not None and self.net is not None and self._loop_thread is not None
         attributes = {**c.attributes, "Site": c.site, "Host": c.host, "SE": c.se}
@@ -357,7 +364,8 @@ class PilotAgent:
         self.stop.set()
 
     def _leave_site(self) -> None:
-        """LEAVE the site DHT (its keys handed on) and stop serving files (seed 000 III.A)."""
+        """LEAVE the site DHT (its keys handed on) and stop serving files (Delgado Peris 2014
+        §III.A)."""
         if self.net is not None:
             net, self.net = self.net, None
             net.leave()
@@ -378,7 +386,7 @@ class PilotAgent:
     def _ask(self, pilot_id: int) -> tuple[Assignment | None, bool]:
         """One request (its cache list if centralized); whether it stood as an offer: with
         ``offer_wait``, a request that finds nothing stays open and an urgent task is pushed to
-        it (seed 002 4.2.3, courier)."""
+        it (Lee 2003 4.2.3, courier)."""
         c = self.config
         cache = self.open_cache()
         sends_cache = c.centralized or self.architecture == "centralized"
@@ -425,7 +433,9 @@ class PilotAgent:
                 log.info("task %s given back: %s", task.task_id, execution.outcome.report)
                 continue
             completion = execution.completion()
-            if self.net is not None:  # centralized: the site DHT tracks files (seed 000 III.A),
+            if (
+                self.net is not None
+            ):  # centralized: the site DHT tracks files (Delgado Peris 2014 §III.A),
                 self._publish()  # before the report releases the tasks that read them
             try:
                 self._retry(

@@ -1,4 +1,4 @@
-"""Environment checks a pilot runs before registering (seed 001 IV: fail early, run nothing).
+"""Environment checks a pilot runs before registering (Hasham 2011 §IV: fail early, run nothing).
 
 Each check is a pure-ish probe returning a problem (one line) or None; ``run_checks`` raises
 PilotCheckError listing every failure.

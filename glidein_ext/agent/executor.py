@@ -27,7 +27,7 @@ from pathlib import Path
 
 from glidein_ext.agent.pilot_cache import PilotCache
 from glidein_ext.agent.runner import AGENT_ERROR, Outcome, run_task
-from glidein_ext.tq.protocol import Assignment, Completion
+from glidein_ext.tq.client.protocol import Assignment, Completion
 
 log = logging.getLogger("glidein_ext.agent")
 

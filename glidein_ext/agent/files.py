@@ -1,4 +1,4 @@
-"""LFN paths under a directory, and plain-directory file helpers (seed IV-D).
+"""LFN paths under a directory, and plain-directory file helpers (Hasham 2011 §IV-D).
 
 The agent's cache itself is :class:`glidein_ext.agent.pilot_cache.PilotCache` (a CacheStore); these
 helpers work on plain directories (no LRU, no pins).  An LFN ``/store/a/b.dat`` lives at

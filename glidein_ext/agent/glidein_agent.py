@@ -4,13 +4,14 @@ pulls the agent's Task Queue tasks through HTCondor's fetch-work hooks.
 Seed 001 IV has a pilot run one task at a time; a glidein with C CPUs runs up to C tasks at once
 in its partitionable slot, so its agent runs ``lanes`` pilots (C by default), each a full
 :class:`~glidein_ext.agent.agent.PilotAgent` with its own registration, cache (shared with the
-others on the host by hard link, seed 001 IV-D) and, with a site DHT, its own node (seed 000
+others on the host by hard link, Hasham 2011 §IV-D) and, with a site DHT, its own node (Delgado
+Peris 2014
 III.A), all on one event loop as in ``agent.swarm``.  Their executor is the glidein's startd
 (``agent.startd_executor``): a lane asks the Task Queue (or, distributed, answers its master's
 TaskList) only when the startd has room, and its task runs as an HTCondor job of the glidein.
 The hooks reach the agent through ``agent.hookserver``.
 
-Draining (seed 003): when the glidein retires (its ``.site.ad``, MJF, or its own retire time --
+Draining (Sfiligoi 2013): when the glidein retires (its ``.site.ad``, MJF, or its own retire time --
 ``retiring()``), the board closes: no lane asks for more, the hook prints no more tasks, tasks not
 yet handed to the startd go back to the Task Queue, and each lane leaves (the DHT, then the Task
 Queue) as soon as its running task has ended and been reported.  The glidein's startd then leaves
@@ -123,7 +124,7 @@ class GlideinAgent:
             log.exception("glidein agent: lane %d failed; its tasks go back to the TQ", lane)
 
     def _watch(self) -> None:
-        """Close the board once the glidein retires (seed 003: no new job starts)."""
+        """Close the board once the glidein retires (Sfiligoi 2013: no new job starts)."""
         while not self._done.wait(self.config.retire_check):
             if self.board.closed:
                 return

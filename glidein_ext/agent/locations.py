@@ -1,4 +1,4 @@
-"""A cached file's location as the site DHT stores it (seed 000 III.A), pure.
+"""A cached file's location as the site DHT stores it (Delgado Peris 2014 §III.A), pure.
 
 "When a new file is produced, the pilot stores a key-value pair in the DHT, where the key is the
 hash of the file name, and the value is its location."  Here the key is the LFN (the DHT hashes

@@ -1,4 +1,5 @@
-"""The master pilot's rounds (seed 000 III.B-C): the asyncio edge around ``sched.rounds``.
+"""The master pilot's rounds (Delgado Peris 2014 §III.B-C): the asyncio edge around
+``sched.rounds``.
 
 A round: the master calls the Task Queue once (``sync``: the workers' completions, dead workers,
 undelivered tasks, and the site's runnable tasks it wants), broadcasts the TaskList over the site
@@ -42,8 +43,8 @@ from glidein_ext.sched.tasklist import (
     fit_tasks,
     reply_limit,
 )
-from glidein_ext.tq.client import TqClient
-from glidein_ext.tq.protocol import (
+from glidein_ext.tq.client.client import TqClient
+from glidein_ext.tq.client.protocol import (
     Assignment,
     Completion,
     Pair,

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from glidein_ext.tq.protocol import Assignment, Completion
+from glidein_ext.tq.client.protocol import Assignment, Completion
 
 HELLO, ASSIGN, DONE, BYE = "hello", "assign", "done", "bye"
 DONE_SYNCED = "synced"  # the answer to a ``done`` the Task Queue has

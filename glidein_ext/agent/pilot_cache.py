@@ -1,10 +1,11 @@
-"""The pilot's data cache (seed 001 IV.B-IV.D; seed 000 III.A) wired from glidein_ext.cache.
+"""The pilot's data cache (Hasham 2011 §IV.B-IV.D; Delgado Peris 2014 §III.A) wired from
+glidein_ext.cache.
 
 :class:`PilotCache` owns a :class:`CacheStore` (LRU within ``MaxSpace - MinThreshold``), a
 :class:`HostShare` (the other pilots on this host, from the Task Queue's heartbeat answer; the
 capacity grows to ``MaxSpace x num_pilots - MinThreshold``) and a :class:`Resolver` over the SE
 (through the site's Trivial File Catalog when one is given; slowed and made to fail as the seed-001
-Table I conditions say when asked).  An input comes from, in order (seed 000 III.A):
+Table I conditions say when asked).  An input comes from, in order (Delgado Peris 2014 §III.A):
 
 1. the own cache;
 2. a same-host pilot's cache, by hard link;
@@ -40,15 +41,15 @@ from glidein_ext.cache.se import StorageElement
 from glidein_ext.cache.store import CacheStore
 from glidein_ext.cache.tfc import Catalog
 from glidein_ext.errors import CacheError, CatalogError, TransferError
-from glidein_ext.tq.limits import lfn_problem
-from glidein_ext.tq.protocol import Neighbour
+from glidein_ext.tq.client.limits import lfn_problem
+from glidein_ext.tq.client.protocol import Neighbour
 
 log = logging.getLogger("glidein_ext.agent")
 
 _DEFAULTS = AgentSettings()
 
 Locate = Callable[[str], Sequence[Location]]
-"""The replicas of an LFN the site DHT knows (seed 000 III.A)."""
+"""The replicas of an LFN the site DHT knows (Delgado Peris 2014 §III.A)."""
 
 
 class PilotCache:
@@ -130,7 +131,8 @@ class PilotCache:
         self.share.pilot_id = str(pilot_id)
 
     def use_site(self, locate: Locate, client: PeerClient) -> None:
-        """Fetch from the site's pilots too (seed 000 III.A): ``locate`` asks the site DHT."""
+        """Fetch from the site's pilots too (Delgado Peris 2014 §III.A): ``locate`` asks the site
+        DHT."""
         self.locate = locate
         self.peer_client = client
 

@@ -1,4 +1,5 @@
-"""Run one task as a subprocess in its own directory (seed 001 IV: the real job inside the pilot).
+"""Run one task as a subprocess in its own directory (Hasham 2011 §IV: the real job inside the
+pilot).
 
 The command is split into words (no shell); the task sees ``TQ_INPUTS`` and ``TQ_OUTPUTS`` (space
 separated paths, inputs from the cache, outputs to write in its directory), ``TQ_TASK_ID`` and
@@ -8,8 +9,9 @@ pinned in the pilot's cache while it runs; a successful task's outputs go into t
 the SE.
 
 A task's own fault fails the task, never the pilot: an LFN that breaks the TQ's rule
-(``tq.limits.lfn_problem``), an output directory that cannot be made, a command that cannot start
-are answered as a failed attempt (exit codes below), which the TQ counts against ``max_retries``.
+(``tq.client.limits.lfn_problem``), an output directory that cannot be made, a command that cannot
+start are answered as a failed attempt (exit codes below), which the TQ counts against
+``max_retries``.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from glidein_ext.agent import files
 from glidein_ext.agent.pilot_cache import PilotCache
 from glidein_ext.agent.taskproc import die_with_parent, kill_group
 from glidein_ext.errors import CacheError, TaskQueueError, TransferError
-from glidein_ext.tq.limits import lfn_problem
-from glidein_ext.tq.protocol import Assignment
+from glidein_ext.tq.client.limits import lfn_problem
+from glidein_ext.tq.client.protocol import Assignment
 
 log = logging.getLogger("glidein_ext.agent")
 

@@ -32,7 +32,7 @@ def parse_size(text: str) -> int:
 class AgentSettings:
     """Every tunable of the pilot agent, with its packaged default."""
 
-    # Resources the pilot registers (seed 001 IV-E) and offers to tasks.
+    # Resources the pilot registers (Hasham 2011 §IV-E) and offers to tasks.
     cpus: int = 1
     memory: int = 1024  # MB
     disk: int = 10240  # MB
@@ -41,17 +41,18 @@ class AgentSettings:
     poll_interval: float = 1.0
     poll_max: float = 10.0
     # Seconds an idle pilot leaves a standing offer at the Task Queue instead of asking again
-    # (seed 002 4.2.3, the courier: an urgent task is pushed to it at once); 0: pull only.
+    # (Lee 2003 4.2.3, the courier: an urgent task is pushed to it at once); 0: pull only.
     offer_wait: float = 0.0
     # Seconds a call to the Task Queue is retried before the pilot gives up (a TQ restart).
     retry_for: float = 300.0
-    # Environment check (seed 001 IV): free MB the work directory must have.
+    # Environment check (Hasham 2011 §IV): free MB the work directory must have.
     min_free_mb: int = 100
-    # The worker-node cache (seed 001 IV.C): Max_Space per pilot and Min_Threshold kept free.
+    # The worker-node cache (Hasham 2011 §IV.C): Max_Space per pilot and Min_Threshold kept free.
     cache_max_space: str = "10G"
     cache_min_threshold: str = "1G"
-    # The site DHT and the distributed architecture (seed 000; docs/architectures.md): where the
-    # pilot's DHT node and peer file server listen; the master's assignment method; a round comes
+    # The site DHT and the distributed architecture (Delgado Peris 2014; docs/architectures.md):
+    # where the pilot's DHT node and peer file server listen; the master's assignment method; a
+    # round comes
     # ``round_window`` s after an event, or every ``round_period`` s; the TaskList broadcast's
     # timeout (s).
     dht_bind: str = "127.0.0.1"
@@ -59,7 +60,7 @@ class AgentSettings:
     round_window: float = 0.2
     round_period: float = 2.0
     broadcast_timeout: float = 4.0
-    # The SE (seed 001 Table I: d1f1 = 0.01/0, d2f2 = 0.15/0.03, d3f3 = 0.5/0.1): delay factor,
+    # The SE (Hasham 2011 Table I: d1f1 = 0.01/0, d2f2 = 0.15/0.03, d3f3 = 0.5/0.1): delay factor,
     # failure rate, seconds per unit of delay; the site's Trivial File Catalog (storage.xml or
     # storage.json; empty: an LFN's PFN is its path under the SE directory) and its protocol.
     se_delay: float = 0.0

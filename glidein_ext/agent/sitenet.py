@@ -1,4 +1,5 @@
-"""A pilot's place in its site's network (seed 000 III.A): its DHT node and peer file server.
+"""A pilot's place in its site's network (Delgado Peris 2014 §III.A): its DHT node and peer file
+server.
 
 Before registering, a pilot binds both (the Task Queue records where they listen); the answer
 brings the pilot's DHT id, up to k live pilots of the site and the site's key, and the pilot joins

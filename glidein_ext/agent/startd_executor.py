@@ -34,7 +34,7 @@ from glidein_ext.agent.handoff import EndKind, Handoff, Stage
 from glidein_ext.agent.pilot_cache import PilotCache
 from glidein_ext.agent.runner import AGENT_ERROR, CANNOT_START, Outcome, Staged
 from glidein_ext.agent.taskproc import signal_children
-from glidein_ext.tq.protocol import Assignment
+from glidein_ext.tq.client.protocol import Assignment
 
 log = logging.getLogger("glidein_ext.agent")
 KILL_GRACE = 5.0
@@ -175,7 +175,8 @@ class StartdExecutor(TaskExecutor):
         return runner.finish(self.cache, staged, end.exit_code, tail), False
 
     def _watchdog(self, task: Assignment) -> Callable[[Handoff, float], None]:
-        """Kill the job past the task's max_runtime (seed 001: MaxRunTime), SIGTERM then SIGKILL."""
+        """Kill the job past the task's max_runtime (Hasham 2011: MaxRunTime), SIGTERM then
+        SIGKILL."""
         sent: dict[int, float] = {}
 
         def watch(handoff: Handoff, now: float) -> None:

@@ -1,4 +1,4 @@
-"""A task's process dies with its pilot (issue 9: a killed pilot left its task running, so that
+"""A task's process dies with its pilot (a killed pilot left its task running, so that
 after the requeue two copies of it ran at once).
 
 Two nets.  On Linux the task's process asks the kernel for SIGKILL when its parent dies

@@ -1,5 +1,5 @@
-"""A pilot of a distributed site (seed 000 III.B-C): ranks TaskLists, runs what the master
-assigns, reports to the master, and takes the master role when the election says so.
+"""A pilot of a distributed site (Delgado Peris 2014 §III.B-C): ranks TaskLists, runs what the
+master assigns, reports to the master, and takes the master role when the election says so.
 
 On the process's event loop (owned here, cancelled at the end):
 
@@ -44,8 +44,8 @@ from glidein_ext.sched.election import Action, MasterView, Succession
 from glidein_ext.sched.outbox import Outbox
 from glidein_ext.sched.ranking import Ranker, TaskEntry, WorkerState
 from glidein_ext.sched.tasklist import combine, decode_tasklist, encode_reply
-from glidein_ext.tq.client import TqClient
-from glidein_ext.tq.protocol import Assignment, Claim, Completion, MasterInfo, RegisterAnswer
+from glidein_ext.tq.client.client import TqClient
+from glidein_ext.tq.client.protocol import Assignment, Claim, Completion, MasterInfo, RegisterAnswer
 
 log = logging.getLogger("glidein_ext.agent.worker")
 RESEND_AFTER = 3.0  # seconds before a completion no master said the Task Queue has is resent

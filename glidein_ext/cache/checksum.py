@@ -1,7 +1,8 @@
 """Adler-32, the WLCG file checksum: streaming computation and its 8-hex-digit text form.
 
 WLCG storage (dCache, EOS, XRootD, Rucio) records adler32 of every file; the peer client compares
-a fetched file against it (seed 000, III.A: a fetched replica must be the file the job asked for).
+a fetched file against it (Delgado Peris 2014, III.A: a fetched replica must be the file the job
+asked for).
 """
 
 from __future__ import annotations

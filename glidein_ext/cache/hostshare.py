@@ -1,4 +1,4 @@
-"""Cache-per-host: pilots on one worker node share their caches by hard links (seed 001, IV.D).
+"""Cache-per-host: pilots on one worker node share their caches by hard links (Hasham 2011, IV.D).
 
 "The TaskQueue sends back the list of other available pilot jobs on that WN and their cache
 locations ... The pilot job will then save this list and poll the given locations for new cache

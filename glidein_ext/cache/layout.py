@@ -1,4 +1,4 @@
-"""The on-disk layout of a worker-node cache (seed 001 IV.C-IV.D): the one home of its names.
+"""The on-disk layout of a worker-node cache (Hasham 2011 §IV.C-IV.D): the one home of its names.
 
 A cache root holds ``data/`` (an LFN ``/store/a.dat`` at ``data/store/a.dat``), ``tmp/``
 (transfers in progress, renamed into ``data/`` when complete) and ``pins/`` (one file per pinned

@@ -1,4 +1,4 @@
-"""The pure LRU core of a pilot's data cache (seed 001, IV.B and IV.C).
+"""The pure LRU core of a pilot's data cache (Hasham 2011, IV.B and IV.C).
 
 The cache holds files keyed by name (an LFN) with their sizes.  Its capacity is
 ``Cache_Size = Max_Space - Min_Threshold`` (IV.C), or ``Max_Space * num_pilots - Min_Threshold``
@@ -19,7 +19,7 @@ from glidein_ext.errors import CacheError, CacheFullError
 
 
 def cache_capacity(max_space: int, min_threshold: int, num_pilots: int = 1) -> int:
-    """``Max_Space * num_pilots - Min_Threshold`` in bytes (seed 001, IV.C and IV.D).
+    """``Max_Space * num_pilots - Min_Threshold`` in bytes (Hasham 2011, IV.C and IV.D).
 
     Raises CacheError when the settings leave no room at all.
     """

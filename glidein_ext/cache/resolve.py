@@ -1,9 +1,10 @@
-"""Where a job's input comes from: own cache, then a peer's cache, then the SE (seed 001, IV.B;
-seed 000, III.A).
+"""Where a job's input comes from: own cache, then a peer's cache, then the SE (Hasham 2011, IV.B;
+Delgado Peris 2014, III.A).
 
 "The real job will first look for its input files in the cache ... otherwise the real job will
-contact the given SE" (seed 001, II); seed 000 (III.A) adds the pilots of the same site: the
-pilot fetches a replica found through the DHT and adds it to its cache, and "upon failure, falls
+contact the given SE" (Hasham 2011, II); Delgado Peris 2014 (III.A) adds the pilots of the same
+site: the pilot fetches a replica found through the DHT and adds it to its cache, and "upon failure,
+falls
 back to the local SE".  :class:`Resolver` does exactly that, before the job starts:
 
 1. own cache hit: the file's path (made most recently used);

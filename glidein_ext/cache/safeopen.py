@@ -1,4 +1,5 @@
-"""Open or remove a cached file without following a link out of the cache (seed 000, III.A).
+"""Open or remove a cached file without following a link out of the cache (Delgado Peris 2014,
+III.A).
 
 The peer file server serves ``data/<LFN>`` to other pilots.  Anyone who can write into the cache
 (a job, another pilot on the host) could swap a cached file, or one of its parent directories,
@@ -68,7 +69,7 @@ def open_beneath(base: Path, relative: str) -> BinaryIO:
 
 def unlink_beneath(base: Path, relative: str) -> bool:
     """Remove the name ``base/relative`` (a link itself, never its target); True if it was the
-    last hard link of a regular file (seed 001, IV.D: the file leaves the host)."""
+    last hard link of a regular file (Hasham 2011, IV.D: the file leaves the host)."""
     parts = _parts(relative)
     dir_fd = _walk(base, parts[:-1])
     try:

@@ -1,5 +1,5 @@
 """A storage element for experiments: a directory with real file I/O, slowed and made to fail
-like a loaded SE (seed 001, section V, Table I).
+like a loaded SE (Hasham 2011, section V, Table I).
 
 The seed studies the cache under three SE conditions, each a *delay factor* (the delay a job
 bears in accessing the SE, drawn from a Gaussian) and a *failure rate* (the probability that a

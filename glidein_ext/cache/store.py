@@ -1,4 +1,4 @@
-"""The disk side of a pilot's data cache (seed 001, IV.B-IV.D): files, pins, hard links.
+"""The disk side of a pilot's data cache (Hasham 2011, IV.B-IV.D): files, pins, hard links.
 
 Layout under the cache root (the pilot's cache area, IV.C):
 

@@ -1,6 +1,6 @@
-"""The CMS Trivial File Catalog: LFN <-> PFN by regular-expression rules (seed 001, IV.B).
+"""The CMS Trivial File Catalog: LFN <-> PFN by regular-expression rules (Hasham 2011, IV.B).
 
-Jobs name their inputs by LFN and find them through the TFC (seed 001, IV.B: "they use the TFC
+Jobs name their inputs by LFN and find them through the TFC (Hasham 2011, IV.B: "they use the TFC
 to locate the physical location of a file").  Two forms are read:
 
 - ``storage.xml``: ``<storage-mapping>`` with ``<lfn-to-pfn>`` and ``<pfn-to-lfn>`` elements

@@ -1,4 +1,5 @@
-"""`glidein-ext tq assign`: the master's assignment (seed 000 III.C) on a rank matrix from a CSV."""
+"""`glidein-ext tq assign`: the master's assignment (Delgado Peris 2014 §III.C) on a rank matrix
+from a CSV."""
 
 from __future__ import annotations
 

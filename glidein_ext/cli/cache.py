@@ -38,7 +38,7 @@ def shown(name: str) -> str:
 
 @click.group()
 def cache() -> None:
-    """A pilot's worker-node data cache (seed 001, IV.B-IV.D)."""
+    """A pilot's worker-node data cache (Hasham 2011, IV.B-IV.D)."""
 
 
 @cache.command("ls")

@@ -33,7 +33,7 @@ def _client_bind_host(node: Address) -> str:
 
 @click.group()
 def dht() -> None:
-    """The site DHT (seed 000): run a node, put and get keys."""
+    """The site DHT (Delgado Peris 2014): run a node, put and get keys."""
 
 
 @dht.command()

@@ -1,4 +1,4 @@
-"""`glidein-ext pilot run`: the standalone pilot agent (seed 001 IV), without HTCondor."""
+"""`glidein-ext pilot run`: the standalone pilot agent (Hasham 2011 §IV), without HTCondor."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def pilot() -> None:
 @click.option("--broadcast-timeout", type=float, default=None, help="TaskList wait (4 s).")
 @click.option("--storage-xml", default=None, help="The site's TFC (storage.xml or .json).")
 @click.option("--tfc-protocol", default=None, help="The TFC protocol to use (direct).")
-@click.option("--se-delay", type=float, default=None, help="SE delay factor (seed 001 Table I).")
+@click.option("--se-delay", type=float, default=None, help="SE delay factor (Hasham 2011 Table I).")
 @click.option("--se-failure-rate", type=float, default=None, help="SE failure rate (0..1).")
 @click.option("--se-time-scale", type=float, default=None, help="Seconds per delay unit (1).")
 @click.option(
@@ -125,8 +125,8 @@ def run(**opts: Any) -> None:
     from glidein_ext.agent.settings import AgentSettings, load_agent_settings
     from glidein_ext.agent.swarm import Swarm, swarm_configs
     from glidein_ext.cache.se import condition
-    from glidein_ext.tq.client import read_token_file
-    from glidein_ext.tq.endpoints import parse_endpoints
+    from glidein_ext.tq.client.client import read_token_file
+    from glidein_ext.tq.client.endpoints import parse_endpoints
 
     if opts["se_condition"]:
         table = condition(opts["se_condition"])

@@ -1,4 +1,4 @@
-"""`glidein-ext site ...`: the site admin's commands (seed 003, the site's side).
+"""`glidein-ext site ...`: the site admin's commands (Sfiligoi 2013, the site's side).
 
 propagate   the execute-node cron: PILOT_* into each pilot's slot ad
 status      what every pilot is doing, as a table

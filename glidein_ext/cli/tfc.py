@@ -70,7 +70,7 @@ def _load(path: str, site: str | None, volume: str | None, require_store: bool) 
 
 @click.group()
 def tfc() -> None:
-    """The CMS Trivial File Catalog (seed 001, IV.B): storage.xml and storage.json."""
+    """The CMS Trivial File Catalog (Hasham 2011, IV.B): storage.xml and storage.json."""
 
 
 @tfc.command()

@@ -18,8 +18,8 @@ import yaml
 from glidein_ext.errors import TaskQueueNotFound, UsageError
 
 if TYPE_CHECKING:
-    from glidein_ext.tq.client import TqClient
-    from glidein_ext.tq.protocol import Status
+    from glidein_ext.tq.client.client import TqClient
+    from glidein_ext.tq.client.protocol import Status
 
 URL_ENV = "GLIDEIN_EXT_TQ_URL"
 TOKEN_ENV = "GLIDEIN_EXT_TQ_OPERATOR_TOKEN"  # noqa: S105 (a variable name)
@@ -30,7 +30,7 @@ MAX_SCALE = 1000  # `tq generate --scale`: W1 at 1000 is 160 000 tasks
 
 @click.group()
 def tq() -> None:
-    """The Task Queue (seed 001 IV): serve it, submit workflows, watch them."""
+    """The Task Queue (Hasham 2011 §IV): serve it, submit workflows, watch them."""
 
 
 # The Task Queue service (tq serve) needs this Python; its clients and the pilots run on 3.9.
@@ -49,7 +49,7 @@ SERVICE_PYTHON = (3, 11)
     "--architecture",
     type=click.Choice(["pre-dht", "centralized", "distributed"]),
     default=None,
-    help="Sites' architecture unless the sites file says (seed 000; default pre-dht).",
+    help="Sites' architecture unless the sites file says (Delgado Peris 2014; default pre-dht).",
 )
 @click.option("--master-timeout", type=int, default=None, help="Seconds a silent master keeps it.")
 @click.option(
@@ -66,8 +66,8 @@ def serve(
     if sys.version_info < SERVICE_PYTHON:  # the glidein side runs on 3.9; the service does not
         raise UsageError(f"tq serve needs Python 3.11 or newer (this is {sys.version.split()[0]})")
     from glidein_ext.timefmt import parse_duration
-    from glidein_ext.tq.server import serve as run_server
-    from glidein_ext.tq.settings import load_tq_settings
+    from glidein_ext.tq.service.server import serve as run_server
+    from glidein_ext.tq.service.settings import load_tq_settings
 
     if monitor_interval is not None:
         flags["monitor_interval"] = parse_duration(monitor_interval)
@@ -100,15 +100,16 @@ def monitor(
     database: str | None,
     url: str | None,
 ) -> None:
-    """Run one PilotMonitor pass (seed IV-A) on the TQ database: what it submits per site, why.
+    """Run one PilotMonitor pass (Hasham 2011 §IV-A) on the TQ database: what it submits per site,
+    why.
 
     Without --dry-run it submits, like the service does every interval; do not run it next to a
     `tq serve --sites` on the same sites.
     """
-    from glidein_ext.tq.monitor import run_cycle
-    from glidein_ext.tq.server import PilotMonitorService, open_store
-    from glidein_ext.tq.settings import load_tq_settings
-    from glidein_ext.tq.sites import load_sites
+    from glidein_ext.tq.manager.monitor import run_cycle
+    from glidein_ext.tq.manager.sites import load_sites
+    from glidein_ext.tq.service.server import PilotMonitorService, open_store
+    from glidein_ext.tq.service.settings import load_tq_settings
 
     if not once:
         raise UsageError("give --once (the periodic PilotMonitor runs in `tq serve --sites`)")
@@ -144,7 +145,7 @@ def monitor(
 
 
 def _client(url: str | None, token: str | None, ca_file: str | None = None) -> TqClient:
-    from glidein_ext.tq.client import TqClient
+    from glidein_ext.tq.client.client import TqClient
 
     url = url or os.environ.get(URL_ENV)
     token = token or os.environ.get(TOKEN_ENV)
@@ -159,7 +160,7 @@ _url = click.option(
     "--tq",
     "url",
     multiple=True,
-    # several instances (seed 002): repeated or comma-separated, one string for the client
+    # several instances (Lee 2003): repeated or comma-separated, one string for the client
     callback=lambda _ctx, _param, urls: ",".join(urls) or None,
     help=f"Task Queue URL; several instances: repeat it or use commas (or ${URL_ENV}).",
 )
@@ -238,7 +239,7 @@ def status(
     url: str | None, token: str | None, ca_file: str | None, as_json: bool, watch: float | None
 ) -> None:
     """Workflows, tasks by state, pilots by site and state."""
-    from glidein_ext.tq.protocol import to_json
+    from glidein_ext.tq.client.protocol import to_json
 
     if watch is not None and not 0 < watch <= 86400:
         raise UsageError(f"--watch must be in (0, 86400] seconds, got {watch}")
@@ -251,7 +252,7 @@ def status(
             sites = None
         if as_json:
             try:
-                counters = client.call("GET", "/api/v1/counters")  # seed 000 IV: the run
+                counters = client.call("GET", "/api/v1/counters")  # Delgado Peris 2014 §IV: the run
             except TaskQueueNotFound:  # an older service
                 counters = None
             shown = {**to_json(answer), "sites": sites, "counters": counters}
@@ -384,6 +385,6 @@ def revoke(credential_id: int, url: str | None, token: str | None, ca_file: str 
     click.echo(f"credential {credential_id} revoked; {len(ended)} pilot(s) ended")
 
 
-from glidein_ext.cli.assign import assign  # noqa: E402  (seed 000 III.C: the master's assignment)
+from glidein_ext.cli.assign import assign  # noqa: E402  (Delgado Peris 2014 §III.C: the master's assignment)
 
 tq.add_command(assign)

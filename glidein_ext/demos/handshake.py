@@ -1,4 +1,4 @@
-"""The handshake demo: seed 003's graceful drain, narrated, in the real HTCondor pool.
+"""The handshake demo: Sfiligoi 2013's graceful drain, narrated, in the real HTCondor pool.
 
 A glidein (our wrapper, its own condor_master, one partitionable slot of 4 CPUs) joins the chroot
 pool; two user jobs of different lengths run; the site writes `.site.ad`; the glidein stops taking

@@ -3,9 +3,9 @@
 ``LocalTaskQueue`` runs ``glidein-ext tq serve`` on a SQLite file (port 0, the bound port read
 from ``--port-file``) with two random tokens of its own; ``LocalSite`` runs ``glidein-ext pilot
 run --pilots N`` processes against it, one process per simulated worker node (its pilots share
-that host's cache, seed 001 IV-C), every pilot joining the site's DHT (seed 000 III.A).  Both are
-context managers that stop what they started (SIGTERM, then SIGKILL) and leave nothing running.
-The main demo uses them; a researcher can too (``docs/architectures.md``).
+that host's cache, Hasham 2011 §IV-C), every pilot joining the site's DHT (Delgado Peris 2014
+§III.A).  Both are context managers that stop what they started (SIGTERM, then SIGKILL) and leave
+nothing running. The main demo uses them; a researcher can too (``docs/architectures.md``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 from glidein_ext.errors import GlideinExtError, TaskQueueError
 from glidein_ext.sandbox.pool import stop_process
-from glidein_ext.tq.client import TqClient
+from glidein_ext.tq.client.client import TqClient
 
 START_TIMEOUT = 60.0
 
@@ -141,7 +141,9 @@ class LocalSite:
         try:
             for host in range(self.hosts):
                 self.procs.append(self._start(host))
-                if host == 0:  # the first pilot to register is the site's master (seed 000)
+                if (
+                    host == 0
+                ):  # the first pilot to register is the site's master (Delgado Peris 2014)
                     self.wait_registered(1, timeout)
             self.wait_registered(self.pilots, timeout)
         except BaseException:
@@ -185,7 +187,8 @@ class LocalSite:
             time.sleep(0.3)
 
     def stop(self) -> None:
-        """SIGTERM: each pilot finishes, leaves the DHT (seed 000 LEAVE) and deregisters."""
+        """SIGTERM: each pilot finishes, leaves the DHT (Delgado Peris 2014 LEAVE) and
+        deregisters."""
         for process in self.procs:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
@@ -205,7 +208,8 @@ class LocalSite:
 
 
 def workflow_counters(tq: LocalTaskQueue, workflow_id: int) -> dict[str, Any]:
-    """The Task Queue's counters of one workflow (``GET /api/v1/counters``, seed 000 IV)."""
+    """The Task Queue's counters of one workflow (``GET /api/v1/counters``, Delgado Peris 2014
+    §IV)."""
     counters = tq.operator().call("GET", "/api/v1/counters")
     for found in counters.get("workflows", []):
         if found.get("id") == workflow_id:

@@ -1,4 +1,4 @@
-"""The site demo (`glidein-ext demo --site`): seed 003 as a site and a VO run it, narrated.
+"""The site demo (`glidein-ext demo --site`): Sfiligoi 2013 as a site and a VO run it, narrated.
 
 Two real HTCondor pools: the site's (its schedd and two execute nodes with the site snippet and
 its propagate cron) and the VO's (collector, negotiator, schedd).  The VO's factory submits two

@@ -1,13 +1,13 @@
 """The main demo: the whole system on the embedded default, narrated, in a few minutes.
 
-Scene 1 (seeds 001 and 000): a Task Queue on SQLite and a site of pilots on three simulated
+Scene 1 (Hasham 2011 and 000): a Task Queue on SQLite and a site of pilots on three simulated
 worker nodes, every pilot joining the site's DHT and sharing its host's cache; the seed's W1
 workflow (a chain: each step-1 task reads the file its step-0 task wrote) with real files on a
 local storage element, run once with the pre-DHT Task Queue and once with the distributed
 architecture (a master pilot schedules the site in rounds); a live progress line; then the table
 the seed's Fig. 5/6 compare: TQ requests per task, inter-task delay, cache and local hit ratios.
-Scene 2 (seed 003): the handshake demo in the real HTCondor pool -- a glidein with user jobs, the
-site vacates it through ``.site.ad``, it drains without losing work and leaves.
+Scene 2 (Sfiligoi 2013): the handshake demo in the real HTCondor pool -- a glidein with user jobs,
+the site vacates it through ``.site.ad``, it drains without losing work and leaves.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from glidein_ext.demos.local_site import LocalSite, LocalTaskQueue, workflow_cou
 from glidein_ext.errors import GlideinExtError
 from glidein_ext.tq.workflow import generate
 
-# How each architecture's pilots find work and files (seed 000 III).
+# How each architecture's pilots find work and files (Delgado Peris 2014 §III).
 HOW = {
     "pre-dht": "each asks the Task Queue for work and the Task Queue tracks every cache",
     "centralized": "they join the site DHT, share caches through it, and each asks the Task Queue",
@@ -30,7 +30,7 @@ HOW = {
     "the Task Queue for the whole site in rounds",
 }
 
-# What the seed measured (seed 000 IV, Fig. 5/6): TQ requests per task.
+# What the seed measured (Delgado Peris 2014 §IV, Fig. 5/6): TQ requests per task.
 PAPER_REQUESTS_PER_TASK = {"pre-dht": 12.0, "centralized": 9.0, "distributed": 5.0}
 
 
@@ -170,7 +170,7 @@ def run_workflow_scene(
     """Scene 1: W1 through each architecture; prints and returns the table's rows."""
     results = []
     for number, architecture in enumerate(architectures, start=1):
-        say(f"1.{number} W1 with the {architecture} Task Queue (seed 000 III).")
+        say(f"1.{number} W1 with the {architecture} Task Queue (Delgado Peris 2014 §III).")
         results.append(
             run_architecture(directory / architecture, architecture, size, say, progress)
         )

@@ -1,12 +1,14 @@
-"""The site DHT: Kademlia with the changes of seed 000, section III.A and III.B.
+"""The site DHT: Kademlia with the changes of Delgado Peris 2014, section III.A and III.B.
 
 Pilots of one site form a Kademlia network (Maymounkov & Mazieres, 2002) over UDP:
 
 - ``ids``, ``contact``: 160-bit identifiers and the XOR metric (Kademlia section 2.1).
-- ``routing``: k-buckets with least-recently-seen expiration (seed III.A).
+- ``routing``: k-buckets with least-recently-seen expiration (Delgado Peris 2014 §III.A).
 - ``lookup``: the iterative node lookup (Kademlia section 2.3), as a pure state machine.
-- ``storage``: values that append and deduplicate per key, with owner and expiry (seed III.A).
-- ``regions``, ``aggregation``: broadcast over eight regions, reply aggregation (seed III.B).
+- ``storage``: values that append and deduplicate per key, with owner and expiry
+  (Delgado Peris 2014 §III.A).
+- ``regions``, ``aggregation``: broadcast over eight regions, reply aggregation
+  (Delgado Peris 2014 §III.B).
 - ``wire``, ``protocol``, ``replay``: authenticated messages (a struct header and a compact body
   encoding, standard library only) with a replay window (beyond the seed).
 - ``handler``: the answers to requests, synchronous.

@@ -1,4 +1,4 @@
-"""Reply aggregation at one node of a broadcast tree (seed 000, section III.B).
+"""Reply aggregation at one node of a broadcast tree (Delgado Peris 2014, section III.B).
 
 "Each receiving node keeps a table of expected replies and a pointer to its parent node.  When all
 the replies are received, or after some timeout, dependent on the node's depth in the broadcast

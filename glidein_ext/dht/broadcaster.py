@@ -1,4 +1,4 @@
-"""Broadcast with aggregation over the DHT: the asyncio side (seed 000, section III.B).
+"""Broadcast with aggregation over the DHT: the asyncio side (Delgado Peris 2014, section III.B).
 
 A node that receives BROADCAST handles it once (later copies are acknowledged as duplicates and
 dropped), splits its range with :func:`regions.plan`, forwards the message to one contact per

@@ -2,9 +2,9 @@
 
 Synchronous and free of I/O (the RPC endpoint calls it for every request; the node owns it): it
 keeps the routing table up to date with the senders (Kademlia section 2.2), drops a node that
-sends LEAVE at once (seed 000, section III.A), appends what STORE carries (seed III.A), answers
-FIND_NODE and FIND_VALUE with the closest live contacts (Kademlia section 2.3), and hands
-BROADCAST and BROADCAST_REPLY to the broadcaster (seed III.B).
+sends LEAVE at once (Delgado Peris 2014, section III.A), appends what STORE carries (Delgado Peris
+2014 §III.A), answers FIND_NODE and FIND_VALUE with the closest live contacts (Kademlia section
+2.3), and hands BROADCAST and BROADCAST_REPLY to the broadcaster (Delgado Peris 2014 §III.B).
 
 Beyond the seed, REMOVE withdraws values their owner published (a file left its cache), and
 MESSAGE hands a topic-addressed payload to the node's handler of that topic and answers with its
@@ -61,7 +61,7 @@ class RequestHandler:
         if msg.sender == self._own_id:
             raise ProtocolError("a message claiming our own id")
         if msg.kind == Kind.LEAVE:
-            self._table.mark_dead(msg.sender)  # seed III.A: drop it at once
+            self._table.mark_dead(msg.sender)  # Delgado Peris 2014 §III.A: drop it at once
             return []
         if not msg.read_only:
             self._table.observe(Contact(msg.sender, *address))

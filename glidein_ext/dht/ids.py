@@ -16,7 +16,8 @@ def random_id() -> int:
 
 
 def key_id(key: str | bytes) -> int:
-    """The id of a key: SHA-1 of its name (seed III.A: "the key is the hash of the file name")."""
+    """The id of a key: SHA-1 of its name (Delgado Peris 2014 §III.A: "the key is the hash of the
+    file name")."""
     data = key.encode() if isinstance(key, str) else key
     return int.from_bytes(hashlib.sha1(data, usedforsecurity=False).digest(), "big")
 

@@ -4,7 +4,8 @@ The initiator keeps a shortlist ordered by distance to the target, asks up to ``
 closest not-yet-asked candidates at a time, merges the contacts they return, and stops when the
 ``width`` closest candidates that did not fail have all answered.  A value lookup may stop earlier:
 once values were found and the ``replication`` closest candidates have answered (with append,
-seed III.A, the values of those nodes are the key's replica list).  The async driver lives in
+Delgado Peris 2014 §III.A, the values of those nodes are the key's replica list).  The async driver
+lives in
 ``node.py``; this class only decides whom to ask next.
 
 Beyond the paper: contacts that other nodes report but that we know to be suspect or dead

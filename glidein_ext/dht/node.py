@@ -1,10 +1,12 @@
-"""A DHT node: Kademlia over UDP with the seed's changes (seed 000, section III.A and III.B).
+"""A DHT node: Kademlia over UDP with the seed's changes (Delgado Peris 2014, section III.A and
+III.B).
 
 The asyncio edge that ties the pure parts together: it answers the six RPCs (PING, STORE,
 FIND_NODE, FIND_VALUE, LEAVE, BROADCAST), runs iterative lookups (Kademlia section 2.3), joins
-with an id and site contacts given by the caller, stores with append (seed III.A), republishes
-(Kademlia section 2.5), leaves with LEAVE after handing its keys on (seed III.A), and broadcasts
-with aggregation (seed III.B).  Requests it receives are answered by :mod:`handler`.
+with an id and site contacts given by the caller, stores with append (Delgado Peris 2014 §III.A),
+republishes (Kademlia section 2.5), leaves with LEAVE after handing its keys on (Delgado Peris 2014
+§III.A), and broadcasts
+with aggregation (Delgado Peris 2014 §III.B).  Requests it receives are answered by :mod:`handler`.
 
 Beyond the seed: what a key holds may exceed one datagram, so STOREs are split to the datagram
 budget and a value lookup pages through each holder's values; a contact that misses an answer is
@@ -198,7 +200,8 @@ class DhtNode:
     # --- joining and leaving -------------------------------------------------------------------
 
     async def join(self, addresses: Iterable[Address]) -> int:
-        """Join through site contacts (seed III.A): ping them, look ourselves up, fill buckets.
+        """Join through site contacts (Delgado Peris 2014 §III.A): ping them, look ourselves up,
+        fill buckets.
 
         Returns how many contacts answered; raises DhtError when none did.
         """
@@ -233,7 +236,8 @@ class DhtNode:
         await asyncio.gather(*(self.lookup(t) for t in targets))
 
     async def leave(self) -> None:
-        """Leave gracefully (seed III.A): hand our keys on, send LEAVE to our contacts, close."""
+        """Leave gracefully (Delgado Peris 2014 §III.A): hand our keys on, send LEAVE to our
+        contacts, close."""
         if self._closed:
             return
         now = time.monotonic()

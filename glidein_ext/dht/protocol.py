@@ -56,7 +56,7 @@ class Kind(IntEnum):
     FIND_VALUE = 4
     LEAVE = 5
     BROADCAST = 6
-    BROADCAST_REPLY = 7  # one-way, child to parent (seed III.B)
+    BROADCAST_REPLY = 7  # one-way, child to parent (Delgado Peris 2014 §III.B)
     REMOVE = 8  # withdraw values the sender owns (a file left its cache)
     MESSAGE = 9  # one topic-addressed request to one node (the master and its workers)
 
@@ -360,7 +360,8 @@ def parse_store(body: list[Any], max_count: int, max_bytes: int) -> tuple[int, l
 
 @dataclass(frozen=True)
 class BroadcastRequest:
-    """BROADCAST body (seed III.B): the message, the range to cover, and the time left."""
+    """BROADCAST body (Delgado Peris 2014 §III.B): the message, the range to cover, and the time
+    left."""
 
     bid: bytes
     topic: str

@@ -1,4 +1,5 @@
-"""Broadcast planning: which contact covers which part of the id space (seed 000, section III.B).
+"""Broadcast planning: which contact covers which part of the id space (Delgado Peris 2014, section
+III.B).
 
 "Each node divides the space it must broadcast to in eight regions and forwards the message at hand
 to one of its contacts in each region."  A range is a prefix-aligned block of the id space; the

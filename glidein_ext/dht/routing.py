@@ -2,14 +2,16 @@
 
 Kademlia paper, section 2.2: bucket i holds contacts at XOR distance [2**i, 2**(i+1)), at most k of
 them, ordered by the time they were last seen.  The paper keeps the oldest contacts when a bucket is
-full; seed 000, section III.A, changes this: "we apply a simple least-recently-seen expiration
+full; Delgado Peris 2014, section III.A, changes this: "we apply a simple least-recently-seen
+expiration
 policy", because pilots have a roughly constant lifetime.  So a full bucket evicts its
 least-recently-seen contact to make room for the newcomer.  Evicted contacts wait in a small
 replacement cache (Kademlia section 4.1) and come back when a bucket loses a member, as suspects
 (below) until heard from, since they may have died in the cache; the node pings them
 (:meth:`take_promoted`).
 
-A contact is dropped at once when it sends LEAVE (seed III.A) and after ``stale_after``
+A contact is dropped at once when it sends LEAVE (Delgado Peris 2014 §III.A) and after
+``stale_after``
 consecutive unanswered requests (Kademlia section 4.1).  Beyond the seed, so that pilots killed
 without LEAVE stop slowing lookups down at once: a contact that missed one answer is *suspect*.
 It moves to the least-recently-seen end of its bucket (the next newcomer evicts it first),
@@ -139,7 +141,8 @@ class RoutingTable:
         while len(self._failures) > self.memory:
             self._failures.popitem(last=False)
         if count == 1 and node_id in self._seen_seq:
-            # Not heard from when asked: least recently seen now, so evicted first (seed III.A).
+            # Not heard from when asked: least recently seen now, so evicted first (Delgado Peris
+            # 2014 §III.A).
             self._buckets[bucket_index(self.own_id, node_id)].move_to_end(node_id, last=False)
         return False
 

@@ -10,14 +10,14 @@ MAX_VALUE_BYTES = 16384
 
 @dataclass(frozen=True)
 class DhtSettings:
-    """All knobs of the site DHT. Defaults follow the Kademlia paper and seed 000."""
+    """All knobs of the site DHT. Defaults follow the Kademlia paper and Delgado Peris 2014."""
 
     k: int = 20
     """Bucket size and lookup width (Kademlia section 2.2)."""
     alpha: int = 3
     """Lookup parallelism (Kademlia section 2.3)."""
     replication: int = 3
-    """Nodes that store each key (seed III.A: "typically, three")."""
+    """Nodes that store each key (Delgado Peris 2014 §III.A: "typically, three")."""
     rpc_timeout: float = 1.0
     """Seconds to wait for the answer to a request."""
     stale_after: int = 3
@@ -34,11 +34,13 @@ class DhtSettings:
     max_value_bytes: int = 1024
     """Largest value accepted by STORE (at most ``MAX_VALUE_BYTES``: one fits a datagram)."""
     regions: int = 8
-    """Regions a node splits its broadcast range into (seed III.B); a power of two."""
+    """Regions a node splits its broadcast range into (Delgado Peris 2014 §III.B); a power of
+    two."""
     broadcast_timeout: float = 5.0
     """Default time the broadcast root waits for the aggregated answer."""
     broadcast_hop_margin: float = 0.25
-    """Seconds each level of the broadcast tree answers before its parent gives up (seed III.B)."""
+    """Seconds each level of the broadcast tree answers before its parent gives up (Delgado Peris
+    2014 §III.B)."""
     replay_window: float = 60.0
     """Messages whose timestamp is further than this from the receiver's clock are dropped."""
     auth_tag_bytes: int = 16

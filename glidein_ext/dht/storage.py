@@ -1,4 +1,4 @@
-"""Key/value storage with append, deduplication and expiry (seed 000, section III.A).
+"""Key/value storage with append, deduplication and expiry (Delgado Peris 2014, section III.A).
 
 "If a Store message is received for an already known key, the new value is appended to the
 existing one", so one file name maps to all its replicas.  Values are deduplicated by their bytes,

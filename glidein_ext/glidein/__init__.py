@@ -1,1 +1,1 @@
-"""Inside the glidein: the .pilot.ad / .site.ad handshake (seed 003)."""
+"""Inside the glidein: the .pilot.ad / .site.ad handshake (Sfiligoi 2013)."""

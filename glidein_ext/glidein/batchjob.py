@@ -4,8 +4,8 @@ A glidein is a job of the site's batch system.  When that is HTCondor, the site'
 job ``_CONDOR_JOB_AD`` and ``_CONDOR_MACHINE_AD`` (its ``.job.ad`` and ``.machine.ad``).  The
 glidein publishes which site job and slot it is in its own slot ads, under glideinWMS's names
 (``GLIDEIN_SiteWMS``, ``GLIDEIN_SiteWMS_JobId``, ``GLIDEIN_SiteWMS_Slot``) plus the site job's
-``GlobalJobId``, so that the VO pool and the site pool can name the same pilot (seed 003: the site
-asks a pilot to leave by its site job; the VO sees its glidein draining).
+``GlobalJobId``, so that the VO pool and the site pool can name the same pilot (Sfiligoi 2013: the
+site asks a pilot to leave by its site job; the VO sees its glidein draining).
 
 Only literal strings and integers are taken, and only characters that are safe both in a
 condor_config value and in a ClassAd string literal survive.

@@ -63,7 +63,7 @@ def slot_request(slot: Mapping[str, Literal]) -> dict[str, Any] | None:
     Only a free slot gets a task: the partitionable slot (what it has left), or an unclaimed
     static slot.  A dynamic slot answers nothing: when its task is done its claim ends and its
     resources go back to the partitionable slot, which asks for the next task.  A retiring
-    glidein (GLIDEIN_RetireNow) fetches nothing (seed 003: no new job starts).
+    glidein (GLIDEIN_RetireNow) fetches nothing (Sfiligoi 2013: no new job starts).
     """
     if slot.get("dynamicslot") is True or slot.get("glidein_retirenow") is True:
         return None

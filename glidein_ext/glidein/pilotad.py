@@ -1,4 +1,4 @@
-"""The `.pilot.ad` attributes from the pilot's state (pure; seed 003, "Proposed attributes").
+"""The `.pilot.ad` attributes from the pilot's state (pure; Sfiligoi 2013, "Proposed attributes").
 
 The slides define the attributes for a single-CPU pilot; DESIGN.md gives the definitions this
 project implements for partitionable multi-core glideins.  A pilot owns C CPUs from its start time
@@ -141,7 +141,8 @@ def compute_pilot_ad(state: PilotState, now: int) -> dict[str, AdValue]:
 
 
 def initial_pilot_ad(priority_factor: int = 0) -> dict[str, AdValue]:
-    """What the wrapper writes before the HTCondor daemons start (seed 003: USED_FRACTION1k = 0)."""
+    """What the wrapper writes before the HTCondor daemons start (Sfiligoi 2013: USED_FRACTION1k =
+    0)."""
     return {
         USED_FRACTION1K: 0,
         ADD_UNCOM_TIME1K: 0,

@@ -1,4 +1,5 @@
-"""`.site.ad` plus WLCG Machine/Job Features into a drain order (pure; seed 003, "Requesting pilot
+"""`.site.ad` plus WLCG Machine/Job Features into a drain order (pure; Sfiligoi 2013, "Requesting
+pilot
 termination").
 
 Inputs:

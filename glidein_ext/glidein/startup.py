@@ -1,4 +1,4 @@
-"""Setting a glidein up before its HTCondor daemons start (seed 003, "Information Advertising":
+"""Setting a glidein up before its HTCondor daemons start (Sfiligoi 2013, "Information Advertising":
 the wrapper sets USED_FRACTION1k = 0 before the daemons start).
 
 Shared by ``glidein-ext wrapper`` and by ``glidein-ext init``, which the glideinWMS custom script

@@ -238,8 +238,8 @@ class CondorSandbox:
 
     def start_schedd(self, local_name: str) -> ExtraSchedd:
         """Another schedd in this pool (``SCHEDD_NAME`` = ``local_name``, its own spool and port;
-        not under the pool's master): a site with several schedds (``tq.schedds``).  Waits until
-        the collector has its ad; stop it with ``ExtraSchedd.stop``."""
+        not under the pool's master): a site with several schedds (``tq.manager.schedds``).  Waits
+        until the collector has its ad; stop it with ``ExtraSchedd.stop``."""
         home = self.make_dir(f"schedd-{local_name}")
         for sub in ("spool", "log", "lock", "execute"):
             self.run("mkdir", "-p", f"{home}/{sub}")

@@ -1,5 +1,5 @@
-"""The master's assignment (seed 000 III.C): from the rank matrix (row i = task i, column j = pilot
-j, only allowed pairs) to pairs (task, pilot), each task and each pilot used at most once.
+"""The master's assignment (Delgado Peris 2014 §III.C): from the rank matrix (row i = task i, column
+j = pilot j, only allowed pairs) to pairs (task, pilot), each task and each pilot used at most once.
 
 - ``optimal`` (the default): serves as many pilots as possible and, among those assignments,
   maximises the sum of ranks.  The seed calls the problem NP-complete; it is a linear assignment

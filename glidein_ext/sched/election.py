@@ -1,4 +1,4 @@
-"""Who is a distributed site's master (seed 000 III.B), pure.
+"""Who is a distributed site's master (Delgado Peris 2014 §III.B), pure.
 
 "Since every pilot needs to register with the TQ on wake-up, the TQ can assign the master role to a
 site's first registered pilot and inform the following ones about it.  When the master pilot dies,

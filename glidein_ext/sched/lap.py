@@ -1,7 +1,7 @@
 """The optimal assignment's engine (numpy/scipy): a sparse linear assignment on each pilot's best
 candidates, grown until a certificate proves the result optimal for the whole matrix.
 
-Objective (seed 000 III.C, corrected): serve as many pilots as possible and, among those
+Objective (Delgado Peris 2014 §III.C, corrected): serve as many pilots as possible and, among those
 assignments, maximise the sum of ranks.  With ranks scaled to ``w`` in [0, 1], an allowed pair
 weighs ``B + w`` with ``B = n + 2`` and every pilot ``j`` has a private "stay idle" row of weight 1.
 One more served pilot gains at least ``B - 1 - n > 0`` whatever the ranks lose, so a maximum-weight

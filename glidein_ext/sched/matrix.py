@@ -1,4 +1,5 @@
-"""The master's rank matrix (seed 000 III.C): row i = task i, column j = pilot j, allowed pairs.
+"""The master's rank matrix (Delgado Peris 2014 §III.C): row i = task i, column j = pilot j, allowed
+pairs.
 
 Stored by column (one column per pilot, as the workers' replies arrive), as three flat sequences:
 ``starts`` (``n_pilots + 1`` offsets), ``tasks`` (the row of each allowed pair) and ``ranks`` (any

@@ -1,4 +1,4 @@
-"""A worker's completions until the Task Queue has them (seed 000 III.B-C), pure.
+"""A worker's completions until the Task Queue has them (Delgado Peris 2014 §III.B-C), pure.
 
 A worker hands each completion to its master, which holds it until its next Task Queue call
 (``sync``).  A master can step down or die in between (a slow master superseded under load, a

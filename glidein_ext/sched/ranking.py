@@ -1,4 +1,4 @@
-"""How a worker ranks the master's TaskList (seed 000 III.C), pure.
+"""How a worker ranks the master's TaskList (Delgado Peris 2014 §III.C), pure.
 
 For each task of the TaskList the worker decides whether it may run it and how much it wants it:
 

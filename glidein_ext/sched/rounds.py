@@ -1,4 +1,4 @@
-"""The master's round bookkeeping (seed 000 III.B-C), pure: the master edge
+"""The master's round bookkeeping (Delgado Peris 2014 §III.B-C), pure: the master edge
 (``glidein_ext.agent.master``) drives it with the clock, the workers' messages, the Task Queue's
 answers and the aggregated replies.
 
@@ -150,7 +150,7 @@ class RoundBook:
 
     def successors(self, n: int = 3) -> tuple[tuple[int, tuple[str, int]], ...]:
         """The live workers with the lowest ids, and their addresses: who takes over if the
-        master dies (seed III.B)."""
+        master dies (Delgado Peris 2014 §III.B)."""
         return tuple((p, self.workers[p].address) for p in sorted(self.workers)[:n])
 
     def idle(self) -> list[int]:

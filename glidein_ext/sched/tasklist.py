@@ -1,4 +1,5 @@
-"""The TaskList and the workers' replies as they travel over the site DHT (seed 000 III.B), pure.
+"""The TaskList and the workers' replies as they travel over the site DHT (Delgado Peris 2014
+§III.B), pure.
 
 The master broadcasts one TaskList per round: the round, its epoch, itself (pilot id and DHT
 address), the succession list (the live pilots with the lowest ids and their DHT addresses, who

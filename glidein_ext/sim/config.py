@@ -74,14 +74,14 @@ class Network:
     lan_latency: float = 0.0005  # one way, one message between pilots of a site
     peer_bandwidth: float = 100 * MB  # a peer's file server
     disk_bandwidth: float = 400 * MB  # reading an input from the local cache
-    fanout: int = 8  # the DHT broadcast's regions per hop (seed 000 III.B)
+    fanout: int = 8  # the DHT broadcast's regions per hop (Delgado Peris 2014 §III.B)
     # Decoding a TaskList at each hop: about 17 ms for 3,000 tasks (bench/round_bench.py).
     decode_per_task: float = 5.7e-6
 
 
 @dataclass(frozen=True)
 class Grid:
-    """Latencies of the batch and grid systems (seed 001 V, figure 7)."""
+    """Latencies of the batch and grid systems (Hasham 2011 §V, figure 7)."""
 
     batch_queue: float = 120.0  # mean wait of a pilot in its site's batch queue
     submit_latency: float = 300.0  # mean gLite scheduling latency of a direct job
@@ -110,7 +110,7 @@ class SimConfig:
     pilots: int = 120
     sites: int = 1
     pilots_per_host: int = 1
-    runtime_mean: float = 198.0  # seed 000: 3.3 minutes on average
+    runtime_mean: float = 198.0  # Delgado Peris 2014: 3.3 minutes on average
     runtime_sd: float = 20.0
     file_size: int = 100 * MB
     scheme: str = "C1"
@@ -130,7 +130,9 @@ class SimConfig:
     # the site caches come first.
     master_calls: str = "product"
     selection: str = "age"
-    tq_cost: str = "grouped"  # "per-task": every queued task evaluated per request (seed 000's TQ)
+    tq_cost: str = (
+        "grouped"  # "per-task": every queued task evaluated per request (Delgado Peris 2014's TQ)
+    )
     max_retries: int = 10
     # Seed 003: ``vacate_at`` s after the submission the site takes ``vacate_cpus`` CPUs back
     # (0: never); the real victim choice (``site.victims``) under ``victim_policy``.

@@ -27,7 +27,7 @@ class Context:
     caches: Caches
     runtimes: random.Random  # the tasks' lengths
     delays: random.Random  # batch queues, grid latencies, phases
-    vacate: Vacate | None = None  # seed 003: the pilots' .pilot.ad and the site's request
+    vacate: Vacate | None = None  # Sfiligoi 2013: the pilots' .pilot.ad and the site's request
 
     def runtime(self) -> float:
         config = self.config

@@ -22,8 +22,8 @@ from glidein_ext.sim.storage import Caches
 from glidein_ext.sim.taskqueue import SimTaskQueue
 from glidein_ext.sim.vacate import Vacate
 from glidein_ext.sim.workload import build
+from glidein_ext.tq.manager.monitor import SiteView, Thresholds, plan
 from glidein_ext.tq.models import PilotInfo
-from glidein_ext.tq.monitor import SiteView, Thresholds, plan
 
 
 @dataclass
@@ -68,8 +68,8 @@ def _later(ctx: Context, delay: float, body: Generator[Any, Any, Any]) -> Genera
 
 
 def _monitor(ctx: Context) -> Generator[Any, Any, None]:
-    """Seed 001 IV-A: every ``monitor_interval`` the real ``tq.monitor.plan`` decides how many
-    pilots to submit; each waits in the site's batch queue before it registers."""
+    """Seed 001 IV-A: every ``monitor_interval`` the real ``tq.manager.monitor.plan`` decides how
+    many pilots to submit; each waits in the site's batch queue before it registers."""
     config, env, tq = ctx.config, ctx.env, ctx.tq
     limits = Thresholds(min_pilots=0, max_pilots=config.pilots, min_idle_pilots=0)
     template = PilotInfo(0, site="S0")

@@ -1,4 +1,4 @@
-"""A simulated distributed site (seed 000 III.B-C): the master's rounds over the real
+"""A simulated distributed site (Delgado Peris 2014 §III.B-C): the master's rounds over the real
 ``sched.rounds.RoundBook``, the real TaskList fitting (``sched.tasklist``), each idle worker's
 real ``sched.ranking.Ranker``, the real rank matrix and assignment (``sched.assign``).
 

@@ -1,10 +1,11 @@
 """Simulated pilots that pull from the Task Queue (pre-DHT and centralized), the pilots' task
-execution, and the direct grid submission without pilots (seed 001 V, "noTQ").
+execution, and the direct grid submission without pilots (Hasham 2011 §V, "noTQ").
 
 A pulling pilot does what the real agent does (``agent.agent``): register, then ask for a task;
 an empty answer makes it wait ``poll_interval * 1.5**n`` (at most ``poll_max``) before asking
 again; a task is staged in, run and staged out, then reported; a pre-DHT pilot then sends its
-cache list at once (the file tracking of seed 000 IV.A), a centralized one publishes its files in
+cache list at once (the file tracking of Delgado Peris 2014 §IV.A), a centralized one publishes its
+files in
 the site DHT before reporting and sends its cache list with each request.  A second process
 heartbeats every ``heartbeat_interval`` (pre-DHT with the cache list; with cache-per-host the
 answer names the host's pilots, whose new files it links).
@@ -24,7 +25,7 @@ from glidein_ext.sim.workload import SimTask
 def execute(
     ctx: Context, pilot_id: int, task: SimTask, attempt: int, dht: bool
 ) -> Generator[Any, Any, Outcome]:
-    """Stage in, run, stage out (seed 001 IV): the attempt's outcome, with the pilot's times."""
+    """Stage in, run, stage out (Hasham 2011 §IV): the attempt's outcome, with the pilot's times."""
     env, caches, recorder = ctx.env, ctx.caches, ctx.recorder
     started = env.now
     recorder.started(pilot_id, started)
@@ -66,7 +67,7 @@ def pulling_pilot(ctx: Context, index: int, pilot_id: int) -> Generator[Any, Any
     empty = 0
     while not tq.finished.triggered:
         if ctx.vacate is not None and ctx.vacate.leaving(pilot_id):
-            # seed 003: a victim starts nothing new; it deregisters and its CPU is the site's
+            # Sfiligoi 2013: a victim starts nothing new; it deregisters and its CPU is the site's
             ctx.vacate.left(pilot_id, env.now)
             yield from tq.call("deregister", tq.deregister(pilot_id))
             caches.leave(pilot_id)

@@ -1,6 +1,8 @@
-"""What a simulated run measures: the real system's counters (``tq.counters.RunCounters``, fed as
-the Task Queue feeds them) and the time series the papers plot (seed 000 figures 5 and 6: slot
-occupancy, cumulative requests, inter-task delay and the Task Queue's queue; seed 001 figure 7:
+"""What a simulated run measures: the real system's counters (``tq.service.counters.RunCounters``,
+fed as
+the Task Queue feeds them) and the time series the papers plot (Delgado Peris 2014 figures 5 and 6:
+slot
+occupancy, cumulative requests, inter-task delay and the Task Queue's queue; Hasham 2011 figure 7:
 running jobs; figure 8: stage-in times), pure.
 """
 
@@ -10,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from glidein_ext.tq.counters import RunCounters
+from glidein_ext.tq.service.counters import RunCounters
 
 WORKFLOW_ID = 1
 
@@ -76,7 +78,7 @@ class Recorder:
 
     def first_burst(self, expected: int) -> float | None:
         """Seconds from the submission until ``expected`` pilots had started their first task
-        (seed 000 IV.A: the time the Task Queue takes to serve the first burst)."""
+        (Delgado Peris 2014 §IV.A: the time the Task Queue takes to serve the first burst)."""
         if self.submitted_at is None or expected <= 0 or len(self.first_starts) < expected:
             return None
         starts = sorted(self.first_starts.values())

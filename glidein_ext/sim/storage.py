@@ -1,7 +1,7 @@
 """Where a simulated task's inputs come from and how long that takes: the pilots' caches (the
 real ``cache.lru.LruIndex`` each, within ``cache_capacity``), same-host sharing by hard link
-(seed 001 IV-D), the site DHT's replicas (seed 000 III.A), and the SE with the seed-001 Table I
-delay and failure rate, pure (driven with a seeded ``random.Random``).
+(Hasham 2011 §IV-D), the site DHT's replicas (Delgado Peris 2014 §III.A), and the SE with the
+seed-001 Table I delay and failure rate, pure (driven with a seeded ``random.Random``).
 
 The fetch order is the pilot agent's (``agent.pilot_cache``): own cache, a same-host pilot's,
 a peer of the site through the DHT (architectures with a DHT), the SE.  Every input fetched goes
@@ -105,7 +105,7 @@ class Caches:
             self._site_files[pilot.site][lfn] += 1
 
     def link_host(self, pilot_id: int) -> int:
-        """Cache-per-host (seed 001 IV-D): hard-link the files of this host's other pilots into
+        """Cache-per-host (Hasham 2011 §IV-D): hard-link the files of this host's other pilots into
         this pilot's cache (what each heartbeat does); how many were new."""
         pilot = self.pilots[pilot_id]
         if pilot.index is None or not self.config.cache.per_host:

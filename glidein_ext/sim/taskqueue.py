@@ -1,7 +1,7 @@
 """The simulated Task Queue: one server (a SimPy resource of capacity 1, as the real store
 serialises the protocol calls behind one lock), the queue's state kept by the real
-``tq.matcher.Matcher`` (pre-DHT and centralized) or by the site selection (distributed), and the
-run's counters.
+``tq.service.matcher.Matcher`` (pre-DHT and centralized) or by the site selection (distributed),
+and the run's counters.
 
 Each request travels ``tq_latency``, waits its turn, is served (its operation runs the real cores
 at the start of its service, and takes the time the cost model charges for their work), and
@@ -10,8 +10,9 @@ Queue down.  Service time: ``TqCosts.call`` per request, ``TqCosts.per_row`` per
 reads or writes, and for a match the calibrated matcher cost (``sim.calibration``): with
 ``tq_cost="grouped"`` the work the real matcher did (its classad2 evaluations, its groups, the
 pilot's cached files); with ``"per-task"`` the work of a matcher that examines every queued task
-for each request (seed 000 II: "all queued tasks must be examined"), i.e. ours with one task per
-group: a classad2 evaluation per task this pilot has not seen yet, a look at every queued task.
+for each request (Delgado Peris 2014 §II: "all queued tasks must be examined"), i.e. ours with one
+task per group: a classad2 evaluation per task this pilot has not seen yet, a look at every queued
+task.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from glidein_ext.sim.calibration import CostModel
 from glidein_ext.sim.config import SimConfig
 from glidein_ext.sim.recorder import Recorder
 from glidein_ext.sim.workload import Dependencies, SimTask
-from glidein_ext.tq.matcher import Matcher
 from glidein_ext.tq.models import PilotInfo, QueuedTask
+from glidein_ext.tq.service.matcher import Matcher
 
 Op = Callable[[], tuple[Any, float]]  # an operation: (its answer, its service time)
 
@@ -198,7 +199,8 @@ class SimTaskQueue:
         return op
 
     def heartbeat(self, pilot_id: int, cached: set[str] | None) -> Op:
-        """A heartbeat (pre-DHT: with the cache list, the file tracking of seed 000 IV.A)."""
+        """A heartbeat (pre-DHT: with the cache list, the file tracking of Delgado Peris 2014
+        §IV.A)."""
 
         def op() -> tuple[Any, float]:
             if cached is not None:
@@ -214,7 +216,7 @@ class SimTaskQueue:
 
         return op
 
-    # --- the distributed site's bulk calls (seed 000 III.B) ---
+    # --- the distributed site's bulk calls (Delgado Peris 2014 §III.B) ---
 
     def _site_may_run(self, task: SimTask, site: int) -> bool:
         """The real Task Queue offers a site the queued tasks none of whose inputs was produced

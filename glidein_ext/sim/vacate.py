@@ -1,5 +1,5 @@
-"""A site taking CPUs back from the pilots (seed 003: Sfiligoi et al., "Minimizing draining waste
-through extending the lifetime of pilot jobs in Grid environments"), pure.
+"""A site taking CPUs back from the pilots (Sfiligoi 2013: Sfiligoi et al., "Minimizing draining
+waste through extending the lifetime of pilot jobs in Grid environments"), pure.
 
 Each pulling pilot's ``.pilot.ad`` is computed by the real ``glidein.pilotad.compute_pilot_ad``
 from what it runs (one CPU, its task's expected end: start + the workflow's mean task length, the

@@ -1,5 +1,5 @@
-"""The simulated workflow: the project's own W1/W2/W3 generator and parser (seed 001 V), and when
-each task becomes runnable (every input exists), pure.
+"""The simulated workflow: the project's own W1/W2/W3 generator and parser (Hasham 2011 §V), and
+when each task becomes runnable (every input exists), pure.
 
 Seed 000 IV names the same three shapes: *serial chain* (each file read by one job) is W1,
 *splitting* (each file read by two jobs) is W2, *merging* (each job reads two files) is W3.

@@ -1,2 +1,2 @@
-"""The site's side of graceful draining (seed 003): propagate pilot information into slot ads,
+"""The site's side of graceful draining (Sfiligoi 2013): propagate pilot information into slot ads,
 choose cooperative victims, ask them to leave, and a controller that does it automatically."""

@@ -1,4 +1,4 @@
-"""Names the site side publishes (seed 003, "Propagating Pilot Information": "Same syntax, just
+"""Names the site side publishes (Sfiligoi 2013, "Propagating Pilot Information": "Same syntax, just
 prepend PILOT_ to all attribute names")."""
 
 from __future__ import annotations

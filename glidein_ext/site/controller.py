@@ -1,4 +1,4 @@
-"""`glidein-ext site controller`: the automated site (seed 003, "The fully automated solution":
+"""`glidein-ext site controller`: the automated site (Sfiligoi 2013, "The fully automated solution":
 instead of a hard kill, set VACATE_DESIRED = true and PAYLOAD_DEADLINE = now + 2h; if the pilot
 is not gone in time, it will be hard killed).
 

@@ -1,4 +1,4 @@
-"""How many CPUs the site must free (pure; seed 003, "The semi-automatic solution": "when share
+"""How many CPUs the site must free (pure; Sfiligoi 2013, "The semi-automatic solution": "when share
 imbalance is detected", and "The fully automated solution": the negotiator knows who must go).
 
 Two demands:

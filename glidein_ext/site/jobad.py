@@ -1,4 +1,5 @@
-"""PILOT_* into the job ads as well (seed 003, "Propagating Pilot Information": UNL used the job
+"""PILOT_* into the job ads as well (Sfiligoi 2013, "Propagating Pilot Information": UNL used the
+job
 ClassAd).  Optional (`site propagate --job-ad`): one ``condor_qedit`` per pilot job, with
 argv lists (never a shell string) and literal values only, at the job's own schedd."""
 

@@ -1,4 +1,4 @@
-"""A pilot as the site sees it, from its slot ad (pure; seed 003, "Selecting the cooperative
+"""A pilot as the site sees it, from its slot ad (pure; Sfiligoi 2013, "Selecting the cooperative
 victim": owner, CPUs, and the PILOT_* values the site cron published)."""
 
 from __future__ import annotations
@@ -67,8 +67,9 @@ def is_pilot_slot(ad: Mapping[str, Any]) -> bool:
     """A slot running a job whose sandbox held a .pilot.ad (or a bad one) at the last cron run.
 
     Our site cron adds its heartbeat attributes; a cron of the seed's prototype (or another site's)
-    publishes only the prefixed ``.pilot.ad`` values (seed 003, "Propagating Pilot Information":
-    "prepend PILOT_ to all attribute names"), which is enough to be a pilot.
+    publishes only the prefixed ``.pilot.ad`` values (Sfiligoi 2013,
+    "Propagating Pilot Information": "prepend PILOT_ to all attribute names"), which is enough to be
+    a pilot.
     """
     if _int(ad, attrs.HEARTBEAT_TIME) is not None or _str(ad, attrs.AD_ERROR):
         return True

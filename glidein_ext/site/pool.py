@@ -156,7 +156,7 @@ def idle_cpus_by_owner(pool: str | None = None) -> dict[str, int]:
 
 
 def hard_kill(pilot: Pilot, method: KillMethod, pool: str | None = None) -> None:
-    """Hard-kill a pilot (seed 003, "Terminating the victim pilot": the hard kill)."""
+    """Hard-kill a pilot (Sfiligoi 2013, "Terminating the victim pilot": the hard kill)."""
     classad2 = _binding("classad2")
     htcondor2 = _binding("htcondor2")
 

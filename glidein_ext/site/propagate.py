@@ -1,4 +1,4 @@
-"""`glidein-ext site propagate`: the site cron on execute nodes (seed 003, "Propagating Pilot
+"""`glidein-ext site propagate`: the site cron on execute nodes (Sfiligoi 2013, "Propagating Pilot
 Information": read the .pilot.ad files and publish them with the prefix PILOT_).
 
 It runs as root on files pilots wrote, so it uses only the safe reader (no symlink is followed,

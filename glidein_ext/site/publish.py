@@ -1,4 +1,4 @@
-"""What the site cron prints (pure; seed 003, "Propagating Pilot Information").
+"""What the site cron prints (pure; Sfiligoi 2013, "Propagating Pilot Information").
 
 The startd cron output is a sequence of ads, each closed by a ``- <name>`` line (HTCondor's
 "Startd Cron" output format).  An ad with ``SlotMergeConstraint`` is merged only into the slot

@@ -1,4 +1,4 @@
-"""Tables for the site admin (pure): `site status` and `site victims` (seed 003, "The
+"""Tables for the site admin (pure): `site status` and `site victims` (Sfiligoi 2013, "The
 semi-automatic solution": the admin monitors pilots and picks victims)."""
 
 from __future__ import annotations

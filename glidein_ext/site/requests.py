@@ -1,5 +1,5 @@
-"""The site's request through the pilot's job ad (seed 003, "Requesting pilot termination" and "The
-semi-automatic solution", without condor_ssh_to_job).
+"""The site's request through the pilot's job ad (Sfiligoi 2013, "Requesting pilot termination" and
+"The semi-automatic solution", without condor_ssh_to_job).
 
 A site controller or admin that is not on the pilot's execute node cannot write ``.site.ad`` into
 the pilot's sandbox itself.  The seed reaches the start-up dir with ``condor_ssh_to_job``; that

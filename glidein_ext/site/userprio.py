@@ -1,4 +1,4 @@
-"""User priorities from ``condor_userprio`` text output (pure; seed 003: "e.g. by using
+"""User priorities from ``condor_userprio`` text output (pure; Sfiligoi 2013: "e.g. by using
 condor_status and condor_userprio").
 
 Accepts the default table (``User Name  Effective Priority  Priority Factor ...``, with or

@@ -1,4 +1,4 @@
-"""Asking one pilot to leave: `.site.ad` in its sandbox (seed 003, "The semi-automatic
+"""Asking one pilot to leave: `.site.ad` in its sandbox (Sfiligoi 2013, "The semi-automatic
 solution": reach the start-up dir, create a .site.ad containing VACATE_DESIRED = true).
 
 Three ways (:class:`Via`):

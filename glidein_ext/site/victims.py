@@ -1,4 +1,4 @@
-"""Choosing the cooperative victims (pure; seed 003, "Selecting the cooperative victim" and
+"""Choosing the cooperative victims (pure; Sfiligoi 2013, "Selecting the cooperative victim" and
 "Additional goodies - Current state").
 
 Input: the pilots (slot, owner, CPUs, PILOT_* values), the users' effective priorities (the

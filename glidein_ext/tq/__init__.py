@@ -1,1 +1,1 @@
-"""The Task Queue service of seed 001 section IV: workflows, matching, pilots, PilotMonitor."""
+"""The Task Queue service of Hasham 2011 section IV: workflows, matching, pilots, PilotMonitor."""

@@ -1,4 +1,4 @@
-"""Plain values the Task Queue's pure cores share (seed 001 IV): states and match specs."""
+"""Plain values the Task Queue's pure cores share (Hasham 2011 §IV): states and match specs."""
 
 from __future__ import annotations
 
@@ -30,12 +30,13 @@ class PilotState(enum.StrEnum):
 
 
 class Architecture(enum.StrEnum):
-    """How a site's pilots get work and find files: the three architectures of seed 000, IV.
+    """How a site's pilots get work and find files: the three architectures of Delgado Peris 2014,
+    IV.
 
     ``pre-dht``: the TQ matches one pilot at a time and tracks every cached file from pilot
-    reports (seed 001).  ``centralized``: the TQ still matches one pilot at a time, but files live
-    in the site DHT and each request carries the pilot's cache list.  ``distributed``: files in
-    the DHT, and the site's master pilot schedules the site in rounds (seed 000 III.B-C).
+    reports (Hasham 2011).  ``centralized``: the TQ still matches one pilot at a time, but files
+    live in the site DHT and each request carries the pilot's cache list.  ``distributed``: files in
+    the DHT, and the site's master pilot schedules the site in rounds (Delgado Peris 2014 §III.B-C).
     """
 
     PRE_DHT = "pre-dht"
@@ -94,7 +95,8 @@ class QueuedTask:
 
 @dataclass
 class PilotInfo:
-    """A registered pilot as the matcher sees it (seed 001 IV-E: PilotID, Host, SE, TTL, cache)."""
+    """A registered pilot as the matcher sees it (Hasham 2011 §IV-E: PilotID, Host, SE, TTL,
+    cache)."""
 
     pilot_id: int
     site: str = ""

@@ -1,9 +1,9 @@
-"""Workflow files (YAML or JSON) and the seed's W1/W2/W3 generators (seed 001 IV, V).
+"""Workflow files (YAML or JSON) and the seed's W1/W2/W3 generators (Hasham 2011 §IV, V).
 
 A workflow is tasks with a command, ClassAd Requirements and Rank, input and output LFNs, a step and
 explicit dependencies (``after``).  A task becomes runnable when all its inputs exist and its
 ``after`` tasks are done.  Parsing is pure and checks everything first, with the TQ's limits
-(``tq.limits``: integers in sane ranges, texts the database holds, ClassAd expressions that
+(``tq.client.limits``: integers in sane ranges, texts the database holds, ClassAd expressions that
 parse, plain attribute names, LFNs a pilot can write): a bad file raises one WorkflowError naming
 the task and the field, with no value printed whole, and nothing is submitted.  Files are read
 bounded (``tq.datafile``: size, UTF-8, YAML without aliases, nesting depth).
@@ -18,8 +18,7 @@ from typing import Any
 
 from glidein_ext import classads
 from glidein_ext.errors import WorkflowError
-from glidein_ext.tq.datafile import load_file
-from glidein_ext.tq.limits import (
+from glidein_ext.tq.client.limits import (
     MAX_NAME_CHARS,
     attribute_name_problem,
     expr_problem,
@@ -29,6 +28,7 @@ from glidein_ext.tq.limits import (
     shorten,
     text_problem,
 )
+from glidein_ext.tq.datafile import load_file
 from glidein_ext.tq.models import MatchSpec
 
 _INT_FIELDS = ("request_cpus", "request_memory", "request_disk", "max_runtime", "priority")
@@ -261,7 +261,7 @@ def parse_workflow(data: Any) -> WorkflowDef:
     return WorkflowDef(name, tuple(tasks), available, external)
 
 
-# --- the seed's workflows (seed 001 V): step0 then step1 ---
+# --- the seed's workflows (Hasham 2011 §V): step0 then step1 ---
 
 # Each task writes every output: a line naming the task, its inputs' contents, and ``size`` bytes.
 _BODY = (

@@ -1,5 +1,5 @@
 """Every experiment's ``--quick`` form runs through the real command (``glidein-ext experiment``)
-and writes its CSV files with their columns and valid PNG figures (issue 15: the quick versions
+and writes its CSV files with their columns and valid PNG figures (the quick versions
 run in CI; all of them take well under two minutes here)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The graceful-draining handshake in a real HTCondor glidein (seed 003), end to end.
+"""The graceful-draining handshake in a real HTCondor glidein (Sfiligoi 2013), end to end.
 
 Each test starts its own glidein with `glidein-ext wrapper` (its own condor_master and a
 partitionable slot) inside the chroot pool, runs real user jobs through the pool's schedd, and
@@ -381,7 +381,7 @@ def test_static_slots_leave_only_when_no_job_runs(
 def test_glidein_retires_by_itself_at_its_retire_time(
     sandbox: CondorSandbox, started: list[Glidein]
 ) -> None:
-    # --retire-after sets GLIDEIN_ToRetire: the glidein's internal reason to drain (seed 003:
+    # --retire-after sets GLIDEIN_ToRetire: the glidein's internal reason to drain (Sfiligoi 2013:
     # "either due to a previous order from the resource provider, or internal logic").
     glidein = sandbox.start_glidein(
         "g-retire", 1, cron_period=5, extra_args=["--retire-after", "20s"]

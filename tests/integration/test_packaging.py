@@ -81,8 +81,8 @@ def test_wheel_metadata_and_contents(wheel: Path) -> None:
         "glidein_ext/condor_config.d/50-glidein-ext-glidein.config",
         "glidein_ext/condor_config.d/60-glidein-ext-site.config",
         "glidein_ext/frontend/glidein-ext-frontend.xml",
-        "glidein_ext/tq/migrations/env.py",
-        "glidein_ext/tq/migrations/versions/0001_initial.py",
+        "glidein_ext/tq/service/migrations/env.py",
+        "glidein_ext/tq/service/migrations/versions/0001_initial.py",
         "glidein_ext/py.typed",
     ):
         assert data in names, data

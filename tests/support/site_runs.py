@@ -1,4 +1,4 @@
-"""A site of real pilots on 127.0.0.1 running the seed's workflows (seed 000 IV), for the
+"""A site of real pilots on 127.0.0.1 running the seed's workflows (Delgado Peris 2014 §IV), for the
 architectures test and benchmark.
 
 ``SiteRun`` starts ``tq serve --architecture A`` and ``processes`` pilot processes of
@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Any
 
 from glidein_ext.sandbox.pool import stop_process
-from glidein_ext.tq.client import TqClient
+from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.workflow import generate
 from tests.support.tq_server import TqServer, tq_env
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 
 from glidein_ext.sandbox.pool import stop_process
-from glidein_ext.tq.client import TqClient, tls_context
+from glidein_ext.tq.client.client import TqClient, tls_context
 from tests.support.tls import Pki
 
 OPERATOR = "op-secret"

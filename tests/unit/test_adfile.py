@@ -1,4 +1,4 @@
-"""adfile: the safe reader and the atomic writer (seed 003 files cross a trust boundary)."""
+"""adfile: the safe reader and the atomic writer (Sfiligoi 2013 files cross a trust boundary)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The pure backoff and throttle cores (seed 002 4.3), driven with a fake clock."""
+"""The pure backoff and throttle cores (Lee 2003 4.3), driven with a fake clock."""
 
 from __future__ import annotations
 

@@ -5,7 +5,10 @@ Rules (docs/design.md, "Layers"):
   place that prints and exits, and nothing below it may reach up into it;
 - ``dht`` and ``cache`` are libraries: they import neither ``glidein``, ``site``, ``tq`` nor
   ``agent``;
-- the Task Queue service does not import the glidein side (``glidein``, ``site``);
+- the Task Queue does not import the glidein side (``glidein``, ``site``);
+- ``tq`` is split by who runs it: ``tq.client`` (what pilots import, Python 3.9) imports neither
+  ``tq.service`` nor ``tq.manager``; the PilotMonitor/PilotManager (``tq.manager``) does not import
+  the service; the pilot agent imports only the client side of the Task Queue;
 - nothing in the package imports ``tests``.
 Imports inside functions count: lazy imports are still dependencies.
 """
@@ -23,6 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 RULES: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
     (("dht", "cache"), ("glidein", "site", "tq", "agent"), "a library imports no product part"),
     (("tq",), ("glidein", "site"), "the Task Queue does not import the glidein side"),
+    (("tq.client",), ("tq.service", "tq.manager"), "the client library runs without the service"),
+    (("tq.manager",), ("tq.service",), "the PilotManager does not import the service"),
+    (("agent", "glidein"), ("tq.service", "tq.manager"), "pilots import only the TQ client"),
 )
 
 
@@ -52,14 +58,27 @@ def imports_of(path: Path, module: str) -> Iterator[tuple[int, str]]:
                 yield node.lineno, f"{base}.{alias.name}"
 
 
+SPLIT_PARTS = (
+    "tq",
+)  # parts whose sub-packages are parts of their own (tq.client, tq.service, ...)
+
+
 def part_of(module: str) -> str | None:
-    """The first-level part (``glidein_ext.X``) a module belongs to, or ``tests``."""
+    """The part (``glidein_ext.X``, or ``X.Y`` under a split part) a module belongs to, or
+    ``tests``."""
     pieces = module.split(".")
     if pieces[0] == "tests":
         return "tests"
     if pieces[0] != PACKAGE or len(pieces) < 2:
         return None
+    if pieces[1] in SPLIT_PARTS and len(pieces) > 3:  # glidein_ext.tq.client.x -> tq.client
+        return f"{pieces[1]}.{pieces[2]}"
     return pieces[1]
+
+
+def in_part(part: str | None, parts: tuple[str, ...]) -> bool:
+    """``part`` is one of ``parts`` or inside one (``tq.client`` is inside ``tq``)."""
+    return part is not None and any(part == p or part.startswith(p + ".") for p in parts)
 
 
 def violations(root: Path) -> list[str]:
@@ -75,7 +94,11 @@ def violations(root: Path) -> list[str]:
                 broken.append("nothing imports tests")
             elif theirs == "cli" and mine not in ("cli", "entry"):
                 broken.append("only entry imports cli")
-            broken += [why for parts, banned, why in RULES if mine in parts and theirs in banned]
+            broken += [
+                why
+                for parts, banned, why in RULES
+                if in_part(mine, parts) and in_part(theirs, banned)
+            ]
             for why in broken:
                 key = (str(path.relative_to(root)), line, why)
                 found.setdefault(key, f"{key[0]}:{line}: {module} imports {target} ({why})")
@@ -94,7 +117,7 @@ def write(root: Path, relative: str, text: str) -> None:
 
 def test_each_rule_catches_a_violation(tmp_path: Path) -> None:
     """The checker fails on a tree that breaks each rule (so the test above can fail)."""
-    for part in ("cli", "dht", "cache", "tq", "site", "glidein", "agent"):
+    for part in ("cli", "dht", "cache", "tq", "site", "glidein", "agent", "tq/client"):
         write(tmp_path, f"{PACKAGE}/{part}/__init__.py", "")
     write(tmp_path, f"{PACKAGE}/entry.py", "from glidein_ext.cli import main\n")
     write(tmp_path, f"{PACKAGE}/site/status.py", "def f():\n    from glidein_ext import cli\n")
@@ -102,13 +125,17 @@ def test_each_rule_catches_a_violation(tmp_path: Path) -> None:
     write(tmp_path, f"{PACKAGE}/cache/peer.py", "import glidein_ext.agent.runner\n")
     write(tmp_path, f"{PACKAGE}/tq/api.py", "from glidein_ext.glidein.sitead import X\n")
     write(tmp_path, f"{PACKAGE}/tq/helper.py", "from tests.support import thing\n")
-    write(tmp_path, f"{PACKAGE}/cli/tq.py", "from glidein_ext.tq import api\n")  # allowed
+    write(tmp_path, f"{PACKAGE}/cli/tq.py", "from glidein_ext.tq.service import api\n")  # allowed
+    write(tmp_path, f"{PACKAGE}/tq/client/x.py", "from glidein_ext.tq.service import store\n")
+    write(tmp_path, f"{PACKAGE}/agent/y.py", "from glidein_ext.tq.manager.monitor import m\n")
     found = violations(tmp_path)
     assert [line.rsplit("(", 1)[1] for line in found] == [
         "a library imports no product part)",
         "a library imports no product part)",
+        "pilots import only the TQ client)",
         "only entry imports cli)",
         "the Task Queue does not import the glidein side)",
+        "the client library runs without the service)",
         "nothing imports tests)",
     ]
     assert found[1].startswith(

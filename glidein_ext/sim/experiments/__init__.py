@@ -13,55 +13,55 @@ EXPERIMENTS: dict[str, Experiment] = {
     for e in (
         Experiment(
             "seed000-scaling",
-            "seed 000 fig 2, 3, 4, 7, 8: TQ requests, inter-task delay, turnaround and hit "
-            "ratios of the three architectures at 100 to 1,500 pilots",
+            "Delgado Peris 2014 fig 2, 3, 4, 7, 8: TQ requests, inter-task delay, turnaround "
+            "and hit ratios of the three architectures at 100 to 1,500 pilots",
             seed000.scaling_jobs,
             seed000.scaling_report,
         ),
         Experiment(
             "seed000-timeline",
-            "seed 000 fig 5/6: one W1 run of 1,500 pilots and 10,000 tasks in time (running "
-            "jobs, TQ requests, inter-task delay, TQ queue), pre-DHT and distributed",
+            "Delgado Peris 2014 fig 5/6: one W1 run of 1,500 pilots and 10,000 tasks in time "
+            "(running jobs, TQ requests, inter-task delay, TQ queue), pre-DHT and distributed",
             seed000.timeline_jobs,
             seed000.timeline_report,
         ),
         Experiment(
             "seed000-targets",
-            "issue 15's targets: the distributed architecture at 1,500 pilots and 10,000 tasks "
+            "the targets: the distributed architecture at 1,500 pilots and 10,000 tasks "
             "(requests per task, median inter-task delay, first burst)",
             seed000.target_jobs,
             seed000.target_report,
         ),
         Experiment(
             "seed001-submission",
-            "seed 001 fig 7: running jobs over time for W3, direct submission, pilots already "
+            "Hasham 2011 fig 7: running jobs over time for W3, direct submission, pilots already "
             "running, PilotMonitor",
             seed001.submission_jobs,
             seed001.submission_report,
         ),
         Experiment(
             "seed001-storage",
-            "seed 001 fig 8-11: stage-in time and turnaround under d1f1/d2f2/d3f1/d3f3, cache "
+            "Hasham 2011 fig 8-11: stage-in time and turnaround under d1f1/d2f2/d3f1/d3f3, cache "
             "against no cache",
             seed001.storage_jobs,
             seed001.storage_report,
         ),
         Experiment(
             "seed001-cache",
-            "seed 001 fig 12: cache hit ratio of the cache schemes C1/C2/C3 for W1/W2/W3",
+            "Hasham 2011 fig 12: cache hit ratio of the cache schemes C1/C2/C3 for W1/W2/W3",
             seed001.cache_jobs,
             seed001.cache_report,
         ),
         Experiment(
             "seed001-grid",
-            "seed 001 in full: W1/W2/W3 x d1f1/d2f2/d3f1/d3f3 x no cache/C1/C2/C3 x direct/"
+            "Hasham 2011 in full: W1/W2/W3 x d1f1/d2f2/d3f1/d3f3 x no cache/C1/C2/C3 x direct/"
             "running/PilotMonitor (CSV only)",
             seed001.grid_jobs,
             seed001.grid_report,
         ),
         Experiment(
             "seed003-vacate",
-            "seed 003: the site takes CPUs back mid-workflow; the victim policy (completion, "
+            "Sfiligoi 2013: the site takes CPUs back mid-workflow; the victim policy (completion, "
             "waste) against the time until the CPUs are free",
             seed003.vacate_jobs,
             seed003.vacate_report,

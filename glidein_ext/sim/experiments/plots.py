@@ -1,5 +1,6 @@
 """The figures: grouped bars with error bars (the papers' per-architecture, per-size plots), time
-series (seed 000 figures 5 and 6, seed 001 figure 7), and the values the papers state drawn
+series (Delgado Peris 2014 figures 5 and 6, Hasham 2011 figure 7), and the values the papers state
+drawn
 beside ours as dashed lines.  matplotlib with the Agg backend, small PNGs."""
 
 from __future__ import annotations

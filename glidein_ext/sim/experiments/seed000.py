@@ -1,6 +1,6 @@
 """Seed 000 (Delgado Peris, Hernández, Huedo, "Distributed scheduling and data sharing in
 late-binding overlays", HPCS 2014), section IV: the three architectures at growing scale
-(figures 2, 3, 4, 7, 8), one large serial-chain run in time (figures 5 and 6), and issue 15's
+(figures 2, 3, 4, 7, 8), one large serial-chain run in time (figures 5 and 6), and the targets
 targets for the distributed architecture at 1,500 pilots and 10,000 tasks.
 
 Series: each architecture as the seed built it (a Task Queue that examines every queued task per
@@ -103,7 +103,7 @@ def scaling_report(results: list[tuple[Job, SimResult]], out: Path, costs: CostM
                 )
         bars(
             out / f"{stem}.png",
-            f"seed 000 {stem.split('_')[0]}: {ylabel} (mean of W1/W2/W3 x seeds)",
+            f"Delgado Peris 2014 {stem.split('_')[0]}: {ylabel} (mean of W1/W2/W3 x seeds)",
             ylabel,
             sizes,
             series,
@@ -148,7 +148,7 @@ def timeline_report(results: list[tuple[Job, SimResult]], out: Path, costs: Cost
         slug = name.replace(" ", "_").replace("(", "").replace(")", "")
         timeline(
             out / f"{stem}_{slug}.png",
-            f"seed 000 {stem}: {name}, W1, {job.key['pilots']} pilots",
+            f"Delgado Peris 2014 {stem}: {name}, W1, {job.key['pilots']} pilots",
             [
                 Panel("running jobs", {"running": thin(running)}, refs),
                 Panel("cumulative TQ requests", {"requests": thin(cumulative)}),
@@ -164,7 +164,7 @@ def timeline_report(results: list[tuple[Job, SimResult]], out: Path, costs: Cost
     return notes
 
 
-# --- issue 15's targets ---
+# --- the targets (1,500 pilots, 10,000 tasks) ---
 
 TARGETS = (("requests_per_task", 1.5, ""), ("delay_median", 1.0, " s"), ("first_burst", 10.0, " s"))
 TARGET_SERIES: dict[str, dict[str, Any]] = {

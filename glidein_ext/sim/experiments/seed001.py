@@ -89,7 +89,7 @@ def submission_report(
         lines[name] = thin([(t - start, float(n)) for t, n in rec.running_series])
     timeline(
         out / "fig7_running_jobs.png",
-        "seed 001 fig 7: running jobs, W3 (direct, pilots running, PilotMonitor)",
+        "Hasham 2011 fig 7: running jobs, W3 (direct, pilots running, PilotMonitor)",
         [Panel("running jobs", lines)],
     )
     return []
@@ -143,7 +143,7 @@ def storage_report(results: list[tuple[Job, SimResult]], out: Path, costs: CostM
     ):
         bars(
             out / f"{stem}.png",
-            f"seed 001 {stem.split('_')[0]}: W1, {ylabel}",
+            f"Hasham 2011 {stem.split('_')[0]}: W1, {ylabel}",
             ylabel,
             conditions,
             _pairs(summary, "condition", conditions, {"workflow": "w1"}, metric),
@@ -155,7 +155,7 @@ def storage_report(results: list[tuple[Job, SimResult]], out: Path, costs: CostM
     ):
         bars(
             out / f"{stem}.png",
-            f"seed 001 {stem.split('_')[0]}: d3f3, {ylabel}",
+            f"Hasham 2011 {stem.split('_')[0]}: d3f3, {ylabel}",
             ylabel,
             workflows,
             _pairs(summary, "workflow", workflows, {"condition": "d3f3"}, metric),
@@ -204,7 +204,7 @@ def cache_report(results: list[tuple[Job, SimResult]], out: Path, costs: CostMod
         )
     bars(
         out / "fig12_cache_hit.png",
-        "seed 001 fig 12: cache hit ratio (C1 per host, C2 single pilot, C3 no waitForData)",
+        "Hasham 2011 fig 12: cache hit ratio (C1 per host, C2 single pilot, C3 no waitForData)",
         "cache hit ratio",
         list(WORKFLOWS),
         series,

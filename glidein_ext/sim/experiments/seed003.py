@@ -80,7 +80,7 @@ def vacate_report(results: list[tuple[Job, SimResult]], out: Path, costs: CostMo
     }
     bars(
         out / "seed003_drain.png",
-        "seed 003: seconds until the site has its CPUs back, by victim policy",
+        "Sfiligoi 2013: seconds until the site has its CPUs back, by victim policy",
         "seconds from the request",
         categories,
         series,

@@ -1,4 +1,4 @@
-"""Cache-per-host (seed 001, IV.D) on one real filesystem: hard links, survival, dead pilots."""
+"""Cache-per-host (Hasham 2011, IV.D) on one real filesystem: hard links, survival, dead pilots."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """tmp/ under a running transfer: opening the store (``glidein-ext cache evict``, a restarted
-pilot) removes only the torn writes of dead processes, never a live pilot's transfer (issue 9 #9).
+pilot) removes only the torn writes of dead processes, never a live pilot's transfer.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hostile input against the peer file server on 127.0.0.1 (issue 9 #10 and #12; docs/cache.md,
+"""Hostile input against the peer file server on 127.0.0.1 (docs/cache.md,
 "Hostile input"): links swapped into the cache, absurd Range headers, malformed names and
 credentials.  Every case gets its proper HTTP answer and the server then serves the next request.
 """
@@ -74,7 +74,7 @@ def _get(
         conn.close()
 
 
-# -- links and special files swapped into the cache (issue 9 #10) ------------------------------
+# -- links and special files swapped into the cache ------------------------------
 
 
 def _swap_file(store: CacheStore, tmp_path: Path, how: str) -> None:
@@ -132,7 +132,7 @@ def test_a_link_or_special_file_swapped_into_the_cache_is_refused(
     assert "/store/victim/file" not in mine
 
 
-# -- Range headers (issue 9 #12) ---------------------------------------------------------------
+# -- Range headers ---------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""A key holding more values than one datagram (issue 9 #4): split STOREs, paged gets.
+"""A key holding more values than one datagram: split STOREs, paged gets.
 
 320 values of 250 bytes are about 100 KB on the wire, more than one 65,000-byte datagram: a
 republish, a LEAVE hand-off or a store of them all must be split, and a get must page through each

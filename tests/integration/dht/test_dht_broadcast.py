@@ -1,4 +1,4 @@
-"""Broadcast with aggregation on real networks (seed III.B)."""
+"""Broadcast with aggregation on real networks (Delgado Peris 2014 §III.B)."""
 
 from __future__ import annotations
 

@@ -117,7 +117,7 @@ def test_unreadable_or_short_key_file(tmp_path: Path) -> None:
 
 
 def test_sigterm_hands_on_a_key_larger_than_one_datagram(key_file: Path) -> None:
-    # Issue 9 #4: the LEAVE hand-off of a key of ~110 KB used to raise, and the node exited 1.
+    # the LEAVE hand-off of a key of ~110 KB used to raise, and the node exited 1.
     values = [f"wn{i:03d}:/cache/".encode().ljust(400, b"x") for i in range(256)]
     first, address = start_node(key_file)
     try:

@@ -1,4 +1,4 @@
-"""Pilots killed without LEAVE leave the routing tables promptly (issue 9 #13, seed 000 III.A).
+"""Pilots killed without LEAVE leave the routing tables promptly (Delgado Peris 2014 §III.A).
 
 A third of a 60-node site is killed at once (no LEAVE, as when a batch of pilots reaches its
 walltime).  Each survivor's first unanswered request makes the contact suspect, probes it and

@@ -1,4 +1,5 @@
-"""Departures: a node that leaves with LEAVE, and one that is killed without it (seed III.A)."""
+"""Departures: a node that leaves with LEAVE, and one that is killed without it (Delgado Peris 2014
+§III.A)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The maintenance loop outlives a failing pass (issues 10 and 11); every task has an owner."""
+"""The maintenance loop outlives a failing pass; every task has an owner."""
 
 from __future__ import annotations
 

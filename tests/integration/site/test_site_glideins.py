@@ -1,4 +1,4 @@
-"""Real glideins at a real site (issue 12, seed 003 end to end): the site pool runs glideins as
+"""Real glideins at a real site (Sfiligoi 2013 end to end): the site pool runs glideins as
 jobs on its execute nodes, their startds join the VO pool, VO users' jobs run in them, and the
 site acts on them with its own tools, from a machine that is not their execute node (this host).
 

@@ -1,5 +1,5 @@
-"""The site's side in the real pool (seed 003): a site execute node (its own startd with the site
-snippet and the propagate cron) runs four small jobs that act as pilots; the site tools read,
+"""The site's side in the real pool (Sfiligoi 2013): a site execute node (its own startd with the
+site snippet and the propagate cron) runs four small jobs that act as pilots; the site tools read,
 rank, vacate and hard-kill them through HTCondor itself.
 
 Pilots (2 CPUs each; values on the command line of tests/integration/site/site_fake_pilot.py):

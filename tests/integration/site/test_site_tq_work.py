@@ -1,4 +1,4 @@
-"""Glideins pull Task Queue work through their own startd (issue 12, seed 001 IV in HTCondor).
+"""Glideins pull Task Queue work through their own startd (Hasham 2011 §IV in HTCondor).
 
 The PilotManager (what `tq serve --sites` runs) submits real glideins -- `glidein-ext wrapper
 --tq` site jobs, each with its own credential file -- to the site pool's schedd; their startds join
@@ -53,10 +53,10 @@ from glidein_ext.sandbox.site import (
     submit_vo_jobs,
     wait_glideins_joined,
 )
-from glidein_ext.tq.db import make_engine
-from glidein_ext.tq.monitor import SitePolicy, Thresholds, monitor_cycle
-from glidein_ext.tq.store import Store
-from glidein_ext.tq.submit import PilotJob, PilotManager
+from glidein_ext.tq.manager.monitor import SitePolicy, Thresholds, monitor_cycle
+from glidein_ext.tq.manager.pilot_submit import PilotJob, PilotManager
+from glidein_ext.tq.service.db import make_engine
+from glidein_ext.tq.service.store import Store
 from glidein_ext.tq.workflow import generate
 from tests.support.tq_server import TqServer
 
@@ -199,8 +199,8 @@ def stack(sandbox: CondorSandbox, tmp_path_factory: pytest.TempPathFactory) -> I
     os.environ.update(HOST_CLIENT_ENV)  # the host's htcondor2 speaks to the chroot's schedd
     htcondor2.reload_config()
     nodes = start_site_nodes(sandbox, 2, 4, name="tqwn", cron_period=3)
-    # Centralized (seed 000 IV): the glideins' lanes join the site DHT, the TQ assigns tasks.
-    # GLIDEIN_EXT_TEST_ARCHITECTURE=distributed runs the same with a master pilot's rounds.
+    # Centralized (Delgado Peris 2014 §IV): the glideins' lanes join the site DHT, the TQ assigns
+    # tasks. GLIDEIN_EXT_TEST_ARCHITECTURE=distributed runs the same with a master pilot's rounds.
     architecture = os.environ.get("GLIDEIN_EXT_TEST_ARCHITECTURE", "centralized")
     server = TqServer(tmp_path_factory.mktemp("tq"), architecture=architecture).start()
     store = Store(make_engine(server.database))
@@ -278,7 +278,7 @@ def test_pilot_manager_glideins_run_a_workflow_through_fetch_work(stack: Stack) 
     # Reported by the glideins' own lanes (two per glidein), over both glideins.
     lanes = {p[0]: b for b in stack.glideins for p in stack.pilots(b)}
     assert len(lanes) == 2 * CPUS
-    for batch in stack.glideins:  # each lane joined the site DHT (seed 000 III.A)
+    for batch in stack.glideins:  # each lane joined the site DHT (Delgado Peris 2014 §III.A)
         nodes = stack.dht_nodes(batch)
         assert len(nodes) == CPUS and all(stack.dht_answers(a) for a in nodes), nodes
     assert {lanes[c[2]] for c in done} == set(stack.glideins)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from glidein_ext.tq.client import TqClient
+from glidein_ext.tq.client.client import TqClient
 from tests.support.tq_server import TqServer
 
 CachedFile = Callable[[Path, str], Path]

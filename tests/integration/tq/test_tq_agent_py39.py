@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from glidein_ext.tq.models import MatchSpec
-from glidein_ext.tq.server import open_store
-from glidein_ext.tq.settings import TqSettings
+from glidein_ext.tq.service.server import open_store
+from glidein_ext.tq.service.settings import TqSettings
 from glidein_ext.tq.workflow import TaskDef, WorkflowDef
 from tests.support.py39 import check_file, find_python39
 from tests.support.tq_server import PILOT, TqServer

@@ -1,5 +1,5 @@
-"""The three architectures of seed 000 (section IV) with real processes on 127.0.0.1: a site of
-200 pilots over 8 processes runs W1, W2 and W3 with real files in each; the Task Queue's
+"""The three architectures of Delgado Peris 2014 (section IV) with real processes on 127.0.0.1: a
+site of 200 pilots over 8 processes runs W1, W2 and W3 with real files in each; the Task Queue's
 counters give the table (requests per task, inter-task delay, hit ratios).  It asserts what the
 seed found and the issue asks: fewer requests per task from pre-DHT to centralized to
 distributed (the seed: 12, 9, 5), and at most 1.5 per task in the distributed architecture.

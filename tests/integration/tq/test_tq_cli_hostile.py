@@ -1,4 +1,4 @@
-"""Hostile input to `glidein-ext tq ...` and `glidein-ext pilot run` (issue 9 items 8 and 12): each
+"""Hostile input to `glidein-ext tq ...` and `glidein-ext pilot run`: each
 is refused with one line and a non-zero exit, never a traceback, quickly and in little memory."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from glidein_ext.cli import main
 from tests.support.tq_server import OPERATOR, PILOT, TqServer
 
-# 462 bytes that expand to 9^9 strings: 28 s and 2.2 GB before MemoryError (issue 9 item 8).
+# 462 bytes that expand to 9^9 strings: 28 s and 2.2 GB before MemoryError.
 ALIAS_BOMB = (
     'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
     "b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
@@ -256,7 +256,7 @@ REFUSED_PILOTS = {
 def test_pilot_run_refused_by_the_task_queue_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 9 item 1 seen from the pilot: a registration the TQ refuses (422) ends the pilot with
+    """Seen from the pilot: a registration the TQ refuses (422) ends the pilot with
     one line, stores no ghost pilot, and the TQ still restarts."""
     monkeypatch.setenv("GLIDEIN_EXT_TQ_PILOT_TOKEN", PILOT)
     with TqServer(tmp_path / "tq") as server:

@@ -1,4 +1,4 @@
-"""Courier push (seed 002 4.2.3): an idle pilot's standing offer gets an urgent task at once.
+"""Courier push (Lee 2003 4.2.3): an idle pilot's standing offer gets an urgent task at once.
 
 The speed comparison with pulling is ``bench/courier_bench.py``; here: it works, on a real
 ``tq serve`` (SQLite, one instance) with the client and with a real pilot agent.
@@ -13,7 +13,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from glidein_ext.tq.protocol import Assignment, Registration
+from glidein_ext.tq.client.protocol import Assignment, Registration
 from tests.support.postgres import pg_server, pg_url
 from tests.support.tq_server import TqServer
 
@@ -87,8 +87,8 @@ def test_a_pilot_agent_offering_runs_an_urgent_task_long_before_its_next_pull(
 def test_an_urgent_task_submitted_through_another_instance_is_pushed(
     pg_url: str, tq_server: Callable[..., TqServer], wait_until: Callable[..., Any]
 ) -> None:
-    """A pool (seed 002 4.2): the offer stands at one instance, the task comes through another;
-    the pool's notification carries it over (``tq.courier_pool``)."""
+    """A pool (Lee 2003 4.2): the offer stands at one instance, the task comes through another;
+    the pool's notification carries it over (``tq.service.courier_pool``)."""
     first = tq_server("tq-a", database=pg_url, courier_priority="100")
     second = tq_server("tq-b", database=pg_url, courier_priority="100")
     pilot = second.pilot()

@@ -1,5 +1,5 @@
-"""A distributed site end to end with real processes on 127.0.0.1 (seed 000): pilots join the
-site DHT, the first is the master, tasks run as real subprocesses writing real files, inputs
+"""A distributed site end to end with real processes on 127.0.0.1 (Delgado Peris 2014): pilots join
+the site DHT, the first is the master, tasks run as real subprocesses writing real files, inputs
 come from the peers, the SE sits behind the site's TFC and honours a seed-001 condition, and the
 pilots of a Python 3.9 worker node (no numpy, no scipy: greedy) do the same."""
 

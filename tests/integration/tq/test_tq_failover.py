@@ -1,8 +1,8 @@
-"""Clients with several Task Queue URLs (seed 002: equal instances, no single point of failure):
+"""Clients with several Task Queue URLs (Lee 2003: equal instances, no single point of failure):
 real pilot agents ride out an instance SIGKILLed under them; a failing instance is throttled.
 
 Two ``tq serve`` instances share one PostgreSQL database (``tests.support.postgres``); the pilots
-and the operator are given both URLs and fail over (``tq.endpoints``, ``tq.client``).
+and the operator are given both URLs and fail over (``tq.client.endpoints``, ``tq.client.client``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from glidein_ext.errors import TaskQueueError
-from glidein_ext.tq.client import TqClient
+from glidein_ext.tq.client.client import TqClient
 from tests.support.postgres import pg_server, pg_url
 from tests.support.tq_server import OPERATOR, TqServer
 

@@ -40,7 +40,7 @@ def test_killed_pilot_gets_its_task_requeued_after_heartbeat_lapse(
     wait_until(pid_file.exists, 30, "the task to start on the first pilot")
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=10)
-    orphan = int(pid_file.read_text())  # the killed pilot's task dies with it (issue 9 item 11)
+    orphan = int(pid_file.read_text())  # the killed pilot's task dies with it
     wait_until(lambda: not _running(orphan), 10, "the killed pilot's task to die")
     second = pilots.start(server.url, "rescuer", "--max-idle", "8")
     status = wait_until(

@@ -1,4 +1,4 @@
-"""Hostile input and faults against a real `tq serve` and real pilots (issue 9: 1, 2, 5, 6, 11).
+"""Hostile input and faults against a real `tq serve` and real pilots.
 
 Each test fails on the code before the hardening: a stored bad request that kept the TQ from
 restarting, a task that killed every pilot taking it, a second producer of an LFN, unbounded and
@@ -22,8 +22,8 @@ import pytest
 
 from glidein_ext.errors import TaskQueueRequestError
 from glidein_ext.tq.models import MatchSpec
-from glidein_ext.tq.server import open_store
-from glidein_ext.tq.settings import TqSettings
+from glidein_ext.tq.service.server import open_store
+from glidein_ext.tq.service.settings import TqSettings
 from glidein_ext.tq.workflow import TaskDef, WorkflowDef
 from tests.support.tq_server import OPERATOR, PILOT, TqServer
 

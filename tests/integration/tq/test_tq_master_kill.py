@@ -1,5 +1,5 @@
-"""SIGKILL of a distributed site's master in the middle of a workflow (seed 000 III.B): the
-lowest-id live pilot takes over within 10 s, the workflow completes, and no task is lost or run
+"""SIGKILL of a distributed site's master in the middle of a workflow (Delgado Peris 2014 §III.B):
+the lowest-id live pilot takes over within 10 s, the workflow completes, and no task is lost or run
 twice (from the tasks' own log of runs, their output files and the Task Queue's states)."""
 
 from __future__ import annotations

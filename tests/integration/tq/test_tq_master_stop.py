@@ -1,6 +1,7 @@
 """A distributed site's master frozen (SIGSTOP) mid-workflow past the master timeout, then
-thawed (SIGCONT), as a master slowed down by load is (seed 000 III.B): another pilot takes the
-role, the old one steps down at its next call (409, stale epoch) with whatever completions it
+thawed (SIGCONT), as a master slowed down by load is (Delgado Peris 2014 §III.B): another pilot
+takes the role, the old one steps down at its next call (409, stale epoch) with whatever completions
+it
 had acknowledged but not synced, and the workers' outboxes resend them.  The workflow completes,
 no task runs twice, and no pilot stays busy at the Task Queue once everything is done (the
 500-pilot failover run left 116 pilots busy forever and the workflow unfinished)."""

@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from glidein_ext.sandbox.pool import CondorSandbox, Glidein
-from glidein_ext.tq.db import make_engine
-from glidein_ext.tq.store import Store
-from glidein_ext.tq.submit import PilotManager
+from glidein_ext.tq.manager.pilot_submit import PilotManager
+from glidein_ext.tq.service.db import make_engine
+from glidein_ext.tq.service.store import Store
 from tests.integration.tq.conftest import CLAIM
 from tests.support.tq_server import OPERATOR, PILOT, TqServer, tq_env
 

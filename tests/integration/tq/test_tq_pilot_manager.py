@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from glidein_ext.sandbox.pool import CondorSandbox, Glidein
-from glidein_ext.tq.db import make_engine
-from glidein_ext.tq.monitor import SitePolicy, Thresholds, monitor_cycle
-from glidein_ext.tq.store import Store
-from glidein_ext.tq.submit import PilotJob, PilotManager
+from glidein_ext.tq.manager.monitor import SitePolicy, Thresholds, monitor_cycle
+from glidein_ext.tq.manager.pilot_submit import PilotJob, PilotManager
+from glidein_ext.tq.service.db import make_engine
+from glidein_ext.tq.service.store import Store
 
 pytestmark = pytest.mark.condor
 POOL = "127.0.0.1:9618"

@@ -1,7 +1,7 @@
-"""A pool of TQ instances on one PostgreSQL database is one live queue (issue 14; seed 002).
+"""A pool of TQ instances on one PostgreSQL database is one live queue (Lee 2003).
 
 In-process: two stores (two instances' state) on one database, the second with its listener
-(``tq.notify``) running in a thread: what the first commits reaches the second's matcher by
+(``tq.service.notify``) running in a thread: what the first commits reaches the second's matcher by
 notification, waitForData sees the other instance's pilots, a resync repairs a missed change.
 Then three real ``tq serve`` processes: a task submitted through one is taken through another
 within a second, and the PilotMonitor's role (an advisory lock) moves when its holder is killed.
@@ -21,10 +21,7 @@ import sqlalchemy as sa
 import yaml
 
 from glidein_ext.errors import StaleMasterError
-from glidein_ext.tq.db import make_engine, migrate
-from glidein_ext.tq.models import Architecture
-from glidein_ext.tq.notify import PoolListener, libpq_url, named_url
-from glidein_ext.tq.protocol import (
+from glidein_ext.tq.client.protocol import (
     Claim,
     ClaimAnswer,
     Completion,
@@ -33,7 +30,10 @@ from glidein_ext.tq.protocol import (
     SiteAssign,
     SiteSync,
 )
-from glidein_ext.tq.store import Store
+from glidein_ext.tq.models import Architecture
+from glidein_ext.tq.service.db import make_engine, migrate
+from glidein_ext.tq.service.notify import PoolListener, libpq_url, named_url
+from glidein_ext.tq.service.store import Store
 from glidein_ext.tq.workflow import parse_workflow
 from tests.support.postgres import pg_server, pg_url
 from tests.support.tq_server import TqServer

@@ -1,6 +1,6 @@
-"""W1, W2 and W3 (seed 001 V) on a pool of three TQ instances over one PostgreSQL database, run
-by real pilot agents, while the instances are SIGKILLed and restarted one at a time (issue 14;
-seed 002: no single point of failure).
+"""W1, W2 and W3 (Hasham 2011 §V) on a pool of three TQ instances over one PostgreSQL database, run
+by real pilot agents, while the instances are SIGKILLed and restarted one at a time
+(Lee 2003: no single point of failure).
 
 Every workflow is submitted through the first instance; each pilot is given one instance's URL
 (two pilots per instance) and rides out its instance's death by retrying.  Afterwards the
@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from glidein_ext.tq import tables
-from glidein_ext.tq.db import make_engine
+from glidein_ext.tq.service import tables
+from glidein_ext.tq.service.db import make_engine
 from glidein_ext.tq.workflow import generate
 from tests.support.postgres import pg_server, pg_url
 from tests.support.tq_server import TqServer

@@ -17,10 +17,10 @@ import pytest
 import sqlalchemy as sa
 
 from glidein_ext.errors import TaskQueueError
-from glidein_ext.tq import tables
-from glidein_ext.tq.db import make_engine, migrate
-from glidein_ext.tq.protocol import Completion, Registration
-from glidein_ext.tq.store import Store
+from glidein_ext.tq.client.protocol import Completion, Registration
+from glidein_ext.tq.service import tables
+from glidein_ext.tq.service.db import make_engine, migrate
+from glidein_ext.tq.service.store import Store
 from glidein_ext.tq.workflow import generate, parse_workflow
 from tests.support.postgres import PgServer, pg_server, pg_url
 from tests.support.tq_server import TqServer

@@ -1,5 +1,5 @@
-"""Several schedds per site (tq.schedds) against the sandbox's real site pool: a second schedd
-runs beside the pool's own; pilots are spread over them by load, and a schedd that does not
+"""Several schedds per site (tq.manager.schedds) against the sandbox's real site pool: a second
+schedd runs beside the pool's own; pilots are spread over them by load, and a schedd that does not
 exist or stops is backed off while the other takes the pilots.
 
 The pilot jobs' Requirements are false: they stay idle (their load counts), nothing runs.
@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pytest
 
 from glidein_ext.sandbox.pool import CondorSandbox, ExtraSchedd
-from glidein_ext.tq.schedds import ScheddLimit, submitter_for
-from glidein_ext.tq.submit import PilotJob
+from glidein_ext.tq.manager.pilot_submit import PilotJob
+from glidein_ext.tq.manager.schedds import ScheddLimit, submitter_for
 
 pytestmark = pytest.mark.condor
 POOL = "127.0.0.1:9618"

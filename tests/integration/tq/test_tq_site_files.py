@@ -1,4 +1,5 @@
-"""Files shared through the site DHT (seed 000 III.A) between real pilots' caches on 127.0.0.1:
+"""Files shared through the site DHT (Delgado Peris 2014 §III.A) between real pilots' caches on
+127.0.0.1:
 published locations, checked peer fetches (a corrupt copy is refused: the next replica, then the
 SE), withdrawal when a file leaves a cache, and the origin of each input."""
 

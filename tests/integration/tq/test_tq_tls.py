@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from glidein_ext.errors import TaskQueueError
-from glidein_ext.tq.client import TqClient
-from glidein_ext.tq.db import make_engine
+from glidein_ext.tq.client.client import TqClient
+from glidein_ext.tq.service.db import make_engine
 from tests.support.tls import Pki, make_pki, openssl_available
 from tests.support.tq_server import OPERATOR, TqServer
 

@@ -1,4 +1,4 @@
-"""W1, W2 and W3 (seed 001 V) complete on the real service with real pilot agents."""
+"""W1, W2 and W3 (Hasham 2011 §V) complete on the real service with real pilot agents."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The pure LRU core (seed 001, IV.B-IV.D): eviction order, pins, oversize, capacity formula."""
+"""The pure LRU core (Hasham 2011, IV.B-IV.D): eviction order, pins, oversize, capacity formula."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The table of expected replies at one node of a broadcast (seed III.B)."""
+"""The table of expected replies at one node of a broadcast (Delgado Peris 2014 §III.B)."""
 
 from __future__ import annotations
 

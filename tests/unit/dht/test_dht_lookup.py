@@ -69,7 +69,7 @@ def test_dead_nodes_are_passed_over() -> None:
 
 
 def test_contacts_we_know_to_be_dead_are_not_asked_again() -> None:
-    # Issue 9 #13: others still name the dead nodes; a node that knows better skips them.
+    # others still name the dead nodes; a node that knows better skips them.
     tables = network(300, 8)
     rng = random.Random(8)
     ids = list(tables)

@@ -228,7 +228,7 @@ def values_of(count: int, length: int) -> list[WireValue]:
 
 
 def test_store_bodies_split_to_the_datagram_budget() -> None:
-    # Issue 9 #4: 400 values of 250 bytes are ~110 KB, more than one datagram.
+    # 400 values of 250 bytes are ~110 KB, more than one datagram.
     values = values_of(400, 250)
     bodies = protocol.store_bodies(5, values)
     assert len(bodies) == 2

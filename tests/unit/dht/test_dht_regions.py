@@ -1,4 +1,5 @@
-"""Broadcast region planning (seed III.B) with the DESIGN.md fallback, on model networks."""
+"""Broadcast region planning (Delgado Peris 2014 §III.B) with the DESIGN.md fallback, on model
+networks."""
 
 from __future__ import annotations
 

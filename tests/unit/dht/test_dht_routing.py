@@ -75,7 +75,7 @@ def test_stale_after_consecutive_failures() -> None:
 
 
 def test_a_missed_answer_makes_a_contact_suspect_and_least_recently_seen() -> None:
-    # Issue 9 #13: a contact that did not answer is avoided at once, and evicted first.
+    # a contact that did not answer is avoided at once, and evicted first.
     table = RoutingTable(OWN, k=3)
     for i in range(3):
         table.observe(far(i))

@@ -1,4 +1,5 @@
-"""Storage: append with deduplication, owners, expiry and republishing (seed III.A)."""
+"""Storage: append with deduplication, owners, expiry and republishing (Delgado Peris 2014
+§III.A)."""
 
 from __future__ import annotations
 

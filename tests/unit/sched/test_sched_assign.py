@@ -1,4 +1,5 @@
-"""The master's assignment (seed 000 III.C) on worked examples: optimal and the seed's greedy."""
+"""The master's assignment (Delgado Peris 2014 §III.C) on worked examples: optimal and the seed's
+greedy."""
 
 from __future__ import annotations
 

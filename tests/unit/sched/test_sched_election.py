@@ -1,5 +1,5 @@
-"""Who is a distributed site's master (seed 000 III.B): the Task Queue's rule and a worker's
-succession, driven synchronously."""
+"""Who is a distributed site's master (Delgado Peris 2014 §III.B): the Task Queue's rule and a
+worker's succession, driven synchronously."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A worker ranks the master's TaskList (seed 000 III.C): filters, ClassAd Rank, locality."""
+"""A worker ranks the master's TaskList (Delgado Peris 2014 §III.C): filters, ClassAd Rank,
+locality."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The master's round bookkeeping (seed 000 III.B-C), driven synchronously."""
+"""The master's round bookkeeping (Delgado Peris 2014 §III.B-C), driven synchronously."""
 
 from __future__ import annotations
 

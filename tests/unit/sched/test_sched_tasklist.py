@@ -1,5 +1,5 @@
-"""The TaskList and the workers' replies on the wire (seed 000 III.B): round trips, strictness,
-and sizes against the datagram budget."""
+"""The TaskList and the workers' replies on the wire (Delgado Peris 2014 §III.B): round trips,
+strictness, and sizes against the datagram budget."""
 
 from __future__ import annotations
 

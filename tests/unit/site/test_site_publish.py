@@ -1,4 +1,4 @@
-"""The site cron's output (seed 003, "Propagating Pilot Information") and its input parsing."""
+"""The site cron's output (Sfiligoi 2013, "Propagating Pilot Information") and its input parsing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The victim policy (seed 003, "Selecting the cooperative victim"), with worked examples."""
+"""The victim policy (Sfiligoi 2013, "Selecting the cooperative victim"), with worked examples."""
 
 from __future__ import annotations
 

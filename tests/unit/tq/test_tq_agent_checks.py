@@ -1,4 +1,4 @@
-"""The pilot fails early and runs nothing when its environment check fails (seed 001 IV)."""
+"""The pilot fails early and runs nothing when its environment check fails (Hasham 2011 §IV)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The master's answer to a worker's ``done`` (seed 000 III.B): "held" until the Task Queue has
-the completion, then ``"synced"``, so that the worker keeps resending it until then (a master
-that steps down holding it loses nothing)."""
+"""The master's answer to a worker's ``done`` (Delgado Peris 2014 §III.B): "held" until the Task
+Queue has the completion, then ``"synced"``, so that the worker keeps resending it until then (a
+master that steps down holding it loses nothing)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any, cast
 from glidein_ext.agent import messages
 from glidein_ext.agent.master import MasterRole
 from glidein_ext.dht.node import DhtNode
-from glidein_ext.tq.client import TqClient
-from glidein_ext.tq.protocol import Completion
+from glidein_ext.tq.client.client import TqClient
+from glidein_ext.tq.client.protocol import Completion
 
 
 class _Node:

@@ -1,5 +1,5 @@
 """What the master and its workers tell each other, and a file's location in the site DHT
-(seed 000 III): round trips through the DHT's wire format, and strict decoding."""
+(Delgado Peris 2014 §III): round trips through the DHT's wire format, and strict decoding."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from glidein_ext.agent import messages
 from glidein_ext.agent.locations import Location, decode
 from glidein_ext.cache.checksum import FileMeta
 from glidein_ext.dht import wire
-from glidein_ext.tq.protocol import Assignment, Completion
+from glidein_ext.tq.client.protocol import Assignment, Completion
 
 
 def _travel(value: object) -> object:

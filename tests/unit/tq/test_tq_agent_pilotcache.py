@@ -12,7 +12,7 @@ from glidein_ext.agent.pilot_cache import PilotCache
 from glidein_ext.agent.runner import run_task
 from glidein_ext.agent.settings import parse_size
 from glidein_ext.errors import CacheError, ConfigError, TransferError
-from glidein_ext.tq.protocol import Assignment, Neighbour
+from glidein_ext.tq.client.protocol import Assignment, Neighbour
 
 
 def _se_file(se: Path, lfn: str, data: bytes) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from glidein_ext.errors import UsageError
-from glidein_ext.tq.client import TqClient, read_token_file
+from glidein_ext.tq.client.client import TqClient, read_token_file
 
 SECRET = "gxp_" + "s" * 43
 

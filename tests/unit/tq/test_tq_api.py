@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from glidein_ext.tq.protocol import (
+from glidein_ext.tq.client.protocol import (
     CompletionAnswer,
     HeartbeatAnswer,
     Neighbour,
@@ -18,9 +18,9 @@ from glidein_ext.tq.protocol import (
     parse_assignment,
     to_json,
 )
-from glidein_ext.tq.server import build_app, open_store
-from glidein_ext.tq.settings import TqSettings, load_tq_settings
-from glidein_ext.tq.store import Store
+from glidein_ext.tq.service.server import build_app, open_store
+from glidein_ext.tq.service.settings import TqSettings, load_tq_settings
+from glidein_ext.tq.service.store import Store
 from glidein_ext.tq.workflow import generate
 
 OP = {"Authorization": "Bearer op"}

@@ -1,4 +1,5 @@
-"""The distributed architecture's calls and the counters over HTTP, in process (seed 000 III):
+"""The distributed architecture's calls and the counters over HTTP, in process (Delgado Peris 2014
+§III):
 tokens, a stale master's 409, bodies checked, every pilot request counted by kind."""
 
 from __future__ import annotations
@@ -7,9 +8,9 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from glidein_ext.tq.protocol import ClaimAnswer, RegisterAnswer, SiteSyncAnswer, parse
-from glidein_ext.tq.server import build_app, open_store
-from glidein_ext.tq.settings import TqSettings
+from glidein_ext.tq.client.protocol import ClaimAnswer, RegisterAnswer, SiteSyncAnswer, parse
+from glidein_ext.tq.service.server import build_app, open_store
+from glidein_ext.tq.service.settings import TqSettings
 from glidein_ext.tq.workflow import generate
 
 OP = {"Authorization": "Bearer op"}

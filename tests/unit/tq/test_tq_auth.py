@@ -1,4 +1,5 @@
-"""Who a token stands for and what it may do (``tq.auth``), with a fake credentials' table."""
+"""Who a token stands for and what it may do (``tq.service.auth``), with a fake credentials'
+table."""
 
 from __future__ import annotations
 
@@ -7,20 +8,20 @@ import re
 import pytest
 
 from glidein_ext.errors import TaskQueueForbidden
-from glidein_ext.tq.auth import (
+from glidein_ext.tq.client.credentials import (
+    PREFIX,
+    CredentialInfo,
+    is_credential,
+    new_secret,
+    secret_hash,
+)
+from glidein_ext.tq.service.auth import (
     Authenticator,
     Principal,
     Refusal,
     check_pilot,
     check_register,
     check_site,
-)
-from glidein_ext.tq.credentials import (
-    PREFIX,
-    CredentialInfo,
-    is_credential,
-    new_secret,
-    secret_hash,
 )
 
 

@@ -1,10 +1,10 @@
-"""The run's counters (seed 000 IV), driven synchronously."""
+"""The run's counters (Delgado Peris 2014 §IV), driven synchronously."""
 
 from __future__ import annotations
 
 import pytest
 
-from glidein_ext.tq.counters import RunCounters, idle_gaps, percentile, request_kind
+from glidein_ext.tq.service.counters import RunCounters, idle_gaps, percentile, request_kind
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The courier's offer board (seed 002 4.2.3), pure: offers taken oldest first, only for tasks
+"""The courier's offer board (Lee 2003 4.2.3), pure: offers taken oldest first, only for tasks
 at or above the threshold, each woken once."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import threading
 
-from glidein_ext.tq.courier import OfferBoard
+from glidein_ext.tq.service.courier import OfferBoard
 
 
 def test_urgent_tasks_take_the_oldest_offers_and_wake_them() -> None:

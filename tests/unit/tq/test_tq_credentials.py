@@ -13,12 +13,12 @@ from typing import Any
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
-from glidein_ext.tq import tables
-from glidein_ext.tq.monitor import Thresholds
-from glidein_ext.tq.server import build_app, open_store
-from glidein_ext.tq.settings import TqSettings
-from glidein_ext.tq.sites import SiteConfig
-from glidein_ext.tq.store import Store
+from glidein_ext.tq.manager.monitor import Thresholds
+from glidein_ext.tq.manager.sites import SiteConfig
+from glidein_ext.tq.service import tables
+from glidein_ext.tq.service.server import build_app, open_store
+from glidein_ext.tq.service.settings import TqSettings
+from glidein_ext.tq.service.store import Store
 
 OP = {"Authorization": "Bearer op"}
 SHARED = {"Authorization": "Bearer pi"}

@@ -1,4 +1,4 @@
-"""The client's endpoint set (seed 002: equal instances, failover), pure, with a fake clock; and
+"""The client's endpoint set (Lee 2003: equal instances, failover), pure, with a fake clock; and
 the client's failover and throttle driven over fake transports."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 
 from glidein_ext.backoff import Backoff
 from glidein_ext.errors import TaskQueueError, TaskQueueNotFound, UsageError
-from glidein_ext.tq import client as client_module
-from glidein_ext.tq.client import TqClient, _Unavailable
-from glidein_ext.tq.endpoints import EndpointSet, parse_endpoints
+from glidein_ext.tq.client import client as client_module
+from glidein_ext.tq.client.client import TqClient, _Unavailable
+from glidein_ext.tq.client.endpoints import EndpointSet, parse_endpoints
 
 A, B, C = "http://a:1", "http://b:2", "http://c:3"
 

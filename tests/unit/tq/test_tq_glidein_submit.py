@@ -1,4 +1,4 @@
-"""The PilotManager's real glideins (issue 12): the site job is `glidein-ext wrapper --tq` with the
+"""The PilotManager's real glideins: the site job is `glidein-ext wrapper --tq` with the
 pilot's credential file, and the PilotMonitor counts a glidein as one pilot per lane (pure)."""
 
 from __future__ import annotations
@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 
 from glidein_ext.errors import CondorError
-from glidein_ext.tq.monitor import SitePolicy, Thresholds, decide_site
-from glidein_ext.tq.sites import parse_sites
-from glidein_ext.tq.submit import (
+from glidein_ext.tq.manager.monitor import SitePolicy, Thresholds, decide_site
+from glidein_ext.tq.manager.pilot_submit import (
     TOKEN_FILE,
     PilotJob,
     PilotManager,
     glidein_description,
     with_credential_files,
 )
+from glidein_ext.tq.manager.sites import parse_sites
 from tests.unit.tq.test_tq_monitor import FakeBatch, FakeStore
 
 GLIDEIN = PilotJob(

@@ -1,4 +1,4 @@
-"""Hostile requests to the API in process (issue 9: items 1, 5, 6, 7): each is answered 4xx, nothing
+"""Hostile requests to the API in process: each is answered 4xx, nothing
 bad is stored, and a store holding a row it cannot load still starts and says so."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
-from glidein_ext.tq import tables as t
-from glidein_ext.tq.server import build_app, open_store
-from glidein_ext.tq.settings import TqSettings
-from glidein_ext.tq.store import Store
+from glidein_ext.tq.service import tables as t
+from glidein_ext.tq.service.server import build_app, open_store
+from glidein_ext.tq.service.settings import TqSettings
+from glidein_ext.tq.service.store import Store
 from glidein_ext.tq.workflow import generate
 
 OP = {"Authorization": "Bearer op"}
@@ -109,7 +109,7 @@ def test_a_bad_registration_is_refused_with_422_and_nothing_stored(
 
 
 def test_integers_of_2_63_and_more_are_404_or_422(tmp_path: Path) -> None:
-    """Issue 9 item 7: paths and bodies; never 500."""
+    """paths and bodies; never 500."""
     http, _store = _app(tmp_path)
     with http:
         http.post("/api/v1/workflows", json=generate("w1", scale=1 / 80), headers=OP)
@@ -145,7 +145,7 @@ def test_a_deeply_nested_body_is_a_client_error(tmp_path: Path) -> None:
 
 
 def test_the_token_is_checked_before_the_body_is_read(tmp_path: Path) -> None:
-    """Issue 9 item 6: an unauthenticated request is answered 401 and its body never read."""
+    """an unauthenticated request is answered 401 and its body never read."""
     config = _settings(tmp_path)
     app = build_app(open_store(config), config)
     read: list[int] = []
@@ -207,7 +207,7 @@ def test_a_body_over_the_limit_is_413_before_it_is_read(tmp_path: Path) -> None:
 
 
 def test_a_store_starts_on_rows_it_cannot_load_and_reports_them(tmp_path: Path) -> None:
-    """Issue 9 item 1: rows stored by an older TQ that the matcher cannot take are skipped, logged
+    """rows stored by an older TQ that the matcher cannot take are skipped, logged
     and shown in /healthz; the rest of the queue works."""
     http, _store = _app(tmp_path)
     with http:

@@ -1,4 +1,4 @@
-"""The service's background loops survive failing passes and are watched (issue 9 item 3)."""
+"""The service's background loops survive failing passes and are watched."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from glidein_ext.errors import TaskQueueError
-from glidein_ext.tq.protocol import Registration
-from glidein_ext.tq.server import build_app, open_store
-from glidein_ext.tq.settings import TqSettings
-from glidein_ext.tq.store import Store
+from glidein_ext.tq.client.protocol import Registration
+from glidein_ext.tq.service.server import build_app, open_store
+from glidein_ext.tq.service.settings import TqSettings
+from glidein_ext.tq.service.store import Store
 
 
 def _settings(tmp_path: Path, **settings: Any) -> TqSettings:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 
 from glidein_ext import classads
-from glidein_ext.tq.matcher import Matcher, pilot_ad, task_ad
 from glidein_ext.tq.models import MatchSpec, PilotInfo, QueuedTask
+from glidein_ext.tq.service.matcher import Matcher, pilot_ad, task_ad
 
 REQUIREMENTS = [
     "true",

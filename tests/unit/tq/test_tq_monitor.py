@@ -1,4 +1,5 @@
-"""The PilotMonitor of seed 001 IV-A: the algorithm, and the pass over the sites (pure, fakes)."""
+"""The PilotMonitor of Hasham 2011 §IV-A: the algorithm, and the pass over the sites (pure,
+fakes)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ from collections.abc import Iterable, Sequence
 import pytest
 
 from glidein_ext.errors import CondorError
-from glidein_ext.tq.models import PilotInfo
-from glidein_ext.tq.monitor import (
+from glidein_ext.tq.manager.monitor import (
     SitePolicy,
     SiteView,
     Thresholds,
@@ -17,7 +17,8 @@ from glidein_ext.tq.monitor import (
     pilots_to_submit,
     run_cycle,
 )
-from glidein_ext.tq.submit import PilotJob
+from glidein_ext.tq.manager.pilot_submit import PilotJob
+from glidein_ext.tq.models import PilotInfo
 
 
 def test_no_slots_left_submits_nothing() -> None:

@@ -10,10 +10,10 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from glidein_ext.tq.leader import MONITOR_LOCK, AdvisoryLeader, SoleLeader
-from glidein_ext.tq.matcher import Matcher
 from glidein_ext.tq.models import MatchSpec, PilotInfo, QueuedTask
-from glidein_ext.tq.notify import instance_name, is_pool_url, libpq_url, named_url, parse
+from glidein_ext.tq.service.leader import MONITOR_LOCK, AdvisoryLeader, SoleLeader
+from glidein_ext.tq.service.matcher import Matcher
+from glidein_ext.tq.service.notify import instance_name, is_pool_url, libpq_url, named_url, parse
 
 
 def test_parse_gives_each_rows_last_state_and_who_made_it(

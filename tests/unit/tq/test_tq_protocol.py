@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from glidein_ext.errors import TaskQueueError
-from glidein_ext.tq.client import TqClient
-from glidein_ext.tq.protocol import (
+from glidein_ext.tq.client.client import TqClient
+from glidein_ext.tq.client.protocol import (
     Assignment,
     CompletionAnswer,
     Neighbour,

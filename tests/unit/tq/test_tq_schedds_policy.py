@@ -1,5 +1,5 @@
-"""Several schedds per site (tq.schedds): the pure balancer with a fake clock, the submitter over
-fake PilotManagers, and the sites file's ``schedds``."""
+"""Several schedds per site (tq.manager.schedds): the pure balancer with a fake clock, the submitter
+over fake PilotManagers, and the sites file's ``schedds``."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from glidein_ext.errors import CondorError, SitesFileError
-from glidein_ext.tq.schedds import MultiScheddSubmitter, ScheddBalancer, ScheddLimit
-from glidein_ext.tq.sites import parse_sites
-from glidein_ext.tq.submit import PilotJob
+from glidein_ext.tq.manager.pilot_submit import PilotJob
+from glidein_ext.tq.manager.schedds import MultiScheddSubmitter, ScheddBalancer, ScheddLimit
+from glidein_ext.tq.manager.sites import parse_sites
 
 A, B, C = ScheddLimit("a", 10), ScheddLimit("b", 10), ScheddLimit("c", 4)
 

@@ -1,4 +1,5 @@
-"""The PilotMonitor's sites file (seed 001 IV-A): parsing, checking, one error naming site+field."""
+"""The PilotMonitor's sites file (Hasham 2011 §IV-A): parsing, checking, one error naming
+site+field."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from click.testing import CliRunner
 
 from glidein_ext.cli.tq import tq
 from glidein_ext.errors import CondorError, SitesFileError
-from glidein_ext.tq.monitor import SiteView, Thresholds, plan
-from glidein_ext.tq.server import PilotMonitorService
-from glidein_ext.tq.sites import load_sites, parse_sites
+from glidein_ext.tq.manager.monitor import SiteView, Thresholds, plan
+from glidein_ext.tq.manager.sites import load_sites, parse_sites
+from glidein_ext.tq.service.server import PilotMonitorService
 
 GOOD: dict[str, Any] = {
     "defaults": {
@@ -217,7 +218,7 @@ def test_monitor_loop_logs_failures_and_keeps_going(caplog: pytest.LogCaptureFix
         with pytest.raises(asyncio.CancelledError):
             await task
 
-    caplog.set_level(logging.INFO, logger="glidein_ext.tq.monitor")
+    caplog.set_level(logging.INFO, logger="glidein_ext.tq.manager.monitor")
     asyncio.run(run_for_a_while())
     failures = [r for r in caplog.records if "PilotMonitor pass failed" in r.getMessage()]
     assert len(failures) >= 2  # retried at the next interval, never raised

@@ -1,13 +1,14 @@
-"""The sites file's ``architecture:`` per site (seed 000 IV), and the service's default."""
+"""The sites file's ``architecture:`` per site (Delgado Peris 2014 §IV), and the service's
+default."""
 
 from __future__ import annotations
 
 import pytest
 
 from glidein_ext.errors import ConfigError, SitesFileError
+from glidein_ext.tq.manager.sites import parse_sites
 from glidein_ext.tq.models import Architecture
-from glidein_ext.tq.settings import TqSettings
-from glidein_ext.tq.sites import parse_sites
+from glidein_ext.tq.service.settings import TqSettings
 
 PILOT = {"workdir": "/scratch/pilots"}
 

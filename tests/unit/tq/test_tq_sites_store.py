@@ -1,6 +1,6 @@
-"""The site DHT and the distributed architecture at the Task Queue (seed 000 III), on SQLite and
-PostgreSQL: joining answers, the master and its epoch, the master's bulk calls, the claim rule,
-the site of produced files, and the counters they feed."""
+"""The site DHT and the distributed architecture at the Task Queue (Delgado Peris 2014 §III), on
+SQLite and PostgreSQL: joining answers, the master and its epoch, the master's bulk calls, the claim
+rule, the site of produced files, and the counters they feed."""
 
 from __future__ import annotations
 
@@ -12,10 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from glidein_ext.errors import StaleMasterError, TaskQueueRequestError
-from glidein_ext.tq import tables
-from glidein_ext.tq.db import make_engine, migrate
-from glidein_ext.tq.models import Architecture
-from glidein_ext.tq.protocol import (
+from glidein_ext.tq.client.protocol import (
     Claim,
     Completion,
     Pair,
@@ -26,7 +23,10 @@ from glidein_ext.tq.protocol import (
     SiteCompletion,
     SiteSync,
 )
-from glidein_ext.tq.store import Store
+from glidein_ext.tq.models import Architecture
+from glidein_ext.tq.service import tables
+from glidein_ext.tq.service.db import make_engine, migrate
+from glidein_ext.tq.service.store import Store
 from glidein_ext.tq.workflow import generate, parse_workflow
 from tests.support.postgres import pg_server, pg_url
 

@@ -18,18 +18,18 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from glidein_ext.errors import TaskQueueNotFound, WorkflowError
-from glidein_ext.tq import tables
-from glidein_ext.tq.db import make_engine, migrate
-from glidein_ext.tq.models import CacheMode, PilotInfo
-from glidein_ext.tq.monitor import SiteView
-from glidein_ext.tq.protocol import (
+from glidein_ext.tq.client.protocol import (
     Assignment,
     Completion,
     CompletionAnswer,
     Neighbour,
     Registration,
 )
-from glidein_ext.tq.store import Store
+from glidein_ext.tq.manager.monitor import SiteView
+from glidein_ext.tq.models import CacheMode, PilotInfo
+from glidein_ext.tq.service import tables
+from glidein_ext.tq.service.db import make_engine, migrate
+from glidein_ext.tq.service.store import Store
 from glidein_ext.tq.workflow import generate, parse_workflow
 from tests.support.postgres import pg_server, pg_url
 
@@ -295,7 +295,7 @@ def _one(workflow: str, task: str, output: str) -> Any:
 
 
 def test_a_second_producer_of_an_output_is_refused_naming_both(open_store: OpenStore) -> None:
-    """Issue 9 item 5: pending, running or done, another producer is refused at submit; once the
+    """pending, running or done, another producer is refused at submit; once the
     first producer failed for good, the output may be produced again."""
     store = open_store(Clock())
     store.submit(_one("first", "make", "/store/x"))
@@ -318,7 +318,7 @@ def test_a_second_producer_of_an_output_is_refused_naming_both(open_store: OpenS
 def test_a_completion_whose_output_exists_ends_failed_not_in_a_loop(
     open_store: OpenStore, database: str
 ) -> None:
-    """Issue 9 item 5: two producers got in (an older TQ stored them); the second completion is
+    """two producers got in (an older TQ stored them); the second completion is
     answered once, the task failed for good with the reason, and a repeat is a duplicate."""
     store = open_store(Clock())
     store.submit(_one("first", "make", "/store/x"))

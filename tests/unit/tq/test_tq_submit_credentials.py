@@ -13,10 +13,8 @@ from typing import Any
 import pytest
 
 from glidein_ext.errors import CondorError
-from glidein_ext.tq.credentials import secret_hash
-from glidein_ext.tq.db import make_engine, migrate
-from glidein_ext.tq.store import Store
-from glidein_ext.tq.submit import (
+from glidein_ext.tq.client.credentials import secret_hash
+from glidein_ext.tq.manager.pilot_submit import (
     CREDENTIAL_DIR,
     CREDENTIAL_ID,
     TOKEN_FILE,
@@ -24,6 +22,8 @@ from glidein_ext.tq.submit import (
     PilotManager,
     pilot_description,
 )
+from glidein_ext.tq.service.db import make_engine, migrate
+from glidein_ext.tq.service.store import Store
 
 JOB = PilotJob(
     tq_url="https://tq.example.org:8765",

@@ -1,4 +1,4 @@
-"""Hostile workflow data (issue 9 items 1, 8, 12): the parser raises WorkflowError, one short line,
+"""Hostile workflow data: the parser raises WorkflowError, one short line,
 for anything it refuses, and never anything else; what it accepts the store can hold."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from glidein_ext.errors import WorkflowError
+from glidein_ext.tq.client.limits import BOUNDS, lfn_problem
 from glidein_ext.tq.datafile import MAX_DEPTH, load_yaml
-from glidein_ext.tq.limits import BOUNDS, lfn_problem
 from glidein_ext.tq.workflow import parse_workflow
 
 FIELDS = [

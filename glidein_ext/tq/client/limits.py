@@ -1,0 +1,151 @@
+"""What a Task Queue request may carry: bounds and checks, checked before anything is stored.
+
+One home for the rules that the API's schemas (``tq.service.schemas``), the workflow parser
+(``tq.workflow``) and the pilot agent share, so that nothing the TQ stores can stop it later: every
+integer fits the database's 64-bit columns and a sane range, every text is UTF-8 without NUL, every
+ClassAd expression parses and every attribute name is a plain ClassAd name, and LFNs follow one
+rule (:func:`lfn_problem`; a pilot refuses a task breaking it as that task's failure).  Each check
+returns why a value is refused, in a few words with the value shortened, or None.
+
+Python 3.9 and the standard library only (the pilot agent checks LFNs on the worker node);
+classad2 is imported only when an expression is checked, never on the worker node.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
+MAX_NAME_CHARS = 200  # workflow, task, site and batch names (the database's columns)
+MAX_TEXT_CHARS = 10_000  # a command, a string attribute, a ClassAd expression
+MAX_LFN_BYTES = 1024  # the database's column
+MAX_COMPONENT_BYTES = 255  # NAME_MAX of Linux file systems
+MAX_ATTRIBUTE_CHARS = 100
+TEN_YEARS = 10 * 365 * 24 * 3600
+
+# Sane ranges of the integers a task or a pilot declares, inclusive (seconds, MB, counts).
+BOUNDS = {
+    "cpus": (1, 1_000_000),
+    "request_cpus": (1, 1_000_000),
+    "memory": (0, 2**40),
+    "request_memory": (0, 2**40),
+    "disk": (0, 2**40),
+    "request_disk": (0, 2**40),
+    "max_runtime": (1, TEN_YEARS),
+    "ttl": (0, TEN_YEARS),
+    "priority": (0, INT32_MAX),
+    "step": (0, INT32_MAX),
+    "max_retries": (0, 1000),
+    "task_id": (1, INT64_MAX),
+    "pilot_id": (1, INT64_MAX),
+    "attempt": (0, INT64_MAX),
+    "exit_code": (-INT32_MAX - 1, INT32_MAX),
+}
+
+_ATTRIBUTE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Words of the ClassAd language an attribute cannot be named (they would shadow or not parse).
+_RESERVED = {"true", "false", "undefined", "error", "is", "isnt", "parent", "my", "target"}
+
+
+def shorten(value: object, limit: int = 60) -> str:
+    """``repr(value)`` cut to about ``limit`` characters: messages never print whole values."""
+    if isinstance(value, str) and len(value) > 2 * limit:
+        value = value[: 2 * limit]
+    elif isinstance(value, (list, dict, tuple, set)) and len(value) > limit:
+        return f"<{type(value).__name__} of {len(value)} items>"
+    try:
+        text = repr(value)
+    except RecursionError:  # a nested value from YAML or JSON
+        return f"<deeply nested {type(value).__name__}>"
+    return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-2:]}"
+
+
+def text_problem(value: object, max_chars: int = MAX_TEXT_CHARS) -> str | None:
+    """A string the database and the wire can carry: UTF-8, no NUL, at most ``max_chars``."""
+    if not isinstance(value, str):
+        return f"must be a string, got {shorten(value)}"
+    if len(value) > max_chars:
+        return f"is longer than {max_chars} characters"
+    if "\x00" in value:
+        return f"holds a NUL character: {shorten(value)}"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"is not valid UTF-8 (a lone surrogate): {shorten(value)}"
+    return None
+
+
+def int_problem(value: object, name: str) -> str | None:
+    """An integer (not a bool) within ``BOUNDS[name]``, else 64 bits."""
+    low, high = BOUNDS.get(name, (-INT64_MAX - 1, INT64_MAX))
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"must be an integer, got {shorten(value)}"
+    if not low <= value <= high:
+        return f"must be an integer in {low}..{high}, got {shorten(value, 30)}"
+    return None
+
+
+def attribute_name_problem(name: object) -> str | None:
+    """A plain ClassAd attribute name: letters, digits, '_', not a word of the language."""
+    if not isinstance(name, str) or len(name) > MAX_ATTRIBUTE_CHARS or not _ATTRIBUTE.match(name):
+        return f"attribute name {shorten(name)} is not a ClassAd name (letters, digits, '_')"
+    if name.lower() in _RESERVED:
+        return f"attribute name {name!r} is a reserved word of the ClassAd language"
+    return None
+
+
+def scalar_problem(value: object) -> str | None:
+    """A literal attribute value: a bool, a 64-bit integer, a finite float or a text."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return None if -INT64_MAX - 1 <= value <= INT64_MAX else "is an integer beyond 64 bits"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"is not a finite number: {value!r}"
+    if isinstance(value, str):
+        return text_problem(value)
+    return f"must be a boolean, number or string, got {shorten(value)}"
+
+
+def expr_problem(text: object) -> str | None:
+    """A ClassAd expression that parses (Requirements, Rank)."""
+    problem = text_problem(text)
+    if problem is not None:
+        return problem
+    assert isinstance(text, str)
+    if not text.strip():
+        return "is empty"
+    from glidein_ext import classads  # classad2: only where expressions are checked (the TQ)
+    from glidein_ext.errors import ClassAdError
+
+    try:
+        classads.parse_expr(text)
+    except ClassAdError:
+        return f"is not a valid ClassAd expression: {shorten(text)}"
+    return None
+
+
+def lfn_problem(lfn: object) -> str | None:
+    """Why ``lfn`` is not a usable LFN (absolute, plain components of at most 255 bytes, at most
+    1024 bytes, no white space, control character or NUL, UTF-8); None if it is."""
+    if not isinstance(lfn, str):
+        return f"an LFN must be a string, got {shorten(lfn)}"
+    shown = shorten(lfn)
+    try:
+        encoded = lfn.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"LFN {shown} is not valid UTF-8"
+    if not lfn.startswith("/"):
+        return f"LFN {shown} must be absolute (start with '/')"
+    if len(encoded) > MAX_LFN_BYTES:
+        return f"LFN {shown} is longer than {MAX_LFN_BYTES} bytes"
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in lfn):
+        return f"LFN {shown} holds white space, NUL or a control character"
+    for part in lfn[1:].split("/"):
+        if part in {"", ".", ".."}:
+            return f"LFN {shown} has an empty, '.' or '..' component"
+        if len(part.encode("utf-8")) > MAX_COMPONENT_BYTES:
+            return f"LFN {shown} has a component longer than {MAX_COMPONENT_BYTES} bytes"
+    return None

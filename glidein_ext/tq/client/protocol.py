@@ -1,0 +1,416 @@
+"""The pilot protocol's messages (Hasham 2011 §IV, IV-D, IV-E) as plain frozen dataclasses.
+
+One definition shared by the three parties: the store returns them, the HTTP client parses them
+from the service's JSON (``parse``: a ValueError naming the field on a malformed answer) and the
+pilot agent reads their attributes.  ``to_json`` gives the wire form.  The service's pydantic
+schemas (``tq.service.schemas``) describe the same shapes for OpenAPI and are built from these.
+
+``parse`` reads each field by its annotation (``_READERS``); a field with a default may be missing
+or null.  This module runs on worker nodes inside the pilot: Python 3.9 and the standard library
+only (the annotations stay strings there, never evaluated).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, Union
+
+# A ClassAd attribute value (glidein_ext.classads); Union: a runtime alias on Python 3.9.
+Scalar = Union[bool, int, float, str]
+Counts = Mapping[str, int]
+M = TypeVar("M")
+
+
+@dataclass(frozen=True)
+class Registration:
+    """What a pilot sends at registration (Hasham 2011 §IV-E: Host, SE, TTL, resources, its
+    ClassAd)."""
+
+    site: str
+    host: str
+    se: str = ""
+    cpus: int = 1
+    memory: int = 0  # MB
+    disk: int = 0  # MB
+    ttl: int | None = None  # seconds of life left; None: unlimited (the seed's Tier0 pilots)
+    attributes: Mapping[str, Scalar] = field(default_factory=dict)
+    requirements: str = "true"
+    rank: str = "0"
+    cache_dir: str = ""  # where the other pilots on the host find its cache (IV-D)
+    cached: tuple[str, ...] = ()
+    batch_id: str | None = None  # the batch job that started it (the PilotManager's id)
+    # The site DHT (Delgado Peris 2014 §III.A): where its DHT node and its peer file server listen.
+    dht_address: str | None = None  # "host:port" (UDP)
+    peer_url: str | None = None  # "http://host:port"
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """Another live pilot on the same host, and where its cache is (Hasham 2011 §IV-D)."""
+
+    pilot_id: int
+    cache_dir: str
+
+
+@dataclass(frozen=True)
+class MasterInfo:
+    """A distributed site's master pilot (Delgado Peris 2014 §III.B): who, where its DHT node
+    listens, and the epoch the Task Queue handed out with the role (every master call carries
+    it)."""
+
+    pilot_id: int
+    dht_address: str  # "host:port"
+    epoch: int
+
+
+@dataclass(frozen=True)
+class RegisterAnswer:
+    """The registration's answer: the PilotID, the heartbeat it owes, the pilots on its host; with
+    a site DHT (Delgado Peris 2014 §III.A) its DHT id, up to k live pilots of its site to join
+    through, the site's key (hex), and in the distributed architecture the site's master."""
+
+    pilot_id: int
+    heartbeat_interval: int  # seconds
+    cache_mode: str  # the architecture's value (the old name of ``architecture``)
+    others: tuple[Neighbour, ...] = ()
+    dht_id: str | None = None  # 40 hex digits
+    site_contacts: tuple[str, ...] = ()  # "host:port" of live pilots' DHT nodes
+    site_key: str | None = None  # hex; authenticates the site's DHT and peer transfers
+    architecture: str = "pre-dht"  # pre-dht, centralized or distributed (Delgado Peris 2014 §IV)
+    master: MasterInfo | None = None  # distributed: the master (this pilot, if it is)
+    master_timeout: int = 10  # seconds the master may be silent before another takes over
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A task handed to a pilot (Hasham 2011 §IV-E): what to run, its files, its time limit."""
+
+    task_id: int
+    attempt: int  # the completion names it: (task, attempt) is counted once
+    name: str
+    command: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    max_runtime: int  # seconds
+    cached_inputs: int  # how many inputs the TQ believes the pilot already holds
+    # What it asks of the pilot's resources (a glidein's startd carves its slot from them).
+    request_cpus: int = 1
+    request_memory: int = 0  # MB; 0: unspecified
+    request_disk: int = 0  # MB; 0: unspecified
+
+
+@dataclass(frozen=True)
+class HeartbeatAnswer:
+    """Seed IV-D: the other live pilots on the pilot's host."""
+
+    others: tuple[Neighbour, ...] = ()
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A pilot's report of a task's end: its exit code, the declared outputs it produced, the
+    tail of its log."""
+
+    task_id: int
+    attempt: int
+    exit_code: int
+    outputs: tuple[str, ...] = ()
+    report: str = ""
+    # For the run's counters (beyond the seed): when the pilot began and ended the task (unix
+    # time, stage-in and stage-out included) and where its inputs came from (cache: its own
+    # cache, host: a pilot on the same host, peer: a pilot of the site through the DHT, se).
+    started_at: float | None = None
+    ended_at: float | None = None
+    origins: Counts = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CompletionAnswer:
+    """A completion's fate: counted (accepted), a repeat (duplicate), or stale (neither);
+    ``state`` is the task's state after it."""
+
+    accepted: bool
+    duplicate: bool
+    state: str
+
+
+@dataclass(frozen=True)
+class SubmitAnswer:
+    """A workflow stored (all of it): its id and its number of tasks."""
+
+    workflow_id: int
+    tasks: int
+
+
+@dataclass(frozen=True)
+class WorkflowStatus:
+    """One workflow and its tasks counted by state (every TaskState, zeros included)."""
+
+    id: int
+    name: str
+    submitted_at: float
+    tasks: Counts
+
+
+@dataclass(frozen=True)
+class Status:
+    """The operators' view: workflows, pilots by site and state, completions counted."""
+
+    workflows: tuple[WorkflowStatus, ...]
+    pilots: Mapping[str, Counts]  # site -> state -> number (inactive: submitted, not yet here)
+    completions: int
+    queued_groups: int  # match groups with queued tasks in this TQ process's matcher
+
+
+# --- the distributed architecture: the master's calls (Delgado Peris 2014 §III.B-C) ---
+
+
+@dataclass(frozen=True)
+class SitePilot:
+    """A live pilot of a site as the Task Queue knows it: its DHT node, and its task if any."""
+
+    pilot_id: int
+    dht_address: str
+    task_id: int | None = None
+    attempt: int | None = None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A pilot asks for its site's master role (the master is gone): it names the pilots with a
+    lower id that it could not reach over the DHT."""
+
+    pilot_id: int
+    unreachable: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClaimAnswer:
+    """Granted (with a new epoch) or not; the master now, and, when granted, the site's live
+    pilots with the tasks the Task Queue believes they run."""
+
+    granted: bool
+    reason: str = ""
+    master: MasterInfo | None = None
+    pilots: tuple[SitePilot, ...] = ()
+    master_timeout: int = 10
+
+
+@dataclass(frozen=True)
+class SiteCompletion:
+    """A worker's completion, reported by its master."""
+
+    pilot_id: int
+    completion: Completion
+
+
+@dataclass(frozen=True)
+class SiteSync:
+    """The master's bulk call: completions, dead workers, tasks it could not deliver, and how
+    many runnable tasks it wants (0: only a heartbeat)."""
+
+    pilot_id: int  # the master
+    epoch: int
+    completions: tuple[SiteCompletion, ...] = ()
+    dead: tuple[int, ...] = ()
+    release: tuple[int, ...] = ()
+    want: int = 0
+
+
+@dataclass(frozen=True)
+class TaskOffer:
+    """A runnable task for a TaskList: what workers rank it by, and what the assignee runs."""
+
+    task_id: int
+    name: str
+    command: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    max_runtime: int
+    requirements: str = "true"
+    rank: str = "0"
+    request_cpus: int = 1
+    request_memory: int = 0
+    request_disk: int = 0
+    attributes: Mapping[str, Scalar] = field(default_factory=dict)
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class SiteSyncAnswer:
+    """The runnable tasks of the site (at most ``want``), the fate of each completion (in
+    order), and how many runnable tasks the site has in all."""
+
+    tasks: tuple[TaskOffer, ...] = ()
+    results: tuple[CompletionAnswer, ...] = ()
+    queued: int = 0
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One assignment of a round: task to pilot."""
+
+    task_id: int
+    pilot_id: int
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    """What the master reports of a round for the counters (Delgado Peris 2014 §IV: the global
+    rank): its method's sum of ranks and pilots served, and the other method's on the same
+    matrix."""
+
+    rank_sum: float = 0.0
+    served: int = 0
+    idle: int = 0
+    offered: int = 0
+    method: str = ""
+    compared_sum: float = 0.0
+    compared_served: int = 0
+
+
+@dataclass(frozen=True)
+class SiteAssign:
+    """The master's round result, all at once; each task is taken atomically."""
+
+    pilot_id: int
+    epoch: int
+    pairs: tuple[Pair, ...] = ()
+    round: RoundReport = RoundReport()
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A pair the Task Queue accepted: the attempt the worker's completion must name."""
+
+    task_id: int
+    pilot_id: int
+    attempt: int
+
+
+@dataclass(frozen=True)
+class SiteAssignAnswer:
+    accepted: tuple[Placed, ...] = ()
+
+
+def parse(kind: type[M], data: Any) -> M:
+    """The message ``kind`` read from decoded JSON; ValueError naming the field if malformed."""
+    d = _object(data, kind.__name__)
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(kind):  # type: ignore[arg-type]
+        has_default = f.default is not dataclasses.MISSING
+        if d.get(f.name) is None and (has_default or f.default_factory is not dataclasses.MISSING):
+            continue
+        try:
+            read = _READERS[str(f.type)]
+        except KeyError:
+            raise TypeError(f"{kind.__name__}.{f.name}: no reader for {f.type}") from None
+        try:
+            values[f.name] = read(d.get(f.name, _MISSING))
+        except ValueError as exc:
+            raise ValueError(f"{kind.__name__}: field {f.name!r}: {exc}") from None
+    return kind(**values)
+
+
+def parse_assignment(data: Any) -> Assignment | None:
+    """The request's answer ``{"task": Assignment | null}``: None when nothing fits now."""
+    task = _object(data, "TaskResponse").get("task", _MISSING)
+    if task is _MISSING:
+        raise ValueError("TaskResponse: missing field 'task'")
+    return None if task is None else parse(Assignment, task)
+
+
+def to_json(message: Any) -> Any:
+    """The wire form of a message: dataclasses as objects, tuples as lists, mappings as objects."""
+    if dataclasses.is_dataclass(message) and not isinstance(message, type):
+        return {f.name: to_json(getattr(message, f.name)) for f in dataclasses.fields(message)}
+    if isinstance(message, (tuple, list)):
+        return [to_json(item) for item in message]
+    if isinstance(message, Mapping):
+        return {str(key): to_json(value) for key, value in message.items()}
+    return message
+
+
+# --- reading JSON values, one reader per annotation ---
+
+_MISSING: Any = object()
+
+
+def _object(data: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{what}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _typed(kinds: tuple[type, ...], what: str) -> Callable[[Any], Any]:
+    def read(value: Any) -> Any:
+        if value is _MISSING:
+            raise ValueError("missing")
+        if isinstance(value, bool) and bool not in kinds:
+            raise ValueError(f"expected {what}, got a boolean")
+        if not isinstance(value, kinds):
+            raise ValueError(f"expected {what}, got {type(value).__name__}")
+        return value
+
+    return read
+
+
+def _optional(read: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else read(value)
+
+
+def _tuple_of(read: Callable[[Any], Any]) -> Callable[[Any], tuple[Any, ...]]:
+    as_list = _typed((list,), "a list")
+    return lambda value: tuple(read(item) for item in as_list(value))
+
+
+def _mapping_of(read: Callable[[Any], Any]) -> Callable[[Any], dict[str, Any]]:
+    def read_mapping(value: Any) -> dict[str, Any]:
+        if value is _MISSING:
+            raise ValueError("missing")
+        values = {}
+        for key, item in _object(value, "the value").items():
+            try:
+                values[key] = read(item)
+            except ValueError as exc:
+                raise ValueError(f"{key!r}: {exc}") from None
+        return values
+
+    return read_mapping
+
+
+def _message(kind: type[Any]) -> Callable[[Any], Any]:
+    return lambda value: parse(kind, value)
+
+
+_int = _typed((int,), "an integer")
+_str = _typed((str,), "a string")
+_float = _typed((int, float), "a number")
+_scalar = _typed((bool, int, float, str), "a boolean, number or string")
+_READERS: dict[str, Callable[[Any], Any]] = {
+    "int": _int,
+    "str": _str,
+    "bool": _typed((bool,), "a boolean"),
+    "float": lambda value: float(_float(value)),
+    "int | None": _optional(_int),
+    "str | None": _optional(_str),
+    "float | None": _optional(lambda value: float(_float(value))),
+    "tuple[str, ...]": _tuple_of(_str),
+    "tuple[int, ...]": _tuple_of(_int),
+    "Mapping[str, Scalar]": _mapping_of(_scalar),
+    "MasterInfo | None": _optional(_message(MasterInfo)),
+    "Completion": _message(Completion),
+    "RoundReport": _message(RoundReport),
+    "tuple[SitePilot, ...]": _tuple_of(_message(SitePilot)),
+    "tuple[SiteCompletion, ...]": _tuple_of(_message(SiteCompletion)),
+    "tuple[TaskOffer, ...]": _tuple_of(_message(TaskOffer)),
+    "tuple[CompletionAnswer, ...]": _tuple_of(_message(CompletionAnswer)),
+    "tuple[Pair, ...]": _tuple_of(_message(Pair)),
+    "tuple[Placed, ...]": _tuple_of(_message(Placed)),
+    "tuple[Neighbour, ...]": _tuple_of(_message(Neighbour)),
+    "tuple[WorkflowStatus, ...]": _tuple_of(_message(WorkflowStatus)),
+    "Counts": _mapping_of(_int),
+    "Mapping[str, Counts]": _mapping_of(_mapping_of(_int)),
+}

@@ -1,1 +1,0 @@
-"""Alembic migrations of the Task Queue database (run by ``glidein_ext.tq.db.migrate``)."""

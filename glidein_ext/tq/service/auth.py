@@ -1,0 +1,123 @@
+"""Who calls the Task Queue, and what they may do (pure: the API applies it).
+
+A bearer token is one of three things (``Authenticator.identify``): the operator token; the shared
+pilot token (small setups: it may act on every pilot registered with it); or a per-pilot credential
+(``tq.client.credentials``), looked up by its hash.  An unknown token is 401; a revoked or expired
+credential 403.  The rules for a credential, each a 403 that changes nothing:
+
+- it registers pilots only at its own site (and, once bound to a batch job by the PilotManager,
+  only with that job's batch id);
+- a pilot call (request, heartbeat, complete, deregister) acts only on a pilot registered with
+  the same credential, and the shared token only on pilots registered with the shared token;
+- a distributed site's master calls (``/sites/{site}/...``) need a credential of that site, and
+  the master pilot they name must be one of the credential's (the epoch rule comes after).
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from glidein_ext.errors import TaskQueueForbidden
+from glidein_ext.tq.client.credentials import CredentialInfo, is_credential, secret_hash
+from glidein_ext.tq.client.limits import shorten
+
+# A message, not a token.
+TOKEN_REQUIRED = "a valid operator token or pilot token is required"  # noqa: S105
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The caller a token stands for."""
+
+    operator: bool = False
+    pilot: bool = False
+    credential_id: int | None = None  # None: the shared pilot token (or no pilot at all)
+    site: str | None = None  # a credential's site
+    batch_id: str | None = None  # the batch job a credential is bound to
+
+    def describe(self) -> str:
+        if self.credential_id is None:
+            return "the shared pilot token"
+        return f"credential {self.credential_id} (site {shorten(self.site, 60)})"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A token that identifies nobody (401) or a credential that no longer counts (403)."""
+
+    status: int
+    detail: str
+
+
+class CredentialLookup(Protocol):
+    """The store's side: a credential by the hash of its secret."""
+
+    def credential_by_hash(self, digest: str) -> CredentialInfo | None: ...
+
+
+class Authenticator:
+    """Token -> Principal or Refusal; the shared tokens compared in constant time."""
+
+    def __init__(
+        self,
+        operator_token: str,
+        pilot_token: str,
+        lookup: CredentialLookup,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.operator_token = operator_token.encode()
+        self.pilot_token = pilot_token.encode()
+        self.lookup = lookup
+        self.clock = clock
+
+    def identify(self, given: bytes) -> Principal | Refusal:
+        if not given:
+            return Refusal(401, TOKEN_REQUIRED)
+        # Both compared whatever the first gives: the time does not say which one matched.
+        operator = bool(self.operator_token) & hmac.compare_digest(given, self.operator_token)
+        pilot = bool(self.pilot_token) & hmac.compare_digest(given, self.pilot_token)
+        if operator or pilot:
+            return Principal(operator=operator, pilot=pilot)
+        try:
+            token = given.decode("ascii")
+        except UnicodeDecodeError:
+            return Refusal(401, TOKEN_REQUIRED)
+        if not is_credential(token):
+            return Refusal(401, TOKEN_REQUIRED)
+        info = self.lookup.credential_by_hash(secret_hash(token))
+        if info is None:
+            return Refusal(401, "unknown credential")
+        state = info.state(self.clock())
+        if state != "valid":
+            return Refusal(403, f"credential {info.id} is {state}")
+        return Principal(pilot=True, credential_id=info.id, site=info.site, batch_id=info.batch_id)
+
+
+def check_register(who: Principal, site: str, batch_id: str | None) -> None:
+    """A credential registers pilots at its site only (and for its batch job once bound)."""
+    if who.credential_id is None:
+        return
+    if site != who.site:
+        raise TaskQueueForbidden(
+            f"{who.describe()} cannot register a pilot at site {shorten(site, 60)}"
+        )
+    if who.batch_id is not None and batch_id != who.batch_id:
+        raise TaskQueueForbidden(
+            f"{who.describe()} belongs to batch job {who.batch_id}, not {shorten(batch_id, 60)}"
+        )
+
+
+def check_pilot(who: Principal, pilot_id: int, owner: int | None) -> None:
+    """A caller acts only on the pilots registered with its own credential (``owner``)."""
+    if owner != who.credential_id:
+        raise TaskQueueForbidden(f"pilot {pilot_id} is not a pilot of {who.describe()}")
+
+
+def check_site(who: Principal, site: str) -> None:
+    """A distributed site's master calls need a credential of that site."""
+    if who.credential_id is not None and site != who.site:
+        raise TaskQueueForbidden(f"{who.describe()} cannot act for site {shorten(site, 60)}")

@@ -1,0 +1,234 @@
+"""The run's counters (Delgado Peris 2014 §IV): what the architectures are compared by, pure and in
+memory.
+
+The Task Queue feeds them as it serves: every pilot request by kind, every workflow's submission
+and end, every accepted completion (with the times and input origins the pilot reports), every
+round a distributed master reports.  ``snapshot`` gives, overall and per workflow:
+
+- **requests per task by kind**: the pilot requests the TQ received while the workflow ran (from
+  its submission to the end of its last task), divided by its tasks; overall, every request
+  since the TQ started over every task that ended (Delgado Peris 2014 §IV.A: "the amount of requests
+  received by the Task Queue during a workflow run");
+- **inter-task delay**: a pilot's idle time between the end of one task and the start of its next
+  one (times reported by the pilot), over pairs of tasks of the same workflow: median, p99, mean
+  (Delgado Peris 2014 §IV.A, figure 3);
+- **turnaround**: from the submission to the end of the workflow's last task;
+- **cache hit ratio**: inputs read from a cache (the pilot's own, a same-host pilot's, a peer's
+  through the DHT) over all inputs read; **local hit ratio**: inputs read from the pilot's node
+  (its own cache, or a same-host pilot's by hard link) over all (Delgado Peris 2014 §IV.B, figures
+  7, 8);
+- **rounds and their sum of ranks** (distributed: the master's global rank,
+  Delgado Peris 2014 §III.C), and the other assignment method's sum on the same matrices (greedy
+  against optimal, same run);
+- each distributed site's **masters**: who got the role, with which epoch, when.
+
+Only pilot requests count (registration, requests, heartbeats, completions, deregistration, the
+master's calls); operators' calls (submit, status, counters) do not.  The counters live in the TQ
+process: a restarted TQ starts a new run.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+ORIGINS = ("cache", "host", "peer", "se")
+CACHED = ("cache", "host", "peer")
+LOCAL = ("cache", "host")
+
+_PILOT_CALLS = (
+    ("POST", re.compile(r"^/api/v1/pilots/?$"), "register"),
+    ("POST", re.compile(r"^/api/v1/pilots/[^/]+/request$"), "request"),
+    ("POST", re.compile(r"^/api/v1/pilots/[^/]+/heartbeat$"), "heartbeat"),
+    ("POST", re.compile(r"^/api/v1/pilots/[^/]+/complete$"), "complete"),
+    ("DELETE", re.compile(r"^/api/v1/pilots/[^/]+$"), "deregister"),
+    ("POST", re.compile(r"^/api/v1/sites/[^/]+/master$"), "claim"),
+    ("POST", re.compile(r"^/api/v1/sites/[^/]+/sync$"), "sync"),
+    ("POST", re.compile(r"^/api/v1/sites/[^/]+/assign$"), "assign"),
+)
+
+
+def request_kind(method: str, path: str) -> str | None:
+    """The kind of a pilot's request (``register``, ``request``, ... ``assign``), or None for
+    anything else (operators' calls, health checks)."""
+    for verb, pattern, kind in _PILOT_CALLS:
+        if method == verb and pattern.match(path):
+            return kind
+    return None
+
+
+def percentile(sorted_values: Sequence[float], fraction: float) -> float | None:
+    """The nearest-rank percentile of already sorted values; None when there are none."""
+    if not sorted_values:
+        return None
+    rank = max(1, math.ceil(fraction * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+@dataclass
+class _Tally:
+    """What is summed for one workflow, or for the whole run."""
+
+    requests: Counter[str] = field(default_factory=Counter)
+    origins: Counter[str] = field(default_factory=Counter)
+    done: int = 0
+    rounds: int = 0
+    rank_sum: float = 0.0
+    served: int = 0
+    compared_sum: float = 0.0
+    compared_served: int = 0
+
+    def add_round(self, rank_sum: float, served: int, compared: tuple[float, int]) -> None:
+        self.rounds += 1
+        self.rank_sum += rank_sum
+        self.served += served
+        self.compared_sum += compared[0]
+        self.compared_served += compared[1]
+
+    def metrics(self, tasks: int, gaps: list[float]) -> dict[str, Any]:
+        """The derived values; ``gaps`` are the inter-task delays, sorted."""
+        total = sum(self.requests.values())
+        inputs = sum(self.origins[o] for o in ORIGINS)
+        return {
+            "tasks": tasks,
+            "tasks_done": self.done,
+            "requests": dict(sorted(self.requests.items())),
+            "requests_total": total,
+            "requests_per_task": total / tasks if tasks else None,
+            "inter_task_delay": {
+                "n": len(gaps),
+                "median": percentile(gaps, 0.5),
+                "p99": percentile(gaps, 0.99),
+                "mean": sum(gaps) / len(gaps) if gaps else None,
+            },
+            "inputs": {o: self.origins[o] for o in ORIGINS},
+            "cache_hit_ratio": sum(self.origins[o] for o in CACHED) / inputs if inputs else None,
+            "local_hit_ratio": sum(self.origins[o] for o in LOCAL) / inputs if inputs else None,
+            "rounds": {
+                "n": self.rounds,
+                "rank_sum": self.rank_sum,
+                "served": self.served,
+                "compared_sum": self.compared_sum,
+                "compared_served": self.compared_served,
+            },
+        }
+
+
+@dataclass
+class _Run:
+    """One workflow's window: from its submission to the end of its last task."""
+
+    workflow_id: int
+    name: str
+    tasks: int
+    submitted_at: float
+    finished_at: float | None = None
+    tally: _Tally = field(default_factory=_Tally)
+    # pilot -> (started, ended) of its tasks in this workflow
+    spans: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
+
+
+class RunCounters:
+    """The counters of one Task Queue run; safe to feed from several threads."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.started_at = now
+        self._lock = threading.Lock()
+        self._overall = _Tally()
+        self._runs: dict[int, _Run] = {}
+        self._open: dict[int, _Run] = {}
+        self._masters: dict[str, list[dict[str, Any]]] = {}
+
+    def on_request(self, kind: str) -> None:
+        """A pilot request arrived (see :func:`request_kind`)."""
+        with self._lock:
+            self._overall.requests[kind] += 1
+            for run in self._open.values():
+                run.tally.requests[kind] += 1
+
+    def on_submit(self, workflow_id: int, name: str, tasks: int, now: float) -> None:
+        with self._lock:
+            run = _Run(workflow_id, name, tasks, now)
+            self._runs[workflow_id] = run
+            self._open[workflow_id] = run
+
+    def on_finish(self, workflow_id: int, now: float) -> None:
+        """The workflow's last task ended (done or failed for good)."""
+        with self._lock:
+            run = self._open.pop(workflow_id, None)
+            if run is not None:
+                run.finished_at = now
+
+    def on_completion(
+        self,
+        workflow_id: int,
+        pilot_id: int,
+        started_at: float | None,
+        ended_at: float | None,
+        origins: Mapping[str, int],
+    ) -> None:
+        """An accepted completion (counted once per task attempt)."""
+        counted = {o: int(n) for o, n in origins.items() if o in ORIGINS and int(n) > 0}
+        with self._lock:
+            self._overall.done += 1
+            self._overall.origins.update(counted)
+            run = self._runs.get(workflow_id)
+            if run is None:
+                return
+            run.tally.done += 1
+            run.tally.origins.update(counted)
+            if started_at is not None and ended_at is not None and ended_at >= started_at:
+                run.spans.setdefault(pilot_id, []).append((started_at, ended_at))
+
+    def on_round(
+        self, rank_sum: float, served: int, compared: tuple[float, int] = (0.0, 0)
+    ) -> None:
+        """A distributed master's round (Delgado Peris 2014 §III.C): the sum of the ranks it
+        assigned and the pilots served, and (``compared``) the other method's on the same rank
+        matrix."""
+        with self._lock:
+            self._overall.add_round(rank_sum, served, compared)
+            for run in self._open.values():
+                run.tally.add_round(rank_sum, served, compared)
+
+    def on_master(self, site: str, pilot_id: int, epoch: int, now: float) -> None:
+        """A pilot got a distributed site's master role (Delgado Peris 2014 §III.B)."""
+        with self._lock:
+            grants = self._masters.setdefault(site, [])
+            grants.append({"pilot_id": pilot_id, "epoch": epoch, "at": now})
+            del grants[:-100]
+
+    def snapshot(self, now: float) -> dict[str, Any]:
+        """Everything, JSON-ready: ``overall`` and one entry per workflow."""
+        with self._lock:
+            workflows = []
+            every_gap: list[float] = []
+            for run in self._runs.values():
+                gaps = sorted(gap for spans in run.spans.values() for gap in idle_gaps(spans))
+                every_gap.extend(gaps)
+                metrics = run.tally.metrics(run.tasks, gaps)
+                end = run.finished_at
+                metrics.update(
+                    id=run.workflow_id,
+                    name=run.name,
+                    submitted_at=run.submitted_at,
+                    finished_at=end,
+                    turnaround=None if end is None else end - run.submitted_at,
+                )
+                workflows.append(metrics)
+            overall = self._overall.metrics(self._overall.done, sorted(every_gap))
+            overall.update(started_at=self.started_at, uptime=now - self.started_at)
+            masters = {site: list(grants) for site, grants in self._masters.items()}
+            return {"overall": overall, "workflows": workflows, "masters": masters}
+
+
+def idle_gaps(spans: Iterable[tuple[float, float]]) -> list[float]:
+    """A pilot's idle times between consecutive tasks, from its (start, end) spans in any order
+    (a master reports in bulk).  Overlapping spans (a pilot with several slots) count 0."""
+    ordered = sorted(spans)
+    return [max(0.0, ordered[i + 1][0] - ordered[i][1]) for i in range(len(ordered) - 1)]

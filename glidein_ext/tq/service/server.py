@@ -1,0 +1,353 @@
+"""Run the Task Queue: database, migrations, store, API, the reaper and the PilotMonitor.
+
+The server binds its own socket (so port 0 works and the bound port is known before serving),
+writes it to ``port_file`` if asked, and stops on SIGINT/SIGTERM.  With ``tls_cert`` (and
+``tls_key``) it speaks only TLS on that socket: a plain HTTP request gets no answer.  The reaper
+and, with a sites file, the PilotMonitor (Hasham 2011 §IV-A) are watched loops
+(``tq.service.loops``) whose asyncio tasks the application's lifespan owns: a failing pass (schedd
+down, database error) is
+logged and retried at the next interval, and ``/healthz`` reports each loop.  Each PilotMonitor
+pass logs one line per site on the ``glidein_ext.tq.manager.monitor`` logger.
+
+On PostgreSQL the service is one instance of a pool (Lee 2003): its database sessions carry the
+instance's name, a listener loop absorbs the other instances' changes (``tq.service.notify``), a
+resync loop is its safety net, and the PilotMonitor passes only while this instance holds the pool's
+advisory lock (``tq.service.leader``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from fastapi import Depends, FastAPI
+
+from glidein_ext.errors import ConfigError
+from glidein_ext.tq.manager.monitor import (
+    Decision,
+    MonitorStore,
+    PilotSubmitter,
+    SitePolicy,
+    run_cycle,
+)
+from glidein_ext.tq.manager.pilot_submit import CredentialIssuer, PilotManager
+from glidein_ext.tq.manager.sites import SiteConfig, load_sites
+from glidein_ext.tq.models import Architecture
+from glidein_ext.tq.service.api import API, create_app
+from glidein_ext.tq.service.api_auth import operator_access
+from glidein_ext.tq.service.courier import OfferBoard
+from glidein_ext.tq.service.courier_pool import CourierFeed
+from glidein_ext.tq.service.db import make_engine, migrate, url_for
+from glidein_ext.tq.service.leader import AdvisoryLeader, Leadership, SoleLeader
+from glidein_ext.tq.service.loops import WatchedLoop
+from glidein_ext.tq.service.notify import (
+    PoolListener,
+    instance_name,
+    is_pool_url,
+    libpq_url,
+    named_url,
+)
+from glidein_ext.tq.service.settings import TqSettings
+from glidein_ext.tq.service.store import Store
+
+log = logging.getLogger("glidein_ext.tq.manager.monitor")
+
+
+def open_store(
+    settings: TqSettings, sites: Sequence[SiteConfig] = (), name: str | None = None
+) -> Store:
+    """Engine, migrations, and the store rebuilt from the database; ``name``: this instance's
+    name in a pool (its PostgreSQL sessions carry it, ``tq.service.notify``)."""
+    database = url_for(settings.database)
+    engine = make_engine(named_url(database, name) if name else database)
+    migrate(engine)
+    store = Store(
+        engine,
+        wait_for_data=settings.wait_for_data,
+        heartbeat_timeout=settings.heartbeat_timeout,
+        heartbeat_interval=settings.heartbeat_interval,
+        cache_mode=settings.default_architecture,
+        architectures={s.site: Architecture(s.architecture) for s in sites if s.architecture},
+        master_timeout=settings.master_timeout,
+    )
+    store.load()
+    return store
+
+
+class PilotMonitorService:
+    """The PilotMonitor as the service runs it: the sites, one PilotManager per schedd, the
+    decisions of the last pass (for ``GET /api/v1/sites``)."""
+
+    def __init__(
+        self,
+        store: MonitorStore,
+        sites: Sequence[SiteConfig],
+        tq_url: str,
+        interval: float,
+        clock: Callable[[], float] = time.time,
+        stuck_after: float = TqSettings.loop_stuck_after,
+        issuer: CredentialIssuer | None = None,
+        leader: Leadership | None = None,
+    ) -> None:
+        """``issuer``: where the PilotManagers mint each pilot job's credential (the store);
+        None: the jobs carry none (the shared pilot token in their environment).  ``leader``:
+        whether this instance of a pool runs the passes now (None: always,
+        ``tq.service.leader``)."""
+        self.store = store
+        self.leader: Leadership = leader or SoleLeader()
+        self.leading = False
+        self.sites = list(sites)
+        self.tq_url = tq_url
+        self.interval = interval
+        self.clock = clock
+        managers: dict[tuple[str | None, str | None], PilotManager] = {}
+        self.policies: list[tuple[SitePolicy, PilotSubmitter]] = [
+            (
+                site.policy(tq_url),
+                site.submitter(issuer, managers),  # one schedd, or several (tq.manager.schedds)
+            )
+            for site in self.sites
+        ]
+        self.last: dict[str, Decision] = {}
+        self.last_at: float | None = None
+        self.passes = 0
+        self.loop = WatchedLoop(
+            "PilotMonitor", self.cycle, interval, stuck_after=stuck_after, log=log, clock=clock
+        )
+
+    def cycle(self) -> list[Decision]:
+        """One pass over every site, each decision logged; none while another instance of the
+        pool holds the PilotMonitor's role."""
+        self.leading = self.leader.held()
+        if not self.leading:
+            return []
+        decisions = run_cycle(self.store, self.policies, self.clock())
+        for decision in decisions:
+            if decision.error is not None:
+                log.warning("PilotMonitor %s (retry in %g s)", decision.describe(), self.interval)
+            else:
+                log.info("PilotMonitor %s", decision.describe())
+            self.last[decision.site] = decision
+        self.last_at = self.clock()
+        self.passes += 1
+        return decisions
+
+    async def run(self) -> None:
+        """Pass, sleep, pass...: a failing pass is logged and retried, never raised."""
+        await self.loop.run()
+
+    def status(self) -> dict[str, Any]:
+        """Per site: thresholds, pilots inactive/idle/busy, vanished, the last decision."""
+        sites = []
+        for site in self.sites:
+            view = self.store.site_view(site.site)
+            states = list(self.store.submissions(site.site).values())
+            last = self.last.get(site.site)
+            sites.append(
+                {
+                    "site": site.site,
+                    "pool": site.pool,
+                    "schedd": site.schedd,
+                    "min_pilots": site.limits.min_pilots,
+                    "max_pilots": site.limits.max_pilots,
+                    "min_idle_pilots": site.limits.min_idle_pilots,
+                    "inactive": view.inactive,
+                    "idle": view.idle,
+                    "busy": view.busy,
+                    "submitted": len(states),
+                    "vanished": states.count("vanished"),
+                    "last": None
+                    if last is None
+                    else {
+                        "count": last.count,
+                        "reason": last.reason,
+                        "error": last.error,
+                        "vanished": list(last.vanished),
+                    },
+                }
+            )
+        return {
+            "interval": self.interval,
+            "leader": self.leading,
+            "passes": self.passes,
+            "last_pass_at": self.last_at,
+            "sites": sites,
+        }
+
+
+def build_app(
+    store: Store,
+    settings: TqSettings,
+    monitor: PilotMonitorService | None = None,
+    pool: PoolListener | None = None,
+    courier: OfferBoard | None = None,
+) -> FastAPI:
+    """The API plus a lifespan that owns the reaper's, the PilotMonitor's and (in a pool) the
+    listener's and the resync's tasks."""
+    reaper = WatchedLoop(
+        "reaper",
+        store.reap,
+        settings.reap_interval,
+        stuck_after=settings.loop_stuck_after,
+        log=logging.getLogger("glidein_ext.tq.reaper"),
+    )
+    loops = [reaper] if monitor is None else [reaper, monitor.loop]
+    if pool is not None:
+        pool_log = logging.getLogger("glidein_ext.tq.pool")
+        stuck = settings.loop_stuck_after
+        loops.append(WatchedLoop("pool-listen", pool.listen, 0, stuck_after=stuck, log=pool_log))
+        loops.append(
+            WatchedLoop(
+                "pool-resync", pool.resync, settings.pool_resync, stuck_after=stuck, log=pool_log
+            )
+        )
+    app = create_app(
+        store, settings, loops, courier
+    )  # courier: tq.service.courier, tq.service.courier_pool
+
+    @app.get(f"{API}/sites", dependencies=[Depends(operator_access)])
+    def sites() -> dict[str, Any]:
+        """The PilotMonitor's sites (Hasham 2011 §IV-A): thresholds, pilots by state, vanished
+        pilots."""
+        if monitor is None:
+            return {"interval": None, "passes": 0, "last_pass_at": None, "sites": []}
+        return monitor.status()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        tasks = [asyncio.create_task(loop.run(), name=f"tq-{loop.name}") for loop in loops]
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            if pool is not None:
+                pool.close()
+            if monitor is not None:
+                monitor.leader.close()
+
+    app.router.lifespan_context = lifespan
+    return app
+
+
+def bind(host: str, port: int) -> socket.socket:
+    try:
+        sock = socket.create_server((host, port), backlog=2048, reuse_port=False)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    # Accepted connections inherit TCP_NODELAY: without it, a keep-alive client waits ~40 ms
+    # per answer (Nagle against delayed ACK; measured with uvicorn's h11 protocol here).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.set_inheritable(True)
+    return sock
+
+
+def check_tls(settings: TqSettings) -> ssl.SSLContext | None:
+    """The server's TLS context from ``tls_cert``/``tls_key`` (None: plain HTTP); ConfigError,
+    one line, if they cannot be used.  Client certificates are not asked for."""
+    if not settings.tls_cert:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(settings.tls_cert, settings.tls_key or None)
+    except (OSError, ssl.SSLError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        files = settings.tls_cert + (f" and {settings.tls_key}" if settings.tls_key else "")
+        raise ConfigError(f"cannot use the TLS certificate and key {files}: {reason}") from None
+    return context
+
+
+# uvicorn's own context is used (it loads the same files): only AEAD suites with forward secrecy,
+# which also rules out TLS before 1.2 (TLS 1.3 chooses its own suites).
+TLS_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
+
+
+def serve(
+    settings: TqSettings,
+    port_file: str | None = None,
+    announce: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until SIGINT/SIGTERM (uvicorn handles both)."""
+    if not settings.operator_token:
+        raise ConfigError(
+            "the Task Queue needs operator_token (GLIDEIN_EXT_TQ_OPERATOR_TOKEN or the config file)"
+        )
+    tls = check_tls(settings)
+    scheme = "https" if tls is not None else "http"
+    sites = load_sites(settings.sites) if settings.sites else None
+    name = instance_name()
+    store = open_store(settings, sites or (), name)
+    pool = None
+    leader: Leadership | None = None
+    courier = OfferBoard(settings.courier_priority)  # Lee 2003 4.2.3: idle pilots' offers
+    if is_pool_url(url_for(settings.database)):
+        conninfo = libpq_url(store.engine.url)
+        # urgent tasks another instance queued are pushed to offers here too
+        pool = PoolListener(CourierFeed(store, courier), conninfo, name)
+        leader = AdvisoryLeader(conninfo, name)
+    sock = bind(settings.host, settings.port)
+    host, port = sock.getsockname()[:2]
+    monitor = None
+    if sites is not None:
+        public = socket.getfqdn() if host in ("0.0.0.0", "::", "") else host  # noqa: S104
+        public = f"[{public}]" if ":" in public else public
+        tq_url = f"{scheme}://{public}:{port}"
+        monitor = PilotMonitorService(
+            store,
+            sites,
+            tq_url,
+            settings.monitor_interval,
+            stuck_after=settings.loop_stuck_after,
+            issuer=store,
+            leader=leader,
+        )
+        log.info(
+            "PilotMonitor: %d site(s) from %s, a pass every %d s, pilots call %s",
+            len(sites),
+            settings.sites,
+            settings.monitor_interval,
+            tq_url,
+        )
+    if port_file:
+        tmp = Path(f"{port_file}.tmp{os.getpid()}")
+        tmp.write_text(f"{port}\n")
+        tmp.replace(port_file)
+    if announce is not None:
+        pooled = f", pool instance {name}" if pool is not None else ""
+        announce(
+            f"Task Queue listening on {scheme}://{host}:{port} "
+            f"(database {settings.database}{pooled})"
+        )
+    tls_options: dict[str, Any] = {}
+    if tls is not None:
+        tls_options = {
+            "ssl_certfile": settings.tls_cert,
+            "ssl_keyfile": settings.tls_key or None,
+            "ssl_ciphers": TLS_CIPHERS,
+        }
+    config = uvicorn.Config(
+        build_app(store, settings, monitor, pool, courier),
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=30,
+        backlog=2048,
+        **tls_options,
+    )
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
+        store.engine.dispose()

@@ -1,0 +1,224 @@
+"""A task's end (Hasham 2011 §IV): the completion report, counted once, and the tasks it releases.
+
+Completions are keyed by (task, attempt): a repeated report is answered ``duplicate``, a stale one
+(the task was requeued and handed out again meanwhile) is answered and not counted, so a report
+retried across a TQ restart, or sent through two TQ processes on one database, counts once.  The
+pilot's row is locked before the task's, as in every operation.  A success stores the outputs and
+queues the waiting tasks whose inputs and predecessors are now all there; a failure requeues the
+task until it has failed ``max_retries + 1`` times.  A success whose output another task already
+produced (submit refuses that; a race between TQ processes, or an older database, may not) ends
+the task failed for good, with the reason in its report: a completion never loops.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from glidein_ext.errors import TaskQueueNotFound
+from glidein_ext.tq.client.limits import shorten
+from glidein_ext.tq.client.protocol import Completion, CompletionAnswer
+from glidein_ext.tq.models import CacheMode, PilotState, QueuedTask, TaskState
+from glidein_ext.tq.service import tables as t
+from glidein_ext.tq.service.store.core import StoreCore, chunks, reread_queued
+
+REPORT_CHARS = 4000  # of a task's report (its log's tail) kept in the database
+
+
+class Completions(StoreCore):
+    """``complete``: the report of a task's end, idempotent per (task, attempt)."""
+
+    def complete(self, pilot_id: int, completion: Completion) -> CompletionAnswer:
+        """A task's end; idempotent: a repeated or stale report is answered, never counted twice."""
+        task_id, attempt, exit_code = completion.task_id, completion.attempt, completion.exit_code
+        now = self.clock()
+        newly_queued: list[QueuedTask] = []
+        with self._lock, self._tx() as conn:
+            conn.execute(
+                sa.select(t.pilots.c.id).where(t.pilots.c.id == pilot_id).with_for_update()
+            ).all()
+            task = conn.execute(
+                sa.select(t.tasks).where(t.tasks.c.id == task_id).with_for_update()
+            ).one_or_none()
+            if task is None:
+                raise TaskQueueNotFound(f"no task {task_id}")
+            seen = conn.execute(
+                sa.select(t.completions.c.ok).where(
+                    t.completions.c.task_id == task_id, t.completions.c.attempt == attempt
+                )
+            ).one_or_none()
+            if seen is not None:
+                return CompletionAnswer(accepted=False, duplicate=True, state=task.state)
+            current = (
+                task.state == TaskState.RUNNING.value
+                and task.attempt == attempt
+                and task.pilot_id == pilot_id
+            )
+            if not current:
+                return CompletionAnswer(accepted=False, duplicate=False, state=task.state)
+            declared = json.loads(task.outputs)
+            ok = exit_code == 0 and set(declared) <= set(completion.outputs)
+            clash = _produced_elsewhere(conn, declared) if ok else None
+            ok = ok and clash is None
+            conn.execute(
+                sa.insert(t.completions).values(
+                    task_id=task_id,
+                    attempt=attempt,
+                    pilot_id=pilot_id,
+                    exit_code=exit_code,
+                    ok=int(ok),
+                    at=now,
+                )
+            )
+            pilot_values: dict[str, Any] = {
+                "state": PilotState.IDLE.value,
+                "task_id": None,
+                "last_seen": now,
+            }
+            if clash is not None:
+                state = _clashed(conn, task, clash, completion.report, now)
+            elif ok:
+                newly_queued = _succeeded(conn, task, declared, completion.report, now)
+                if self.cache_mode is CacheMode.PRE_DHT and declared:
+                    prow = conn.execute(
+                        sa.select(t.pilots.c.cached).where(t.pilots.c.id == pilot_id)
+                    ).one()
+                    pilot_values["cached"] = json.dumps(
+                        sorted({*json.loads(prow.cached), *declared})
+                    )
+                state = TaskState.DONE
+            else:
+                state, newly_queued = _failed(conn, task, exit_code, completion.report, now)
+            conn.execute(t.pilots.update().where(t.pilots.c.id == pilot_id).values(pilot_values))
+        with self._lock:  # the matcher: the pool's listener updates it too (tq.service.notify)
+            for item in newly_queued:
+                self.admit_task(item)
+            self.matcher.set_idle(pilot_id, True)
+            if ok and self.cache_mode is CacheMode.PRE_DHT:
+                self.matcher.add_cached(pilot_id, declared)
+        return CompletionAnswer(accepted=True, duplicate=False, state=state.value)
+
+
+def _succeeded(
+    conn: Connection, task: Any, declared: Sequence[str], report: str, now: float
+) -> list[QueuedTask]:
+    """Done: its outputs exist now; the waiting tasks this releases."""
+    conn.execute(
+        t.tasks.update()
+        .where(t.tasks.c.id == task.id)
+        .values(
+            state=TaskState.DONE.value, exit_code=0, report=report[:REPORT_CHARS], finished_at=now
+        )
+    )
+    if declared:
+        conn.execute(
+            sa.insert(t.files),
+            [{"lfn": lfn, "produced_by": task.id, "created_at": now} for lfn in declared],
+        )
+    return _release(conn, task.id, declared, now)
+
+
+def _produced_elsewhere(conn: Connection, declared: Sequence[str]) -> str | None:
+    """Why this task's outputs cannot be recorded: one exists, produced by another task; or None.
+    A file declared available since (no producer) becomes this task's."""
+    available = []
+    for chunk in chunks(declared):
+        for lfn, producer in conn.execute(
+            sa.select(t.files.c.lfn, t.files.c.produced_by).where(t.files.c.lfn.in_(chunk))
+        ):
+            if producer is not None:
+                return f"output {shorten(lfn)} was already produced by task {producer}"
+            available.append(lfn)
+    for chunk in chunks(available):
+        conn.execute(t.files.delete().where(t.files.c.lfn.in_(chunk)))
+    return None
+
+
+def _clashed(conn: Connection, task: Any, clash: str, report: str, now: float) -> TaskState:
+    """Failed for good: retrying would clash again."""
+    conn.execute(
+        t.tasks.update()
+        .where(t.tasks.c.id == task.id)
+        .values(
+            state=TaskState.FAILED.value,
+            failures=task.failures + 1,
+            exit_code=0,
+            report=f"{clash}: not recorded\n{report}"[:REPORT_CHARS],
+            pilot_id=None,
+            finished_at=now,
+        )
+    )
+    return TaskState.FAILED
+
+
+def _failed(
+    conn: Connection, task: Any, exit_code: int, report: str, now: float
+) -> tuple[TaskState, list[QueuedTask]]:
+    """Failed: queued again while retries are left, else failed for good."""
+    failures = task.failures + 1
+    state = TaskState.FAILED if failures > task.max_retries else TaskState.QUEUED
+    conn.execute(
+        t.tasks.update()
+        .where(t.tasks.c.id == task.id)
+        .values(
+            state=state.value,
+            failures=failures,
+            exit_code=exit_code,
+            report=report[:REPORT_CHARS],
+            pilot_id=None,
+            finished_at=now if state is TaskState.FAILED else None,
+        )
+    )
+    return state, [reread_queued(conn, task.id)] if state is TaskState.QUEUED else []
+
+
+def _release(
+    conn: Connection, done_id: int, outputs: Sequence[str], now: float
+) -> list[QueuedTask]:
+    """Waiting tasks that read these outputs or wait for this task, and are now runnable."""
+    candidates: set[int] = set()
+    for chunk in chunks(outputs):
+        candidates.update(
+            conn.execute(
+                sa.select(t.task_inputs.c.task_id).where(t.task_inputs.c.lfn.in_(chunk))
+            ).scalars()
+        )
+    candidates.update(
+        conn.execute(
+            sa.select(t.task_after.c.task_id).where(t.task_after.c.after_id == done_id)
+        ).scalars()
+    )
+    released: list[QueuedTask] = []
+    for task_id in sorted(candidates):
+        # Locked: of two completions (in two processes) providing its last inputs, the
+        # second waits here and then sees the first's files.
+        row = conn.execute(
+            sa.select(t.tasks)
+            .where(t.tasks.c.id == task_id, t.tasks.c.state == TaskState.WAITING.value)
+            .with_for_update()
+        ).one_or_none()
+        if row is None:
+            continue
+        missing_inputs = conn.execute(
+            sa.select(sa.func.count())
+            .select_from(t.task_inputs.outerjoin(t.files, t.files.c.lfn == t.task_inputs.c.lfn))
+            .where(t.task_inputs.c.task_id == task_id, t.files.c.lfn.is_(None))
+        ).scalar_one()
+        pending_after = conn.execute(
+            sa.select(sa.func.count())
+            .select_from(t.task_after.join(t.tasks, t.tasks.c.id == t.task_after.c.after_id))
+            .where(t.task_after.c.task_id == task_id, t.tasks.c.state != TaskState.DONE.value)
+        ).scalar_one()
+        if missing_inputs or pending_after:
+            continue
+        conn.execute(
+            t.tasks.update()
+            .where(t.tasks.c.id == task_id)
+            .values(state=TaskState.QUEUED.value, runnable_since=now)
+        )
+        released.append(reread_queued(conn, task_id))
+    return released

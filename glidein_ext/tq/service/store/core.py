@@ -1,0 +1,234 @@
+"""What every part of the store shares: the database, the matcher, the one lock, the transaction.
+
+``StoreCore`` holds the engine, the in-memory Matcher and the lock that serialises this TQ
+process's operations; ``transaction`` is the one way into the database (SQLAlchemy errors become
+TaskQueueError).  The row readers turn database rows into the matcher's values.
+
+Start-up never fails on one row: a row the matcher cannot take (stored by an older TQ that checked
+less) is skipped, logged and kept in ``skipped`` (``/healthz`` shows it); its pilot is reaped as
+usual, its task stays in the database for an operator to see.  What the store adds to the matcher
+after a commit goes through the same door (``admit_task``), so a bad row never fails a call.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, CursorResult, Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from glidein_ext.errors import TaskQueueError, TaskQueueNotFound
+from glidein_ext.tq.models import CacheMode, MatchSpec, PilotInfo, PilotState, QueuedTask, TaskState
+from glidein_ext.tq.service import tables as t
+from glidein_ext.tq.service.matcher import Matcher
+
+ACTIVE = (PilotState.IDLE.value, PilotState.BUSY.value)
+CHUNK = 500  # values per IN (...) clause
+log = logging.getLogger("glidein_ext.tq.service.store")
+
+
+@dataclass(frozen=True)
+class SkippedRow:
+    """A database row the matcher could not take: which, and why (one short line)."""
+
+    table: str
+    id: int
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class StoreCore:
+    """The state the store's parts share; each public method of a part is one transaction."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        wait_for_data: float = 60.0,
+        heartbeat_timeout: float = 120.0,
+        heartbeat_interval: int = 30,
+        cache_mode: CacheMode = CacheMode.PRE_DHT,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.engine = engine
+        self.heartbeat_timeout = heartbeat_timeout
+        self.heartbeat_interval = heartbeat_interval
+        self.cache_mode = cache_mode
+        self.clock = clock
+        self.matcher = Matcher(wait_for_data)
+        self.skipped: dict[tuple[str, int], SkippedRow] = {}  # by (table, id)
+        self._lock = threading.RLock()
+
+    def load(self) -> None:
+        """Rebuild the matcher from the database; live pilots get a fresh heartbeat grace.
+
+        A row the matcher cannot take is skipped and reported (``skipped``), never fatal."""
+        now = self.clock()
+        with self._lock, self._tx() as conn:
+            conn.execute(
+                t.pilots.update()
+                .where(t.pilots.c.state.in_(ACTIVE), t.pilots.c.last_seen < now)
+                .values(last_seen=now)
+            )
+            for row in conn.execute(sa.select(t.pilots).where(t.pilots.c.state.in_(ACTIVE))):
+                self.admit_pilot(row)
+            for row in conn.execute(
+                sa.select(t.tasks).where(t.tasks.c.state == TaskState.QUEUED.value)
+            ):
+                self._admit("tasks", row.id, functools.partial(_add_task_row, self.matcher, row))
+
+    def admit_pilot(self, row: Any) -> bool:
+        """Hand a pilot's row to the matcher (a pilot registered through another TQ process on
+        this database, or at start-up); False, and reported, if the matcher cannot take it."""
+        self._admit("pilots", row.id, functools.partial(_add_pilot, self.matcher, row))
+        return self.matcher.pilot(row.id) is not None
+
+    def admit_task(self, task: QueuedTask) -> None:
+        """Hand a committed queued task to the matcher; a task it cannot take is reported."""
+        self._admit("tasks", task.task_id, functools.partial(self.matcher.add_task, task))
+
+    def _admit(self, table: str, row_id: int, add: Callable[[], None]) -> None:
+        try:
+            add()
+        except Exception as exc:  # noqa: BLE001 -- a row that cannot be loaded is skipped and reported: it must never stop the TQ
+            if table == "pilots":
+                self.matcher.remove_pilot(row_id)
+            else:
+                self.matcher.remove_task(row_id)
+            reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+            log.error(
+                "skipping %s row %d, which the matcher cannot take: %s", table, row_id, reason
+            )
+            self.skipped[(table, row_id)] = SkippedRow(table, row_id, reason)
+
+    def _tx(self) -> Transaction:
+        return Transaction(self.engine)
+
+
+class Transaction:
+    """``with`` one database transaction; SQLAlchemy errors become TaskQueueError."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._cm: Any = None
+
+    def __enter__(self) -> Connection:
+        try:
+            self._cm = self._engine.begin()
+            conn: Connection = self._cm.__enter__()
+        except SQLAlchemyError as exc:
+            raise TaskQueueError(f"database unavailable: {exc}") from exc
+        return conn
+
+    def __exit__(self, *exc_info: Any) -> Literal[False]:
+        try:
+            self._cm.__exit__(*exc_info)
+        except SQLAlchemyError as exc:
+            raise TaskQueueError(f"database error: {exc}") from exc
+        if exc_info[0] is not None and issubclass(exc_info[0], SQLAlchemyError):
+            raise TaskQueueError(f"database error: {exc_info[1]}") from exc_info[1]
+        return False
+
+
+# --- rows and the matcher's values ---
+
+
+def ad_problem(build: Callable[[], object]) -> str | None:
+    """Why the matcher could not build an ad (``build()`` raises), or None: checked before a
+    pilot or a task is stored, so that nothing stored fails later."""
+    try:
+        build()
+    except Exception as exc:  # noqa: BLE001 -- classad2 raises what it likes (SystemError for a big integer): the request is refused
+        return f"cannot be matched: {type(exc).__name__}: {str(exc)[:200]}"
+    return None
+
+
+def _add_pilot(matcher: Matcher, row: Any) -> None:
+    matcher.add_pilot(pilot_info(row))
+
+
+def _add_task_row(matcher: Matcher, row: Any) -> None:
+    matcher.add_task(queued_task(row))
+
+
+def spec_of(row: Any) -> MatchSpec:
+    raw = json.loads(row.spec)
+    raw["attributes"] = tuple(tuple(item) for item in raw["attributes"])
+    return MatchSpec(**raw)
+
+
+def spec_json(spec: MatchSpec) -> str:
+    return json.dumps(asdict(spec), separators=(",", ":"))
+
+
+def queued_task(row: Any) -> QueuedTask:
+    return QueuedTask(
+        row.id, spec_of(row), tuple(json.loads(row.inputs)), row.priority, row.runnable_since or 0
+    )
+
+
+def pilot_info(row: Any) -> PilotInfo:
+    return PilotInfo(
+        pilot_id=row.id,
+        site=row.site,
+        host=row.host,
+        se=row.se,
+        cpus=row.cpus,
+        memory=row.memory,
+        disk=row.disk,
+        expires_at=row.expires_at,
+        attributes=json.loads(row.attributes),
+        requirements=row.requirements,
+        rank=row.rank,
+        idle=row.state == PilotState.IDLE.value,
+        cached=set(json.loads(row.cached)),
+    )
+
+
+def inserted_id(result: CursorResult[Any]) -> int:
+    """The primary key of the row an INSERT just made."""
+    key = result.inserted_primary_key
+    if key is None:
+        raise TaskQueueError("the database returned no id for a new row")
+    return int(key[0])
+
+
+def cached_json(cached: Iterable[str]) -> str:
+    """The pilots.cached column: the TQ's view of a pilot's cache, sorted, no repeats."""
+    return json.dumps(sorted(set(cached)))
+
+
+def chunks(values: Sequence[str]) -> Iterable[list[str]]:
+    for start in range(0, len(values), CHUNK):
+        yield list(values[start : start + CHUNK])
+
+
+def locked_pilot(conn: Connection, pilot_id: int) -> Any:
+    """The pilot's row, locked (pilot rows before task rows, always), or None."""
+    return conn.execute(
+        sa.select(t.pilots).where(t.pilots.c.id == pilot_id).with_for_update()
+    ).one_or_none()
+
+
+def live_pilot(conn: Connection, pilot_id: int) -> Any:
+    """The pilot's row, locked; TaskQueueNotFound unless it is idle or busy."""
+    row = locked_pilot(conn, pilot_id)
+    if row is None or row.state not in ACTIVE:
+        state = "unknown" if row is None else row.state
+        raise TaskQueueNotFound(f"pilot {pilot_id} is {state}")
+    return row
+
+
+def reread_queued(conn: Connection, task_id: int) -> QueuedTask:
+    """A task just put back in the queue, as the matcher will hold it."""
+    return queued_task(conn.execute(sa.select(t.tasks).where(t.tasks.c.id == task_id)).one())

@@ -1,0 +1,164 @@
+"""The store's side of per-pilot credentials (``tq.client.credentials``): mint, look up, bind,
+revoke.
+
+Only the SHA-256 of a secret is stored.  Revoking a credential ends its live pilots at once (they
+are ``lost``, their tasks requeued): at a distributed site the master vouches for every pilot of
+the site, so a revoked pilot would otherwise never lapse.  Which pilot a credential registered is
+``pilots.credential_id`` (``pilot_owner``); the rules are ``tq.service.auth``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from glidein_ext.errors import TaskQueueNotFound, TaskQueueRequestError
+from glidein_ext.tq.client.credentials import (
+    MAX_MINT,
+    MAX_NOTE_CHARS,
+    MAX_TTL,
+    CredentialInfo,
+    IssuedCredential,
+    new_secret,
+    secret_hash,
+)
+from glidein_ext.tq.client.limits import MAX_NAME_CHARS, text_problem
+from glidein_ext.tq.models import PilotState
+from glidein_ext.tq.service import tables as t
+from glidein_ext.tq.service.store.core import ACTIVE, inserted_id
+from glidein_ext.tq.service.store.pilots import PilotProtocol
+
+
+def _problem(site: str, count: int, ttl: float | None, note: str) -> str | None:
+    if not site:
+        return "site: must not be empty"
+    problem = text_problem(site, MAX_NAME_CHARS)
+    if problem is not None:
+        return f"site: {problem}"
+    if not 1 <= count <= MAX_MINT:
+        return f"count: must be 1..{MAX_MINT}, got {count}"
+    if ttl is not None and not 1 <= ttl <= MAX_TTL:
+        return f"ttl: must be 1..{MAX_TTL} seconds, got {ttl}"
+    problem = text_problem(note, MAX_NOTE_CHARS)
+    return None if problem is None else f"note: {problem}"
+
+
+class CredentialStore(PilotProtocol):
+    """Credentials over the database; each public method is one transaction."""
+
+    def mint_credentials(
+        self, site: str, count: int = 1, *, ttl: float | None = None, note: str = ""
+    ) -> list[IssuedCredential]:
+        """``count`` new credentials of ``site``, expiring ``ttl`` seconds from now (None:
+        never); their secrets are in the answer and nowhere else."""
+        problem = _problem(site, count, ttl, note)
+        if problem is not None:
+            raise TaskQueueRequestError(f"cannot mint credentials: {problem}")
+        now = self.clock()
+        expires = None if ttl is None else now + ttl
+        issued = []
+        with self._lock, self._tx() as conn:
+            for _ in range(count):
+                secret = new_secret()
+                result = conn.execute(
+                    sa.insert(t.credentials).values(
+                        site=site,
+                        secret_hash=secret_hash(secret),
+                        created_at=now,
+                        expires_at=expires,
+                        revoked_at=None,
+                        note=note,
+                        batch_id=None,
+                    )
+                )
+                issued.append(IssuedCredential(inserted_id(result), site, secret, expires, note))
+        return issued
+
+    def credential_by_hash(self, digest: str) -> CredentialInfo | None:
+        """The credential whose secret hashes to ``digest``, or None."""
+        with self._tx() as conn:
+            row = conn.execute(
+                sa.select(t.credentials).where(t.credentials.c.secret_hash == digest)
+            ).one_or_none()
+        return None if row is None else _info(row, 0)
+
+    def credentials(self) -> list[CredentialInfo]:
+        """Every credential (no secret), with the number of pilots registered with each."""
+        counts = (
+            sa.select(t.pilots.c.credential_id, sa.func.count().label("n"))
+            .where(t.pilots.c.credential_id.is_not(None))
+            .group_by(t.pilots.c.credential_id)
+            .subquery()
+        )
+        query = (
+            sa.select(t.credentials, counts.c.n)
+            .outerjoin(counts, counts.c.credential_id == t.credentials.c.id)
+            .order_by(t.credentials.c.id)
+        )
+        with self._tx() as conn:
+            return [_info(row, row.n or 0) for row in conn.execute(query)]
+
+    def bind_credentials(self, pairs: Sequence[tuple[int, str]]) -> None:
+        """Bind credentials to the batch jobs carrying them (credential id, batch id): they then
+        register only with that batch id, and are revoked if the job vanishes."""
+        with self._lock, self._tx() as conn:
+            for credential_id, batch_id in pairs:
+                conn.execute(
+                    t.credentials.update()
+                    .where(t.credentials.c.id == credential_id)
+                    .values(batch_id=batch_id)
+                )
+
+    def revoke_credential(self, credential_id: int) -> list[int]:
+        """Revoke a credential (again: a no-op); its live pilots are lost, their tasks
+        requeued.  The pilots it ended; TaskQueueNotFound if there is no such credential."""
+        with self._lock, self._tx() as conn:
+            row = conn.execute(
+                sa.select(t.credentials)
+                .where(t.credentials.c.id == credential_id)
+                .with_for_update()
+            ).one_or_none()
+            if row is None:
+                raise TaskQueueNotFound(f"no credential {credential_id}")
+            if row.revoked_at is None:
+                conn.execute(
+                    t.credentials.update()
+                    .where(t.credentials.c.id == credential_id)
+                    .values(revoked_at=self.clock())
+                )
+            live = list(
+                conn.execute(
+                    sa.select(t.pilots.c.id).where(
+                        t.pilots.c.credential_id == credential_id, t.pilots.c.state.in_(ACTIVE)
+                    )
+                ).scalars()
+            )
+        if live:
+            self._retire(sorted(live), PilotState.LOST)
+        return sorted(live)
+
+    def pilot_owner(self, pilot_id: int) -> int | None:
+        """The credential the pilot registered with (None: the shared token);
+        TaskQueueNotFound if there is no such pilot."""
+        with self._tx() as conn:
+            row = conn.execute(
+                sa.select(t.pilots.c.credential_id).where(t.pilots.c.id == pilot_id)
+            ).one_or_none()
+        if row is None:
+            raise TaskQueueNotFound(f"pilot {pilot_id} is unknown")
+        return None if row.credential_id is None else int(row.credential_id)
+
+
+def _info(row: Any, pilots: int) -> CredentialInfo:
+    return CredentialInfo(
+        id=row.id,
+        site=row.site,
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+        revoked_at=row.revoked_at,
+        note=row.note,
+        batch_id=row.batch_id,
+        pilots=pilots,
+    )

@@ -1,0 +1,99 @@
+"""The operators' views of the store: ``status`` (``GET /api/v1/status``) and every task's row."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from glidein_ext.tq.client.protocol import Status, WorkflowStatus
+from glidein_ext.tq.models import PilotState, TaskState
+from glidein_ext.tq.service import tables as t
+from glidein_ext.tq.service.store.core import StoreCore
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One task as stored, its JSON lists decoded (tests and diagnostics read it)."""
+
+    id: int
+    workflow_id: int
+    name: str
+    step: int
+    command: str
+    state: str
+    attempt: int  # bumped at each assignment
+    failures: int
+    max_retries: int
+    priority: int
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    after: tuple[int, ...]
+    pilot_id: int | None
+    exit_code: int | None
+    report: str | None
+    runnable_since: float | None
+    finished_at: float | None
+
+
+class StatusViews(StoreCore):
+    """Read-only views; each is one transaction."""
+
+    def status(self) -> Status:
+        """Workflows with their tasks by state; pilots by site and state."""
+        with self._tx() as conn:
+            counts: dict[int, Counter[str]] = {}
+            for wf_id, state, n in conn.execute(
+                sa.select(t.tasks.c.workflow_id, t.tasks.c.state, sa.func.count()).group_by(
+                    t.tasks.c.workflow_id, t.tasks.c.state
+                )
+            ):
+                counts.setdefault(wf_id, Counter())[state] = n
+            workflows = tuple(
+                WorkflowStatus(
+                    id=row.id,
+                    name=row.name,
+                    submitted_at=row.submitted_at,
+                    tasks={s.value: counts.get(row.id, Counter())[s.value] for s in TaskState},
+                )
+                for row in conn.execute(sa.select(t.workflows).order_by(t.workflows.c.id))
+            )
+            pilots: dict[str, dict[str, int]] = {}
+            for site, state, n in conn.execute(
+                sa.select(t.pilots.c.site, t.pilots.c.state, sa.func.count()).group_by(
+                    t.pilots.c.site, t.pilots.c.state
+                )
+            ):
+                pilots.setdefault(site, {})[state] = n
+            for site, _state, n in conn.execute(
+                sa.select(t.submissions.c.site, t.submissions.c.state, sa.func.count())
+                .where(t.submissions.c.state == "inactive")
+                .group_by(t.submissions.c.site, t.submissions.c.state)
+            ):
+                pilots.setdefault(site, {})[PilotState.INACTIVE.value] = n
+            completions = conn.execute(sa.select(sa.func.count()).select_from(t.completions))
+            return Status(
+                workflows=workflows,
+                pilots=pilots,
+                completions=completions.scalar_one(),
+                queued_groups=self.matcher.group_count,
+            )
+
+    def task_rows(self) -> list[TaskRow]:
+        """Every task, in id order."""
+        with self._tx() as conn:
+            rows = conn.execute(sa.select(t.tasks).order_by(t.tasks.c.id)).all()
+        return [_task_row(row._mapping) for row in rows]
+
+
+_JSON_LISTS = ("inputs", "outputs", "after")  # columns holding a JSON list
+
+
+def _task_row(columns: sa.RowMapping) -> TaskRow:
+    values = {f.name: columns[f.name] for f in dataclasses.fields(TaskRow)}
+    for name in _JSON_LISTS:
+        values[name] = tuple(json.loads(values[name]))
+    return TaskRow(**values)
