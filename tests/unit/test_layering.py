@@ -130,14 +130,14 @@ def test_each_rule_catches_a_violation(tmp_path: Path) -> None:
     write(tmp_path, f"{PACKAGE}/agent/y.py", "from glidein_ext.tq.manager.monitor import m\n")
     found = violations(tmp_path)
     assert [line.rsplit("(", 1)[1] for line in found] == [
-        "a library imports no product part)",
-        "a library imports no product part)",
         "pilots import only the TQ client)",
+        "a library imports no product part)",
+        "a library imports no product part)",
         "only entry imports cli)",
         "the Task Queue does not import the glidein side)",
         "the client library runs without the service)",
         "nothing imports tests)",
     ]
-    assert found[1].startswith(
+    assert found[2].startswith(
         "glidein_ext/dht/node.py:1: glidein_ext.dht.node imports glidein_ext.tq"
     )
