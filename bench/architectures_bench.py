@@ -1,5 +1,5 @@
 """The three architectures of Delgado Peris 2014 (section IV) with real processes on 127.0.0.1, and
-the distributed master's two assignment methods, on the seed's workflows.
+the distributed master's two assignment methods, on the paper's workflows.
 
     .venv/bin/python bench/architectures_bench.py [--quick] [--pilots 200] [--processes 8]
         [--scale 5] [--sleep 0.5] [--se-condition d1f1|d2f2|d3f3]
@@ -9,7 +9,7 @@ For each architecture a fresh Task Queue (``tq serve --architecture A``) and a s
 process on one event loop, each task a real subprocess writing real files) run W1, W2 and W3 one
 after the other; the Task Queue's counters give one row per workflow: TQ requests per task (and
 by kind), the inter-task delay's median and p99 (seconds), the cache and local hit ratios, the
-turnaround (seconds).  Greedy (the seed's method) against optimal (ours): in the same run, the
+turnaround (seconds).  Greedy (the paper's method) against optimal (ours): in the same run, the
 optimal master also solves each round's rank matrix with greedy (the sum of ranks and pilots
 served of both, on the same matrices); and the distributed site runs again with
 ``--assignment greedy``, for the local hit ratio each method leads to.  The seed measured 12, 9
@@ -20,16 +20,14 @@ centralized, distributed) at 100 to 1,500 pilots.  ``--quick``: 60 pilots in 3 p
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tests.support.site_runs import Row
+    from glidein_ext.testbed.site_runs import Row
 
-REPO = Path(__file__).resolve().parent.parent
 ARCHITECTURES = ("pre-dht", "centralized", "distributed")
 WORKFLOWS = ("w1", "w2", "w3")
 
@@ -45,9 +43,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.pilots, args.processes, args.scale = 60, 3, 1.0
-    if str(REPO) not in sys.path:  # run as `python bench/...`: tests.support from here
-        sys.path.insert(0, str(REPO))
-    from tests.support.site_runs import SiteRun, row, table
+    from glidein_ext.testbed.site_runs import SiteRun, row, table
 
     pilot_args = ["--round-period", "1"]
     if args.se_condition:

@@ -1,4 +1,4 @@
-"""The master's assignment (Delgado Peris 2014 §III.C): optimal (ours) beside the seed's greedy and
+"""The master's assignment (Delgado Peris 2014 §III.C): optimal (ours) beside the paper's greedy and
 a plain scipy solve of the dense matrix, in the same run, on a realistic site.
 
     .venv/bin/python bench/assign_bench.py [--quick] [--pilots 1500] [--tasks 10000] [--limit 64]
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from glidein_ext.sched.assign import Assignment, greedy, optimal
+from glidein_ext.sched.assign import Matching, greedy, optimal
 from glidein_ext.sched.matrix import RankMatrix
 from glidein_ext.sched.ranking import RankWeights, squash
 
@@ -156,8 +156,8 @@ def bench_shape(
             def run(
                 reply: list[dict[int, float]] = reply,
                 truncated: list[int] = truncated,
-                method: Callable[[RankMatrix], Assignment] = method,
-            ) -> Assignment:
+                method: Callable[[RankMatrix], Matching] = method,
+            ) -> Matching:
                 return method(RankMatrix.from_replies(site.task_ids, reply, truncated))
 
             seconds, result = timed(runs, run)

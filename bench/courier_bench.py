@@ -25,7 +25,6 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
 OPERATOR, PILOT = "bench-op", "bench-pilot"
 TARGET_RATIO = 0.25
 
@@ -85,9 +84,7 @@ def main() -> None:
     args = parser.parse_args()
     tasks = 6 if args.quick else args.tasks
     pilots = 2 if args.quick else args.pilots
-    if str(REPO) not in sys.path:  # run as `python bench/courier_bench.py`: tests.support
-        sys.path.insert(0, str(REPO))
-    from tests.support.tq_server import TqServer
+    from glidein_ext.testbed.tq_server import TqServer
 
     results: dict[str, list[float]] = {}
     with (

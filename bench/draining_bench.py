@@ -3,7 +3,7 @@ victim")
 
     .venv/bin/python bench/draining_bench.py [--seeds 5] [--hours 24]
 
-The seed's example site: 2400 CPUs held by 300 eight-core pilots, each core running single-core
+The paper's example site: 2400 CPUs held by 300 eight-core pilots, each core running single-core
 jobs back to back, with mixed lengths averaging 4 h (40% ~30 min, 40% ~4 h, 20% ~11 h,
 log-normal, capped at 24 h, the site's maximum job length).  Pilots report good-faith expected
 ends (the true length times log-normal noise, sigma 0.3).  After a 48 h warm-up the owner VO
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from glidein_ext.glidein.pilotad import (
     ADD_FINAL_EXP_WASTE1K,
-    PilotState,
+    PilotAdInputs,
     RunningJob,
     compute_pilot_ad,
 )
@@ -108,7 +108,7 @@ def as_site_pilot(p: SimPilot, t: int) -> Pilot:
         RunningJob(f"{p.name}.{i}", 1, j.start, j.expected_end, j.start + MAX_JOB)
         for i, j in enumerate(p.at(t))
     )
-    ad = compute_pilot_ad(PilotState(cpus=CORES_PER_PILOT, start_time=p.start, jobs=jobs), t)
+    ad = compute_pilot_ad(PilotAdInputs(cpus=CORES_PER_PILOT, start_time=p.start, jobs=jobs), t)
     waste = ad[ADD_FINAL_EXP_WASTE1K]
     assert isinstance(waste, int)
     return Pilot(

@@ -23,10 +23,8 @@ import argparse
 import asyncio
 import random
 import statistics
-import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from glidein_ext.dht import wire
@@ -54,7 +52,6 @@ from glidein_ext.sched.tasklist import (
     reply_limit,
 )
 
-REPO = Path(__file__).resolve().parent.parent
 GROUPS = 8
 TOPIC = "tasklist"
 TASKLIST_BUDGET = BODY_BUDGET - 256
@@ -149,9 +146,7 @@ async def one_round(
 
 
 async def bench(pilots: int, rounds: int, seed: int) -> dict[str, float]:
-    if str(REPO) not in sys.path:  # run as `python bench/round_bench.py`: tests.support from here
-        sys.path.insert(0, str(REPO))
-    from tests.support.dht_testnet import start_nodes, stop_nodes
+    from glidein_ext.testbed.dht_testnet import start_nodes, stop_nodes
 
     rng = random.Random(seed)
     # Every node's work is serialized in this one process: a forward's acknowledgement may take

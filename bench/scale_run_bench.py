@@ -23,13 +23,10 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-REPO = Path(__file__).resolve().parent.parent
 
 # (metric, name, relative tolerance, absolute tolerance): agree if within either
 MARGINS = (
@@ -105,9 +102,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.pilots, args.processes, args.workflows, args.scale, args.sleep = 60, 3, "w1", 1, 1
-    if str(REPO) not in sys.path:  # run as `python bench/...`: tests.support from here
-        sys.path.insert(0, str(REPO))
-    from tests.support.site_runs import SiteRun, row
+    from glidein_ext.testbed.site_runs import SiteRun, row
 
     kinds = [k.strip() for k in args.workflows.split(",") if k.strip()]
     started = time.monotonic()

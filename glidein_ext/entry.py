@@ -34,64 +34,39 @@ def run_cron_command(start_dir: str | None, todie: str | None) -> None:
     sys.stdout.flush()
 
 
-def run_hook_command(kind: str, start_dir: str, reason: str = "") -> int:
-    """A starter job hook: job ad on stdin, nothing on stdout, problems on stderr (StarterLog).
+def _stdin_text() -> str:
+    return sys.stdin.buffer.read(MAX_JOB_AD_BYTES).decode("utf-8", errors="replace")
 
-    Returns the exit status: 0 whatever happens (a bookkeeping problem must never fail a user
-    job), except for a Task Queue task its agent refuses or cannot confirm at ``prepare-job``: 1.
-    """
-    status = 0
-    problems: list[str] = []
-    try:
-        text = sys.stdin.buffer.read(MAX_JOB_AD_BYTES).decode("utf-8", errors="replace")
-        from glidein_ext.glidein import fetchhook, hooks
-        from glidein_ext.glidein.jobad import parse_job_ad
 
-        ad = parse_job_ad(text)
-        if kind == "prepare-job":
-            try:
-                fetchhook.task_starting(start_dir, ad, os.getppid())
-            except Exception as exc:  # noqa: BLE001 -- fail closed: the task must not run
-                problems.append(f"task not started: {exc}")
-                status = 1
-        else:
-            try:
-                fetchhook.task_exited(start_dir, ad, reason)
-            except Exception as exc:  # noqa: BLE001 -- the job is over: report, never fail it
-                problems.append(f"the agent was not told of the task's end: {exc}")
-        if status == 0:
-            handler = hooks.prepare_job if kind == "prepare-job" else hooks.job_exit
-            problems += handler(start_dir, text, int(time.time()), os.environ)
-    except Exception as exc:  # noqa: BLE001 -- a hook must never fail the job: report it
-        problems.append(f"internal error: {exc!r}")
+def _emit(kind: str, out: str, problems: tuple[str, ...]) -> None:
     for problem in problems:
         sys.stderr.write(f"glidein-ext hook {kind}: {problem}\n")
-    return status
+    if out:
+        sys.stdout.write(out)
+        sys.stdout.flush()
+
+
+def run_hook_command(kind: str, start_dir: str, reason: str = "") -> int:
+    """A starter job hook (``glidein.hooks.run_job_hook``): job ad on stdin, nothing on stdout,
+    problems on stderr (StarterLog); returns the exit status."""
+    from glidein_ext.glidein.hooks import run_job_hook
+
+    result = run_job_hook(kind, start_dir, reason, _stdin_text())
+    _emit(kind, "", result.problems)
+    return result.status
 
 
 def run_fetch_command(kind: str, start_dir: str, verdict: str = "") -> None:
-    """A startd fetch-work hook (FETCH_WORK, REPLY_FETCH, EVICT_CLAIM): never raises.
-
-    ``fetch-work`` prints one job ad or nothing (no work, or any failure); the others print
-    nothing.  The startd ignores their exit status; problems go to stderr (its StartLog).
-    """
-    ad = ""
+    """A startd fetch-work hook (``glidein.handoff.hooks.run_fetch_hook``): never raises."""
     try:
-        text = sys.stdin.buffer.read(MAX_JOB_AD_BYTES).decode("utf-8", errors="replace")
-        from glidein_ext.glidein import fetchhook
+        text = _stdin_text()
+    except OSError as exc:
+        _emit(kind, "", (f"cannot read stdin: {exc}",))
+        return
+    from glidein_ext.glidein.handoff.hooks import run_fetch_hook
 
-        if kind == "fetch-work":
-            ad = fetchhook.fetch_work(start_dir, text)
-        elif kind == "reply-fetch":
-            fetchhook.reply_fetch(start_dir, verdict, text)
-        else:
-            fetchhook.evict_claim(start_dir, text)
-    except Exception as exc:  # noqa: BLE001 -- the hook contract: no (partial) ad, say why
-        ad = ""
-        sys.stderr.write(f"glidein-ext hook {kind}: {exc}\n")
-    if ad:
-        sys.stdout.write(ad)
-        sys.stdout.flush()
+    result = run_fetch_hook(kind, start_dir, verdict, text)
+    _emit(kind, result.out, result.problems)
 
 
 def _options(args: list[str], names: set[str]) -> tuple[dict[str, str], list[str]] | None:

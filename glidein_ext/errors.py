@@ -30,6 +30,9 @@ turns them into one line and a non-zero exit (``exit_code``; tracebacks with ``-
         +-- StaleMasterError             a stale master's call: another pilot holds the role (409)
         +-- TaskQueueRequestError        exit 2: the TQ refused the request's content (422)
             +-- WorkflowError            a workflow file is malformed (task and field named)
+
+The Task Queue's HTTP statuses are one table, ``TQ_HTTP_STATUS``, read by both the service
+(``tq_http_status``) and the client (``tq_error_for_status``).
 """
 
 from __future__ import annotations
@@ -188,3 +191,32 @@ class SitesFileError(ConfigError):
         if field is not None:
             where.append(f"field {field!r}")
         super().__init__(": ".join([", ".join(where), reason]))
+
+
+# The one table between the Task Queue's errors and HTTP statuses: the service answers an error with
+# the status of its first class listed here (any other TaskQueueError: 503), and the client raises
+# the class listed for a status (another 4xx or a 5xx: TaskQueueError).  Subclasses come first.
+TQ_HTTP_STATUS: tuple[tuple[type[TaskQueueError], int], ...] = (
+    (TaskQueueForbidden, 403),
+    (TaskQueueAuthError, 401),
+    (TaskQueueNotFound, 404),
+    (StaleMasterError, 409),
+    (TaskQueueRequestError, 422),
+)
+TQ_UNAVAILABLE = 503  # any other Task Queue failure: the client fails over to another instance
+
+
+def tq_http_status(error: TaskQueueError) -> int:
+    """The HTTP status the Task Queue answers ``error`` with (``TQ_HTTP_STATUS``)."""
+    for kind, status in TQ_HTTP_STATUS:
+        if isinstance(error, kind):
+            return status
+    return TQ_UNAVAILABLE
+
+
+def tq_error_for_status(status: int) -> type[TaskQueueError] | None:
+    """The error a client raises for an HTTP ``status`` (``TQ_HTTP_STATUS``); None: not listed."""
+    for kind, listed in TQ_HTTP_STATUS:
+        if listed == status:
+            return kind
+    return None

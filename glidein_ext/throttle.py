@@ -1,6 +1,6 @@
 """A self-throttling rate, pure: additive increase, multiplicative decrease (AIMD).
 
-Seed 002 4.3 (Resource Broker Agent): "the rate of retrieval ... is typically controlled by the
+Lee 2003 §4.3 (Resource Broker Agent): "the rate of retrieval ... is typically controlled by the
 failure submission rate to the underlying resource broker ... By throttling the retrieval rate,
 the agent attempts to minimize and adapt to the failure rate."  A component keeps one Throttle per
 backend it calls (a Task Queue instance, a schedd, the SE): each failure the backend causes

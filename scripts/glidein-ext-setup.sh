@@ -4,7 +4,7 @@
 # Protocol (glideinWMS "Custom Scripts"): called with the glidein_config path and the entry id;
 # reads and adds entries with add_config_line / add_condor_vars_line; reports with error_gen -ok or
 # -error and an exit code that matches.  What it does:
-#   1. finds glidein-ext (GLIDEIN_EXT_DIR: the untarred bundle, see the README's XML example) and a
+#   1. finds glidein-ext (GLIDEIN_EXT_DIR: the untarred bundle, see docs/factory.md) and a
 #      python3 >= 3.9 to run it (the python3 of EL9 worker nodes);
 #   2. `glidein-ext init` in the glidein's start-up directory: glidein.json and the first .pilot.ad
 #      with USED_FRACTION1k = 0, before the HTCondor daemons start (Sfiligoi 2013);
@@ -12,7 +12,7 @@
 #      and exports GLIDEIN_EXT_START_DIR and GLIDEIN_EXT_BIN to the HTCondor config.
 #   4. with GLIDEIN_EXT_TQ_URL: starts the Task Queue pilot agent in the background (it ends with
 #      this glidein) and turns on the startd's fetch-work hooks, so the glidein's startd pulls the
-#      agent's tasks (README: "Task Queue work through the glidein's startd").
+#      agent's tasks (docs/glidein.md: "Task Queue work through the glidein's startd").
 # Settings read from glidein_config (all optional): GLIDEIN_EXT_DIR, GLIDEIN_EXT_PYTHON,
 # GLIDEIN_EXT_PRIORITY_FACTOR, GLIDEIN_EXT_CRON_PERIOD, GLIDEIN_EXT_REQUIRED (default True: a
 # glidein that cannot run glidein-ext fails validation; False: it runs on without the handshake);
@@ -113,6 +113,14 @@ if [ -n "$tq_url" ]; then
     token_file=$(cfg_get GLIDEIN_EXT_TQ_TOKEN_FILE)
     if [ -n "$token_file" ]; then
         case "$token_file" in /*) ;; *) token_file="$start_dir/$token_file" ;; esac
+        # The agent reads only a private token file (docs/security.md, "one rule").  A relative
+        # name is a file glidein_startup.sh downloaded into the glidein's own work directory with
+        # its umask: this script, which knows that, makes it private; an absolute path given by
+        # the site is taken as it is (and refused if others may read it).
+        case "$(cfg_get GLIDEIN_EXT_TQ_TOKEN_FILE)" in
+            /*) ;;
+            *) chmod 600 "$token_file" || fail "WN_Resource" "cannot make $token_file private" ;;
+        esac
         agent_args+=(--tq-token-file "$token_file")
     fi
     state="$start_dir/.glidein-ext"

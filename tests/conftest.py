@@ -8,38 +8,41 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.xdist_groups import (  # hooks of this conftest
+    pytest_collection_finish,
+    pytest_configure_node,
+    pytest_unconfigure,
+    pytest_xdist_make_scheduler,
+)
+
+__all__ = [
+    "pytest_collection_finish",
+    "pytest_configure_node",
+    "pytest_unconfigure",
+    "pytest_xdist_make_scheduler",
+]
+
 REPORT = Path(__file__).resolve().parent.parent / ".pytest-condor-report.json"
 _counts: dict[str, int] = {"passed": 0, "failed": 0, "skipped": 0}
 
 
 # scripts/test runs pytest-xdist with --dist loadgroup.  Tests that share one resource run in one
-# worker, one after another: the HTCondor pool (one per machine), and the CPU-heavy runs (hundreds
-# of real pilots, every benchmark, the API fuzz) whose timing would suffer beside each other on a
-# 2-core machine.  Everything else spreads over the other workers.
-HEAVY_FILES = frozenset(
-    {
-        "test_tq_architectures.py",
-        "test_tq_master_kill.py",
-        "test_tq_master_stop.py",
-        "test_bench_quick.py",
-        "test_tq_fuzz.py",
-        "test_experiments_quick.py",
-        "test_tq_failover.py",  # PostgreSQL, two TQ instances, three pilot agents
-        "test_tq_pool.py",
-        "test_tq_pool_workflows.py",
-    }
-)
+# worker, one after another: the HTCondor pool (one per machine: the tests marked ``condor`` and
+# those using the ``sandbox`` fixture), and the CPU-heavy runs (marked ``heavy``: hundreds of real
+# pilots, every benchmark, the API fuzz) whose timing would suffer beside each other on a 2-core
+# machine.  Everything else spreads over the other workers.  The groups reach xdist's scheduler
+# through tests/support/xdist_groups.py (pytest 9.2 ignores xdist's own node-id rewrite).
 
 
-# tryfirst: xdist's worker rewrites each grouped test's node id in its own hook of this name, which
-# must see the marks these add (a plain hook here would run after it: no groups at all).
+# tryfirst: under pytest 8 xdist's worker also rewrites each grouped test's node id in its own hook
+# of this name, which must see the marks these add.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     del config
     for item in items:
         if item.get_closest_marker("condor") or "sandbox" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("condor"))
-        elif item.path.name in HEAVY_FILES:
+        elif item.get_closest_marker("heavy"):
             item.add_marker(pytest.mark.xdist_group("heavy"))
 
 

@@ -17,8 +17,8 @@ published in the DHT instead of reported.  Distributed: the pilot joins the DHT 
 assigns its tasks (``agent.worker``, ``agent.master``); it neither asks nor heartbeats.  With a
 DHT, a normal exit LEAVEs the DHT before deregistering.
 
-The executor may have no room (a glidein's startd, ``agent.startd_executor``): the pilot asks for
-a task only once ``executor.wait_room`` says one more can start, and leaves when it says none
+The executor may have no room (a glidein's startd, ``glidein.handoff.executor``): the pilot asks
+for a task only once ``executor.wait_room`` says one more can start, and leaves when it says none
 will (the glidein retires).  An execution the executor calls ``evicted`` is not reported: the
 pilot gets the same task back by asking again, or gives it back by leaving.
 """
@@ -41,6 +41,7 @@ from glidein_ext.agent.pilot_cache import PilotCache
 from glidein_ext.agent.settings import AgentSettings
 from glidein_ext.agent.sitenet import SiteNetwork
 from glidein_ext.agent.worker import DistributedWorker
+from glidein_ext.cache.need import NeededFiles, needed_files
 from glidein_ext.cache.se import StorageElement
 from glidein_ext.cache.tfc import load_catalog
 from glidein_ext.errors import (
@@ -53,7 +54,7 @@ from glidein_ext.errors import (
 )
 from glidein_ext.sched.ranking import Ranker, WorkerAd
 from glidein_ext.tq.client.client import TqClient
-from glidein_ext.tq.client.protocol import Assignment, Neighbour, RegisterAnswer, Registration
+from glidein_ext.tq.client.protocol import Neighbour, RegisterAnswer, Registration, TaskAssignment
 
 T = TypeVar("T")
 _DEFAULTS = AgentSettings()
@@ -103,6 +104,24 @@ class AgentConfig:
     ca_file: str = _DEFAULTS.ca_file  # the Task Queue's CA (https); empty: the system's store
 
 
+_SAID: dict[str, float] = {}  # a retry's message -> when it was last logged at WARNING
+_SAID_LOCK = threading.Lock()
+SAY_AGAIN_AFTER = 60.0  # seconds
+
+
+def _say_retrying(message: str, more: str = "") -> None:
+    """A retry's line (``message`` then ``more``): WARNING once a minute per ``message`` in this
+    process (the N pilots of a swarm finding the Task Queue down say it once), INFO otherwise."""
+    now = time.monotonic()
+    with _SAID_LOCK:
+        fresh = now - _SAID.get(message, -SAY_AGAIN_AFTER) >= SAY_AGAIN_AFTER
+        if fresh:
+            _SAID[message] = now
+            if len(_SAID) > 1000:
+                _SAID.clear()
+    log.log(logging.WARNING if fresh else logging.INFO, "%s%s", message, more)
+
+
 class PilotAgent:
     """One pilot: ``run()`` returns the number of tasks it ran."""
 
@@ -132,6 +151,9 @@ class PilotAgent:
         self._own_loop = loop is None
         self._executor = executor
         self._report_lock = threading.Lock()
+        # Its cached files that tasks still to run read (CACHED_INPUT_NEEDED_MB, ``cache.need``):
+        # from the heartbeat's answer (pulling) or the TaskList (distributed).
+        self.needed = NeededFiles()
 
     @property
     def executor(self) -> TaskExecutor:
@@ -158,9 +180,10 @@ class PilotAgent:
             ):
                 raise
             except TaskQueueError as exc:
-                if time.monotonic() > deadline or (self.stop.is_set() and what != "complete"):
+                left = deadline - time.monotonic()
+                if left < 0 or (self.stop.is_set() and what != "complete"):
                     raise
-                log.warning("%s failed (%s); retrying", what, exc)
+                _say_retrying(f"{what} failed ({exc})", f"; retrying for up to {left:.0f} s")
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
@@ -201,6 +224,10 @@ class PilotAgent:
                 cache.mark_reported(cached)
                 log.info("reported %d cached file(s) to the Task Queue", len(cached))
         self._set_neighbours(answer.others)
+        if answer.needed_cached is not None:  # a Task Queue that says (sizes: the cache's)
+            wanted = set(answer.needed_cached)
+            sizes = ((e.lfn, e.size) for e in cache.store.entries()) if wanted else ()
+            self.needed.learn(needed_files(wanted, sizes), time.time())
 
     def report_cache(self, pilot_id: int, failed: str = "cache report failed") -> None:
         """A heartbeat now (after a task: tells the cache changes at once).  A pilot the Task
@@ -346,6 +373,7 @@ class PilotAgent:
                 "broadcast_timeout": c.broadcast_timeout,
             },
             on_lost=self._forgotten,
+            needed=self.needed,
         )
         self.worker = worker
         try:
@@ -383,7 +411,7 @@ class PilotAgent:
             except TaskQueueError as exc:
                 log.warning("deregister failed: %s", exc)
 
-    def _ask(self, pilot_id: int) -> tuple[Assignment | None, bool]:
+    def _ask(self, pilot_id: int) -> tuple[TaskAssignment | None, bool]:
         """One request (its cache list if centralized); whether it stood as an offer: with
         ``offer_wait``, a request that finds nothing stays open and an urgent task is pushed to
         it (Lee 2003 4.2.3, courier)."""

@@ -31,8 +31,12 @@ class CheckConfig:
 
 
 def _writable(path: Path) -> str | None:
+    """The work directory is made if missing, but not the path to it: a mistyped ``--workdir``
+    must not leave a tree of directories behind (made as whoever runs the pilot)."""
+    if not path.is_dir() and not path.parent.is_dir():
+        return f"work directory {path}: its parent {path.parent} does not exist"
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(exist_ok=True)
         probe = path / f".probe-{os.getpid()}"
         probe.write_text("ok")
         probe.unlink()

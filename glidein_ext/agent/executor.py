@@ -5,11 +5,11 @@ The agent's loops (pulling from the Task Queue, or waiting for the master's assi
 ``has_room`` when a distributed worker answers a TaskList, ``execute`` to run one task.
 :class:`SubprocessExecutor` stages the inputs in, runs the command as a subprocess in the pilot's
 thread (it dies with the pilot, ``agent.taskproc``) and stages the outputs out (``agent.runner``);
-it always has room.  In a glidein, ``agent.startd_executor.StartdExecutor`` hands the task to the
-glidein's own startd through HTCondor's fetch-work hooks instead.
+it always has room.  In a glidein, ``glidein.handoff.executor.StartdExecutor`` hands the task to
+the glidein's own startd through HTCondor's fetch-work hooks instead.
 
 Besides the outcome, an execution says when the pilot began and ended it (stage-in and stage-out
-included: the idle time between two of them is the seed's inter-task delay), where its inputs came
+included: the idle time between two of them is the paper's inter-task delay), where its inputs came
 from (the Task Queue's hit ratios), and whether it was ``evicted``: it did not run to its end for a
 reason that is not the task's (HTCondor evicted it, the glidein is leaving): then it is not
 reported as a failure; the pilot gives it back (the Task Queue requeues it) or runs it again.
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from glidein_ext.agent.pilot_cache import PilotCache
 from glidein_ext.agent.runner import AGENT_ERROR, Outcome, run_task
-from glidein_ext.tq.client.protocol import Assignment, Completion
+from glidein_ext.tq.client.protocol import Completion, TaskAssignment
 
 log = logging.getLogger("glidein_ext.agent")
 
@@ -36,7 +36,7 @@ log = logging.getLogger("glidein_ext.agent")
 class Execution:
     """A task's end as the pilot saw it."""
 
-    task: Assignment
+    task: TaskAssignment
     outcome: Outcome
     started_at: float
     ended_at: float
@@ -76,7 +76,7 @@ class TaskExecutor:
         """This executor takes no more tasks (its glidein is retiring)."""
         return False
 
-    def execute(self, task: Assignment, stop: threading.Event) -> Execution:
+    def execute(self, task: TaskAssignment, stop: threading.Event) -> Execution:
         raise NotImplementedError
 
 
@@ -87,7 +87,7 @@ class SubprocessExecutor(TaskExecutor):
         self.workdir = workdir
         self.cache = cache
 
-    def execute(self, task: Assignment, stop: threading.Event) -> Execution:
+    def execute(self, task: TaskAssignment, stop: threading.Event) -> Execution:
         started = time.time()
         self.cache.take_origins()  # a new task: count its inputs only
         try:
@@ -95,4 +95,13 @@ class SubprocessExecutor(TaskExecutor):
         except Exception as exc:  # a task never ends the pilot: it fails, max_retries applies
             log.exception("task %s could not be run", task.task_id)
             outcome = Outcome(AGENT_ERROR, [], f"the pilot could not run the task: {exc!r}"[:2000])
+        if outcome.exit_code != 0 and not stop.is_set():  # the operator sees why in the pilot's log
+            last = outcome.report.strip().splitlines()[-1:] or ["(no report)"]
+            log.warning(
+                "task %s (%s) failed with exit code %s: %s",
+                task.task_id,
+                task.name,
+                outcome.exit_code,
+                last[0][:300],
+            )
         return Execution(task, outcome, started, time.time(), self.cache.take_origins())

@@ -4,7 +4,7 @@ glidein_ext.cache.
 :class:`PilotCache` owns a :class:`CacheStore` (LRU within ``MaxSpace - MinThreshold``), a
 :class:`HostShare` (the other pilots on this host, from the Task Queue's heartbeat answer; the
 capacity grows to ``MaxSpace x num_pilots - MinThreshold``) and a :class:`Resolver` over the SE
-(through the site's Trivial File Catalog when one is given; slowed and made to fail as the seed-001
+(through the site's Trivial File Catalog when one is given; slowed and made to fail as Hasham 2011
 Table I conditions say when asked).  An input comes from, in order (Delgado Peris 2014 §III.A):
 
 1. the own cache;

@@ -16,6 +16,7 @@ start are answered as a failed attempt (exit codes below), which the TQ counts a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shlex
@@ -30,7 +31,7 @@ from glidein_ext.agent.pilot_cache import PilotCache
 from glidein_ext.agent.taskproc import die_with_parent, kill_group
 from glidein_ext.errors import CacheError, TaskQueueError, TransferError
 from glidein_ext.tq.client.limits import lfn_problem
-from glidein_ext.tq.client.protocol import Assignment
+from glidein_ext.tq.client.protocol import TaskAssignment
 
 log = logging.getLogger("glidein_ext.agent")
 
@@ -54,7 +55,7 @@ class Staged:
     """A task ready to run: its directory, its inputs (pinned in the cache while it runs) and
     where it must write its outputs."""
 
-    task: Assignment
+    task: TaskAssignment
     task_dir: Path
     inputs: list[str]  # paths, in the task's order
     outputs: dict[str, Path]  # LFN -> where the task writes it
@@ -71,7 +72,7 @@ class Staged:
         }
 
 
-def stage_in(task: Assignment, workdir: Path, cache: PilotCache) -> Staged | Outcome:
+def stage_in(task: TaskAssignment, workdir: Path, cache: PilotCache) -> Staged | Outcome:
     """The task's fresh directory, its inputs from the cache (pinned), its output directories;
     an Outcome instead when the task is refused or its stage-in fails (nothing left pinned)."""
     for lfn in (*task.inputs, *task.outputs):
@@ -117,7 +118,7 @@ def finish(cache: PilotCache, staged: Staged, code: int, tail: str) -> Outcome:
 
 
 def run_task(
-    task: Assignment,
+    task: TaskAssignment,
     workdir: Path,
     cache: PilotCache,
     stop: threading.Event,
@@ -149,7 +150,10 @@ def _run(staged: Staged, cache: PilotCache, stop: threading.Event) -> Outcome:
                 preexec_fn=die_with_parent(),  # noqa: PLW1509 -- async-signal-safe: one prctl call
             )
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
-        return Outcome(CANNOT_START, [], f"cannot start: {exc}")
+        reason = f"cannot start: {exc}"
+        with contextlib.suppress(OSError):  # the task's log says it too (it is empty otherwise)
+            log_path.write_text(f"glidein-ext pilot: {reason}\n")
+        return Outcome(CANNOT_START, [], reason)
     try:
         code = _wait(process, float(task.max_runtime), stop)
     finally:

@@ -14,6 +14,7 @@ from typing import Any
 from glidein_ext.cache.lru import cache_capacity
 from glidein_ext.config import load_layers
 from glidein_ext.errors import CacheError, ConfigError
+from glidein_ext.sched.assign import DEFAULT_METHOD, method_problem
 
 ENV_PREFIX = "GLIDEIN_EXT_PILOT_"
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
@@ -56,7 +57,7 @@ class AgentSettings:
     # ``round_window`` s after an event, or every ``round_period`` s; the TaskList broadcast's
     # timeout (s).
     dht_bind: str = "127.0.0.1"
-    assignment: str = "optimal"
+    assignment: str = DEFAULT_METHOD
     round_window: float = 0.2
     round_period: float = 2.0
     broadcast_timeout: float = 4.0
@@ -93,8 +94,9 @@ class AgentSettings:
         for name in ("poll_interval", "poll_max", "retry_for"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"setting {name} must be above 0, got {getattr(self, name)}")
-        if self.assignment not in ("optimal", "greedy"):
-            raise ConfigError(f"setting assignment must be optimal or greedy: {self.assignment!r}")
+        problem = method_problem(self.assignment)
+        if problem is not None:
+            raise ConfigError(f"setting assignment: {problem}")
         for name in ("round_period", "broadcast_timeout", "se_time_scale"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"setting {name} must be above 0, got {getattr(self, name)}")

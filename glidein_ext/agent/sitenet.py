@@ -8,7 +8,10 @@ the DHT with them (:meth:`SiteNetwork.join`).  For the pilot's whole life:
 - every file in its cache (inputs it fetched, outputs it wrote) is published in the DHT under
   its LFN, the value naming the peer file server and the file's size and adler32
   (:mod:`glidein_ext.agent.locations`); a file that left the cache is withdrawn (REMOVE), so
-  nobody is sent to it (:meth:`publish_cache`, after each task);
+  nobody is sent to it (:meth:`publish_cache`, after each task; a distributed worker lets it run
+  while it reports the task: the lookups and STOREs take a second on a busy site, and the tasks
+  that read the outputs are assigned a round later at the earliest, after the Task Queue has the
+  completion; one that looks the file up before it is published reads it from the SE);
 - :meth:`locate` answers the replicas of an LFN (the pilot cache's third source).
 
 On a normal exit the pilot leaves with LEAVE (its keys handed on), then stops its file server; a
@@ -73,6 +76,7 @@ class SiteNetwork:
         # The file server answers nothing until the pilot has the site's key.
         self.peer = PeerServer(cache.store, os.urandom(32), host=bind, port=0)
         self._published: dict[str, bytes] = {}
+        self._publishing: concurrent.futures.Future[None] | None = None  # in the background
 
     # --- life cycle -----------------------------------------------------------------------------
 
@@ -141,6 +145,7 @@ class SiteNetwork:
     def leave(self) -> None:
         """A normal exit: LEAVE (keys handed on, contacts told), then stop serving files."""
         try:
+            self.wait_published()
             if self.node is not None:
                 self.loop.run(self.node.leave(), CALL_TIMEOUT)
         except (DhtError, concurrent.futures.TimeoutError) as exc:
@@ -154,16 +159,21 @@ class SiteNetwork:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+        if self._publishing is not None:
+            self._publishing.cancel()
+            self._publishing = None
         if self.node is not None:
             self.loop.run(self.node.close(), CALL_TIMEOUT)
         self.peer.stop()
 
     # --- files ----------------------------------------------------------------------------------
 
-    def publish_cache(self) -> tuple[int, int]:
-        """Publish the files that entered the cache, withdraw those that left; (added, gone)."""
+    def publish_cache(self, background: bool = False) -> tuple[int, int]:
+        """Publish the files that entered the cache, withdraw those that left; (added, gone).
+        ``background``: start it and return (the next call, and leaving, wait for it first)."""
         if self.node is None:
             return 0, 0
+        self.wait_published()
         metas = self.cache.metas()
         host, port = self.peer.address
         wanted = {
@@ -172,8 +182,24 @@ class SiteNetwork:
         added = {lfn: v for lfn, v in wanted.items() if self._published.get(lfn) != v}
         gone = {lfn: v for lfn, v in self._published.items() if wanted.get(lfn) != v}
         if added or gone:
-            self.loop.run(self._apply(added, gone), CALL_TIMEOUT)
+            if background:
+                self._publishing = asyncio.run_coroutine_threadsafe(
+                    self._apply(added, gone), self.loop.loop
+                )
+            else:
+                self.loop.run(self._apply(added, gone), CALL_TIMEOUT)
         return len(added), len(gone)
+
+    def wait_published(self) -> None:
+        """Wait for a publication started in the background (its failure logged)."""
+        publishing, self._publishing = self._publishing, None
+        if publishing is None:
+            return
+        try:
+            publishing.result(CALL_TIMEOUT)
+        except (DhtError, concurrent.futures.TimeoutError) as exc:
+            publishing.cancel()
+            log.warning("publishing the cache failed: %s", exc)
 
     async def _apply(self, added: dict[str, bytes], gone: dict[str, bytes]) -> None:
         node = self.node

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from glidein_ext.agent.agent import AgentConfig, PilotAgent
 from glidein_ext.agent.loopthread import LoopThread
+from glidein_ext.errors import GlideinExtError
 
 log = logging.getLogger("glidein_ext.agent")
 
@@ -48,6 +49,8 @@ class Swarm:
         self.agents: list[PilotAgent] = []
         self.ran = [0] * len(self.configs)
         self.failed = 0
+        self.reasons: dict[str, int] = {}  # why pilots failed -> how many
+        self._lock = threading.Lock()
 
     def stop(self) -> None:
         """Every pilot stops the orderly way (SIGTERM)."""
@@ -57,9 +60,21 @@ class Swarm:
     def _one(self, index: int, agent: PilotAgent) -> None:
         try:
             self.ran[index] = agent.run()
-        except Exception:  # one pilot's failure never ends its neighbours (logged)
+        except GlideinExtError as exc:  # the TQ down, a refused token: one line, said once
+            self._failed(index, str(exc))
+        except Exception as exc:  # one pilot's failure never ends its neighbours (logged)
+            self._failed(index, f"{type(exc).__name__}: {exc}")
+            log.debug("pilot %d of the swarm failed", index, exc_info=exc)
+
+    def _failed(self, index: int, reason: str) -> None:
+        """Count a failed pilot; each distinct reason is logged once (N pilots failing alike
+        make one line, not N tracebacks)."""
+        with self._lock:
             self.failed += 1
-            log.exception("pilot %d of the swarm failed", index)
+            first = reason not in self.reasons
+            self.reasons[reason] = self.reasons.get(reason, 0) + 1
+        if first:
+            log.error("pilot %d of the swarm failed: %s", index, reason)
 
     def run(self) -> list[int]:
         loop = LoopThread("pilots-loop").start()

@@ -17,7 +17,15 @@ In the pilot's thread (:meth:`DistributedWorker.run_tasks`): wait for an assignm
 and wait for its acknowledgement (the worker is idle only then; until then it says it is busy, so
 no task is lost between two masters); the completion stays in the worker's outbox until a master
 says the Task Queue has it.  Only the master calls the Task Queue; a worker calls it to
-register, to claim the role, and to deregister.
+register, to claim the role, and to deregister.  A leaving pilot loses no completion: as master
+it makes a last sync first (:meth:`MasterRole.close`), as a worker it resends its outbox until a
+master says the Task Queue has it (``STOP_GRACE`` at most), before it deregisters.
+
+What the worker and its master tell each other is sealed with the key that only this pilot and
+the master of that epoch hold (``agent.messages``, ``tq.client.pilotkeys``): an assignment or an
+``end`` that is not, or that replays a nonce, is refused, and an answer that is not is no answer
+(only the real master can say the Task Queue has a completion).  A master's ``end`` (the Task
+Queue no longer has this pilot: its credential was revoked) makes the pilot leave.
 
 Python 3.9, standard library only.
 """
@@ -31,6 +39,7 @@ import math
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -39,17 +48,27 @@ from glidein_ext.agent.executor import TaskExecutor
 from glidein_ext.agent.loopthread import LoopThread
 from glidein_ext.agent.master import TOPIC, MasterRole
 from glidein_ext.agent.sitenet import SiteNetwork, parse_address
-from glidein_ext.errors import DhtError, TaskQueueError, TaskQueueNotFound
+from glidein_ext.cache.need import NeededFiles, needed_files
+from glidein_ext.dht.replay import ReplayGuard, Verdict
+from glidein_ext.errors import DhtError, TaskQueueAuthError, TaskQueueError, TaskQueueNotFound
 from glidein_ext.sched.election import Action, MasterView, Succession
 from glidein_ext.sched.outbox import Outbox
 from glidein_ext.sched.ranking import Ranker, TaskEntry, WorkerState
 from glidein_ext.sched.tasklist import combine, decode_tasklist, encode_reply
+from glidein_ext.tq.client import pilotkeys
 from glidein_ext.tq.client.client import TqClient
-from glidein_ext.tq.client.protocol import Assignment, Claim, Completion, MasterInfo, RegisterAnswer
+from glidein_ext.tq.client.protocol import (
+    Claim,
+    Completion,
+    MasterInfo,
+    RegisterAnswer,
+    TaskAssignment,
+)
 
 log = logging.getLogger("glidein_ext.agent.worker")
 RESEND_AFTER = 3.0  # seconds before a completion no master said the Task Queue has is resent
 STOP_GRACE = 10.0  # seconds a stopping pilot keeps trying to report its last task
+REPLAY_WINDOW = 60.0  # seconds a sealed message's time may differ from ours (the DHT's window)
 
 
 class DistributedWorker:
@@ -69,7 +88,10 @@ class DistributedWorker:
         expires_at: float | None,
         master_settings: dict[str, Any],
         on_lost: Callable[[], None],
+        needed: NeededFiles | None = None,
     ) -> None:
+        """``needed``: where the pilot's needed cached files (``cache.need``) are told, learnt
+        from a TaskList now and then (a busy worker reads its tasks only for that)."""
         self.loop = loop
         self.net = net
         self.client = client
@@ -81,6 +103,7 @@ class DistributedWorker:
         self.expires_at = expires_at
         self.master_settings = master_settings
         self.on_lost = on_lost
+        self.needed = needed
         period = float(master_settings["period"])
         # A master is probed after three round periods without a TaskList, and not before the
         # Task Queue would let another pilot take over (a long round under load is no death).
@@ -93,13 +116,21 @@ class DistributedWorker:
         )
         self.addresses: dict[int, tuple[str, int]] = {}  # successors' DHT addresses
         self.master: MasterRole | None = None
-        self.assignments: queue.Queue[Assignment] = queue.Queue()
+        self.assignments: queue.Queue[TaskAssignment] = queue.Queue()
         self.current: tuple[int, int] | None = None  # (task, attempt) running or reporting
         self.last_done = 0
+        # The last (task, attempt)s it ran: a resent assignment of one (its first answer came
+        # late to the master, which sent it again) is acknowledged, never run twice.
+        self.finished: deque[tuple[int, int]] = deque(maxlen=16)
         self.outbox = Outbox(RESEND_AFTER)  # on the loop only
         self._resending = False
         self.ran = 0
         self._first_master = answer.master
+        if not answer.pilot_key:
+            raise DhtError("the Task Queue gave this pilot no key (an older Task Queue?)")
+        self.key = bytes.fromhex(answer.pilot_key)
+        self._epoch_keys: dict[int, bytes] = {}
+        self.guard = ReplayGuard(REPLAY_WINDOW)  # the masters' sealed messages
 
     # --- start and end ---------------------------------------------------------------------
 
@@ -109,6 +140,7 @@ class DistributedWorker:
         assert node is not None
         node.register_broadcast(TOPIC, self._on_tasklist, combine)
         node.register_message(messages.ASSIGN, self._on_assign)
+        node.register_message(messages.END, self._on_end)
         self.loop.spawn(self._elect(), name=f"election-{self.pilot_id}")
         master = self._first_master
         if master is not None and master.pilot_id == self.pilot_id:
@@ -122,21 +154,95 @@ class DistributedWorker:
         self.loop.run(self._leave())
 
     async def _leave(self) -> None:
-        if self.master is not None:
-            self.master.active = False
+        if self.master is not None and self.master.active:
+            # Its own completions and those its workers sent it reach the Task Queue first.
+            if not await self.master.close(STOP_GRACE):
+                log.warning(
+                    "pilot %s: leaving the master role without its last sync", self.pilot_id
+                )
+        else:
+            await self._flush(STOP_GRACE)
         view = self.succession.master
         node = self.net.node
         if view is not None and view.pilot_id != self.pilot_id and node is not None:
             try:
-                await node.message(view.address, messages.BYE, [self.pilot_id], timeout=0.5)
+                await self._request(view, messages.BYE, [self.pilot_id], timeout=0.5)
             except DhtError:
                 log.info("the master did not answer our bye")
+
+    async def _flush(self, grace: float) -> None:
+        """Before a worker leaves (and deregisters, which requeues what the Task Queue thinks it
+        holds): resend its completions no master said the Task Queue has, until one says so or
+        ``grace`` runs out.  Whatever is left stays unreported (logged)."""
+        end = time.monotonic() + grace
+        while len(self.outbox) and time.monotonic() < end:
+            view = self.succession.master
+            if view is not None and view.pilot_id != self.pilot_id:
+                await self._resend(view, due=False)
+            if not len(self.outbox):
+                return
+            await asyncio.sleep(0.5)  # the master's next sync, or the next master
+        if len(self.outbox):
+            log.warning(
+                "pilot %s: leaving with %d completion(s) the Task Queue may lack",
+                self.pilot_id,
+                len(self.outbox),
+            )
+
+    # --- sealing ----------------------------------------------------------------------------
+
+    def _key_for(self, epoch: int) -> bytes:
+        """The key this pilot shares with the master of ``epoch``."""
+        key = self._epoch_keys.get(epoch)
+        if key is None:
+            if len(self._epoch_keys) > 64:
+                self._epoch_keys.clear()
+            key = self._epoch_keys[epoch] = pilotkeys.epoch_key(self.key, epoch)
+        return key
+
+    async def _request(
+        self, view: MasterView, kind: str, body: Any, timeout: float | None = None
+    ) -> Any:
+        """Send the master a sealed message: its answer's value, None (not the master) or
+        ``"pending"``; DhtError when no (sealed) answer came."""
+        node = self.net.node
+        if node is None:
+            raise DhtError("the site network is not joined")
+        key = self._key_for(view.epoch)
+        payload = messages.seal(key, kind, self.pilot_id, view.epoch, body, time.time())
+        answer = await node.message(view.address, kind, payload, timeout=timeout)
+        if answer is None or answer == messages.PENDING:
+            return answer
+        try:
+            return messages.open_answer(key, kind, payload[2], answer)
+        except ValueError as exc:
+            raise DhtError(f"{exc} (from {view.address})") from exc
+
+    def _opened(self, kind: str, payload: Any) -> tuple[messages.Envelope, bytes] | None:
+        """A master's sealed message to this pilot, checked (key, nonce, time); None if not."""
+        try:
+            envelope = messages.unseal(payload, kind)
+        except ValueError as exc:
+            log.info("malformed %s: %s", kind, exc)
+            return None
+        key = self._key_for(envelope.epoch)
+        if envelope.pilot_id != self.pilot_id or not messages.authentic(key, kind, envelope):
+            log.warning("pilot %s: a %s not sealed by a master: ignored", self.pilot_id, kind)
+            return None
+        verdict = self.guard.check(envelope.epoch, envelope.nonce, envelope.stamp, time.time())
+        if verdict is not Verdict.FRESH:
+            log.warning("pilot %s: a %s that is %s: ignored", self.pilot_id, kind, verdict.value)
+            return None
+        return envelope, key
 
     # --- the event loop's side --------------------------------------------------------------
 
     def _on_tasklist(self, payload: Any) -> Any:
-        try:
-            tasklist = decode_tasklist(payload)
+        running = self.current  # read once: the pilot's thread clears it
+        busy = running is not None or self.master is not None
+        learn = self.needed is not None and self.needed.due(time.monotonic())
+        try:  # a busy worker reads no tasks (it ranks none) but now and then for ``needed``
+            tasklist = decode_tasklist(payload, with_tasks=not busy or learn)
         except ValueError as exc:
             log.info("malformed TaskList: %s", exc)
             return None
@@ -146,12 +252,16 @@ class DistributedWorker:
         if not self.succession.heard(view, time.monotonic(), successors):
             return None  # a stale master's TaskList
         self.addresses.update(dict(tasklist.successors))
+        if learn and self.needed is not None:  # sizes: the cache's (the TaskList has none)
+            wanted = {f.lfn for entry in tasklist.tasks for f in entry.inputs}
+            held = ((e.lfn, e.size) for e in self.net.cache.store.entries())
+            self.needed.learn(needed_files(wanted, held), time.time())
         if known is None or known.epoch != view.epoch:
             self.loop.spawn(self._meet(view), name=f"hello-{self.pilot_id}")
         elif not self._resending and self.outbox.due(time.monotonic()):
             self.loop.spawn(self._resend(view, due=True), name=f"resend-{self.pilot_id}")
-        if self.current is not None or self.master is not None:
-            current = self.current[0] if self.current is not None else -1
+        if busy:
+            current = running[0] if running is not None else -1
             return encode_reply(self.pilot_id, current, self.last_done, None)
         if not self.executor.has_room():  # idle, but its startd could not start a task now
             return encode_reply(self.pilot_id, 0, self.last_done, None)
@@ -164,14 +274,41 @@ class DistributedWorker:
         return encode_reply(self.pilot_id, 0, self.last_done, ranking)
 
     def _on_assign(self, payload: Any, _sender: int, _address: Any) -> Any:
+        opened = self._opened(messages.ASSIGN, payload)
+        if opened is None:
+            return False
+        envelope, key = opened
         try:
-            epoch, task = messages.decode_assign(payload)
+            epoch, task = messages.decode_assign(envelope.body)
         except ValueError as exc:
             log.info("malformed assignment: %s", exc)
             return False
+        if epoch != envelope.epoch:
+            return False
+        return messages.seal_answer(key, messages.ASSIGN, envelope.nonce, self._take(epoch, task))
+
+    def _on_end(self, payload: Any, _sender: int, _address: Any) -> Any:
+        """The master says the Task Queue no longer has this pilot (its credential was revoked,
+        or it was found dead): its task is requeued already; the pilot leaves."""
+        opened = self._opened(messages.END, payload)
+        if opened is None:
+            return False
+        envelope, key = opened
+        log.warning(
+            "pilot %s: the master of epoch %s says: %s; stopping",
+            self.pilot_id,
+            envelope.epoch,
+            envelope.body,
+        )
+        self.on_lost()
+        return messages.seal_answer(key, messages.END, envelope.nonce, True)
+
+    def _take(self, epoch: int, task: TaskAssignment) -> bool:
         known = self.succession.master
         if known is not None and epoch < known.epoch:
             return False  # from a master that lost the role
+        if (task.task_id, task.attempt) in self.finished:
+            return True  # a resend of one it ran already
         if self.current is not None:
             return self.current == (task.task_id, task.attempt)  # a resend is fine
         if self.stop.is_set() or self.master is not None or self.executor.closed():
@@ -193,7 +330,7 @@ class DistributedWorker:
         task, attempt = self.current or (0, 0)
         hello = messages.Hello(self.pilot_id, node.address, task, attempt)
         try:
-            answer = await node.message(view.address, messages.HELLO, messages.encode_hello(hello))
+            answer = await self._request(view, messages.HELLO, messages.encode_hello(hello))
         except DhtError:
             return  # the election loop probes a silent master
         if answer is None:
@@ -215,7 +352,7 @@ class DistributedWorker:
             for key, completion in items:
                 self.outbox.sent(key, now)
                 try:
-                    answer = await node.message(view.address, messages.DONE, self._done(completion))
+                    answer = await self._request(view, messages.DONE, self._done(completion))
                 except DhtError:
                     return  # kept: resent later
                 if answer is None:
@@ -271,6 +408,10 @@ class DistributedWorker:
             )
         except TaskQueueNotFound:
             log.warning("pilot %s: the Task Queue forgot it; stopping", self.pilot_id)
+            self.on_lost()
+            return
+        except TaskQueueAuthError as exc:  # revoked: its task is requeued already
+            log.warning("pilot %s: the Task Queue refuses it (%s); stopping", self.pilot_id, exc)
             self.on_lost()
             return
         except TaskQueueError as exc:
@@ -333,13 +474,13 @@ class DistributedWorker:
                 idle_since = time.monotonic()
                 continue
             ended = time.monotonic()
-            try:
-                self.net.publish_cache()
+            try:  # in the background, while the completion is reported (SiteNetwork)
+                self.net.publish_cache(background=True)
             except DhtError as exc:
                 log.warning("publishing the cache failed: %s", exc)
             published = time.monotonic()
             self._report(execution.completion())
-            log.debug(
+            log.info(
                 "pilot %s: task %s published in %.3f s, reported in %.3f s",
                 self.pilot_id,
                 task.task_id,
@@ -372,6 +513,7 @@ class DistributedWorker:
                     break
             time.sleep(0.2)
         self.last_done = completion.task_id
+        self.finished.append((completion.task_id, completion.attempt))
         self.current = None
 
     async def _send_done(self, completion: Completion) -> bool:
@@ -386,7 +528,7 @@ class DistributedWorker:
             return False
         self.outbox.sent(key, time.monotonic())
         try:
-            answer = await node.message(view.address, messages.DONE, self._done(completion))
+            answer = await self._request(view, messages.DONE, self._done(completion))
         except DhtError:
             return False
         if answer is None:  # not the master any more

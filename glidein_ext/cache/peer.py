@@ -1,7 +1,8 @@
 """The peer file server and client: pilots of one site fetch each other's cached files.
 
-Seed 000, III.A: "every pilot runs a simple file server accepting requests from other peers";
-a pilot that finds a replica's location fetches the file and adds it to its own cache, and the
+Delgado Peris 2014 §III.A: "every pilot runs a simple file server accepting requests from other
+peers"; a pilot that finds a replica's location fetches the file and adds it to its own cache, and
+the
 job falls back to the SE on failure.  Here:
 
 - ``GET``/``HEAD /cache/<percent-encoded LFN>`` serve a cached file; ``Range: bytes=`` (one

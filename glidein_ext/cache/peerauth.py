@@ -1,6 +1,7 @@
 """Authentication of peer file requests: an HMAC over the request with the per-site key.
 
-Seed 000, III.A has every pilot run "a simple file server accepting requests from other peers";
+Delgado Peris 2014 §III.A has every pilot run "a simple file server accepting requests from other
+peers";
 we serve only the pilots of the same site: each request carries
 ``Authorization: GlideinExt-HMAC ts=<unix seconds>,sig=<hex HMAC-SHA256>`` computed over
 ``METHOD\\nPATH\\nTS`` with the site key (the same key file as the site DHT).  A request whose

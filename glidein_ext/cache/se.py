@@ -44,13 +44,13 @@ COPY_CHUNK = 4 * 1024 * 1024
 
 @dataclass(frozen=True)
 class SeCondition:
-    """One row of the seed's Table I."""
+    """One row of the paper's Table I."""
 
     delay_factor: float
     failure_rate: float
 
 
-# Seed 001, section V, Table I.
+# Hasham 2011 §V, Table I.
 SE_CONDITIONS: dict[str, SeCondition] = {
     "d1f1": SeCondition(0.01, 0.0),
     "d2f2": SeCondition(0.15, 0.03),
@@ -144,7 +144,7 @@ class StorageElement:
         """A ``file://`` PFN for ``relative`` under the root (for catalogs and tests)."""
         return "file://" + str(self.root / relative.lstrip("/"))
 
-    # -- the seed's load model -----------------------------------------------------------------
+    # -- the paper's load model -----------------------------------------------------------------
 
     def _access(self, what: str) -> None:
         with self._lock:

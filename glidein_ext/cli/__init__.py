@@ -35,7 +35,7 @@ _COMMANDS: dict[str, str] = {
 }
 
 # What to install when a command's module needs a package the base install lacks (`pip install
-# glidein-ext` is the glidein side only: click and watchdog; see the README's Python requirements).
+# glidein-ext` is the glidein side only: click and watchdog; docs/deploy.md, Python requirements).
 _EXTRAS: dict[str, str] = {
     "tq": "pip install 'glidein-ext[tq]' (the Task Queue service needs Python 3.11+)",
     "site": "pip install 'glidein-ext[site]'",
@@ -43,22 +43,27 @@ _EXTRAS: dict[str, str] = {
     "experiment": "pip install 'glidein-ext[experiments]'",
 }
 
+# Commands whose modules the glidein bundle leaves out (scripts/build-glidein-bundle).
+_NOT_IN_BUNDLE = frozenset({"tq", "demo", "experiment"})
 
-def _unavailable(name: str, missing: str) -> click.Command:
-    """A stand-in for a command whose module needs ``missing``: listed, and one error when run."""
+
+def _unavailable(name: str, missing: str, absent: bool = False) -> click.Command:
+    """A stand-in for a command whose module needs ``missing`` (``absent``: whose own module is
+    not installed, as in the glidein bundle): listed, and one error when run."""
     hint = _EXTRAS.get(name, "pip install 'glidein-ext[tq,site]'")
+    said = f"needs the Python package {missing!r}, not installed here: {hint}"
+    if absent:
+        said = f"is not in this install (the glidein bundle has the glidein side only): {hint}"
 
     def refuse(args: tuple[str, ...]) -> None:
         del args
-        raise MissingDependencyError(
-            f"glidein-ext {name} needs the Python package {missing!r}, not installed here: {hint}"
-        )
+        raise MissingDependencyError(f"glidein-ext {name} {said}")
 
     return click.Command(
         name,
         callback=refuse,
         params=[click.Argument(["args"], nargs=-1, type=click.UNPROCESSED)],
-        help=f"(unavailable: needs {missing!r}; {hint})",
+        help=f"(unavailable: {said})" if absent else f"(unavailable: needs {missing!r}; {hint})",
         context_settings={"ignore_unknown_options": True},
         add_help_option=False,
     )
@@ -83,6 +88,8 @@ class LazyGroup(click.Group):
             module = importlib.import_module(module_name)
         except ImportError as exc:
             missing = exc.name or ""
+            if missing == module_name and cmd_name in _NOT_IN_BUNDLE:  # its module is left out
+                return _unavailable(cmd_name, missing, absent=True)
             if not missing or missing.split(".")[0] == "glidein_ext":
                 raise  # our own module is broken: a bug, not a missing extra
             return _unavailable(cmd_name, missing.split(".")[0])

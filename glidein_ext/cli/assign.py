@@ -8,6 +8,7 @@ import json
 import click
 
 from glidein_ext.errors import UsageError
+from glidein_ext.sched.assign import DEFAULT_METHOD, METHODS, methods_help
 
 
 @click.command()
@@ -19,10 +20,10 @@ from glidein_ext.errors import UsageError
 )
 @click.option(
     "--method",
-    type=click.Choice(["optimal", "greedy"]),
-    default="optimal",
+    type=click.Choice(list(METHODS)),
+    default=DEFAULT_METHOD,
     show_default=True,
-    help="optimal: most pilots served, then largest rank sum; greedy: the seed's.",
+    help=methods_help(),
 )
 @click.option("--json", "as_json", is_flag=True, help="Print {method, pairs, served, sum}.")
 def assign(path: str, method: str, as_json: bool) -> None:

@@ -18,6 +18,10 @@ import click
 )
 def cron(start_dir: str | None, todie: str | None) -> None:
     """Publish the drain order as slot attributes and refresh .pilot.ad (always exits 0)."""
-    from glidein_ext.entry import run_cron_command
+    import os
+    import time
 
-    run_cron_command(start_dir, todie)
+    from glidein_ext.glidein.hooks import run_cron
+
+    report = run_cron(start_dir, int(time.time()), os.environ, config_todie=todie)
+    click.echo(report.render(), nl=False)

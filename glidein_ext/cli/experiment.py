@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -18,6 +19,40 @@ from glidein_ext.errors import MissingDependencyError, UsageError
 from glidein_ext.sim.calibration import REFERENCE, CostModel, calibrate
 from glidein_ext.sim.experiments import EXPERIMENTS
 from glidein_ext.sim.experiments.base import run_jobs
+
+
+class ProgressLine:
+    """Progress as lines (stderr not a terminal): ``NAME: k/N runs, E s, about R s left`` at
+    the first run's end, then at most every ``every`` seconds, and at the last."""
+
+    def __init__(
+        self,
+        name: str,
+        total: int,
+        say: Callable[[str], None],
+        every: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name = name
+        self.total = total
+        self.say = say
+        self.every = every
+        self.clock = clock
+        self.done = 0
+        self.started = clock()
+        self.said_at: float | None = None
+
+    def advance(self, steps: int) -> None:
+        self.done += steps
+        now = self.clock()
+        due = self.said_at is None or now - self.said_at >= self.every
+        if not due and self.done < self.total:
+            return
+        self.said_at = now
+        elapsed = now - self.started
+        left = elapsed / self.done * (self.total - self.done) if self.done else 0.0
+        tail = f", about {left:.0f} s left" if self.done < self.total else ""
+        self.say(f"{self.name}: {self.done}/{self.total} runs, {elapsed:.0f} s{tail}")
 
 
 @click.command()
@@ -80,8 +115,12 @@ def experiment(
     (out / "calibration.json").write_text(model.to_json() + "\n", encoding="utf-8")
     jobs = found.jobs(quick, seed)
     started = time.monotonic()
-    with click.progressbar(length=len(jobs), label=name, file=sys.stderr) as bar:
-        results = run_jobs(jobs, model, bar.update)
+    if sys.stderr.isatty():
+        with click.progressbar(length=len(jobs), label=name, file=sys.stderr) as bar:
+            results = run_jobs(jobs, model, bar.update)
+    else:  # a log file or a pipe: a line now and then (a bar would show only at the end)
+        progress = ProgressLine(name, len(jobs), lambda line: click.echo(line, err=True))
+        results = run_jobs(jobs, model, progress.advance)
     notes = found.report(results, out, model)
     (out / "notes.txt").write_text("".join(f"{note}\n" for note in notes), encoding="utf-8")
     for note in notes:

@@ -6,7 +6,40 @@ are the same code for humans (and --help).
 
 from __future__ import annotations
 
+import sys
+from typing import TYPE_CHECKING
+
 import click
+
+if TYPE_CHECKING:
+    from glidein_ext.glidein.handoff.hooks import HookResult
+
+MAX_JOB_AD_BYTES = 1024 * 1024
+
+
+def _stdin_text() -> str:
+    return sys.stdin.buffer.read(MAX_JOB_AD_BYTES).decode("utf-8", errors="replace")
+
+
+def _emit(kind: str, result: HookResult) -> None:
+    for problem in result.problems:
+        click.echo(f"glidein-ext hook {kind}: {problem}", err=True)
+    if result.out:
+        click.echo(result.out, nl=False)
+    if result.status:
+        raise SystemExit(result.status)
+
+
+def _job_hook(kind: str, start_dir: str, reason: str) -> None:
+    from glidein_ext.glidein.hooks import run_job_hook
+
+    _emit(kind, run_job_hook(kind, start_dir, reason, _stdin_text()))
+
+
+def _fetch_hook(kind: str, start_dir: str, verdict: str = "") -> None:
+    from glidein_ext.glidein.handoff.hooks import run_fetch_hook
+
+    _emit(kind, run_fetch_hook(kind, start_dir, verdict, _stdin_text()))
 
 
 @click.group()
@@ -21,12 +54,8 @@ def prepare_job_cmd(start_dir: str, extra: tuple[str, ...]) -> None:
     """GLIDEINEXT_HOOK_PREPARE_JOB: a job is starting (job ad on stdin).
 
     Exit 1 only for a Task Queue task the glidein's agent does not hold (the job is aborted)."""
-    from glidein_ext.entry import run_hook_command
-
     del extra
-    status = run_hook_command("prepare-job", start_dir)
-    if status:
-        raise SystemExit(status)
+    _job_hook("prepare-job", start_dir, "")
 
 
 @hook.command("job-exit")
@@ -34,9 +63,7 @@ def prepare_job_cmd(start_dir: str, extra: tuple[str, ...]) -> None:
 @click.argument("reason", nargs=-1)
 def job_exit_cmd(start_dir: str, reason: tuple[str, ...]) -> None:
     """GLIDEINEXT_HOOK_JOB_EXIT: a job ended (exit, hold, remove or evict; job ad on stdin)."""
-    from glidein_ext.entry import run_hook_command
-
-    run_hook_command("job-exit", start_dir, reason[0] if reason else "")
+    _job_hook("job-exit", start_dir, reason[0] if reason else "")
 
 
 @hook.command("fetch-work")
@@ -44,9 +71,7 @@ def job_exit_cmd(start_dir: str, reason: tuple[str, ...]) -> None:
 def fetch_work_cmd(start_dir: str) -> None:
     """GLIDEINEXT_HOOK_FETCH_WORK: print a Task Queue task as a job ad for this slot (slot ad on
     stdin), or nothing."""
-    from glidein_ext.entry import run_fetch_command
-
-    run_fetch_command("fetch-work", start_dir)
+    _fetch_hook("fetch-work", start_dir)
 
 
 @hook.command("reply-fetch")
@@ -54,15 +79,11 @@ def fetch_work_cmd(start_dir: str) -> None:
 @click.argument("verdict", type=click.Choice(["accept", "reject"]))
 def reply_fetch_cmd(start_dir: str, verdict: str) -> None:
     """GLIDEINEXT_HOOK_REPLY_FETCH: the startd took (or refused) the fetched task."""
-    from glidein_ext.entry import run_fetch_command
-
-    run_fetch_command("reply-fetch", start_dir, verdict)
+    _fetch_hook("reply-fetch", start_dir, verdict)
 
 
 @hook.command("evict-claim")
 @click.option("--start-dir", required=True, help="The glidein's start-up directory.")
 def evict_claim_cmd(start_dir: str) -> None:
     """GLIDEINEXT_HOOK_EVICT_CLAIM: the startd evicts a fetched task's claim."""
-    from glidein_ext.entry import run_fetch_command
-
-    run_fetch_command("evict-claim", start_dir)
+    _fetch_hook("evict-claim", start_dir)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import threading
 from pathlib import Path
@@ -12,10 +13,13 @@ from typing import Any
 import click
 
 from glidein_ext.errors import GlideinExtError, UsageError
+from glidein_ext.sched.assign import DEFAULT_METHOD, METHODS
 
 TOKEN_ENV = "GLIDEIN_EXT_TQ_PILOT_TOKEN"  # noqa: S105 (a variable name)
 TOKEN_FILE_ENV = "GLIDEIN_EXT_PILOT_TOKEN_FILE"  # noqa: S105 (a variable name)
 URL_ENV = "GLIDEIN_EXT_TQ_URL"
+# A site's name: the sites file's rule (tq.manager.sites), which the PilotMonitor's sites obey.
+SITE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 
 
 @click.group()
@@ -42,7 +46,8 @@ def pilot() -> None:
 @click.option(
     "--ca-file",
     default=None,
-    help="CA (PEM) of an https:// Task Queue (or $GLIDEIN_EXT_PILOT_CA_FILE; default: system's).",
+    help="CA (PEM) of an https:// Task Queue (or $GLIDEIN_EXT_PILOT_CA_FILE, else "
+    "$GLIDEIN_EXT_TQ_CA_FILE; default: the system's).",
 )
 @click.option("--host", default=None, help="Host name to register (default: this host).")
 @click.option("--se", default="", help="Storage element name.")
@@ -99,9 +104,9 @@ def pilot() -> None:
 @click.option("--dht-bind", default=None, help="Address of the DHT node and file server.")
 @click.option(
     "--assignment",
-    type=click.Choice(["optimal", "greedy"]),
+    type=click.Choice(list(METHODS)),
     default=None,
-    help="The master's assignment method (distributed sites; default optimal).",
+    help=f"The master's assignment method (distributed sites; default {DEFAULT_METHOD}).",
 )
 @click.option("--round-window", type=float, default=None, help="Batching after events (0.2 s).")
 @click.option("--round-period", type=float, default=None, help="Rounds without events (2 s).")
@@ -120,24 +125,26 @@ def pilot() -> None:
 @click.option("-v", "--verbose", is_flag=True)
 def run(**opts: Any) -> None:
     """Check the environment, register, run tasks until idle/stopped, deregister (SIGTERM too)."""
-    from glidein_ext.agent.agent import AgentConfig, PilotAgent
-    from glidein_ext.agent.checks import CheckConfig, checks_for, run_checks
+    from glidein_ext.agent.agent import PilotAgent
+    from glidein_ext.agent.checks import run_checks
+    from glidein_ext.agent.config import agent_config, pilot_token, workdir_checks
     from glidein_ext.agent.settings import AgentSettings, load_agent_settings
     from glidein_ext.agent.swarm import Swarm, swarm_configs
     from glidein_ext.cache.se import condition
-    from glidein_ext.tq.client.client import read_token_file
     from glidein_ext.tq.client.endpoints import parse_endpoints
 
+    if not SITE_NAME.match(opts["site"]):
+        raise UsageError(
+            f"--site {opts['site']!r}: a site name is letters, digits, '_', '.', '-' (1-100), "
+            "as in the sites file"
+        )
     if opts["se_condition"]:
         table = condition(opts["se_condition"])
         opts["se_delay"], opts["se_failure_rate"] = table.delay_factor, table.failure_rate
     layered = {name: opts[name] for name in AgentSettings.__dataclass_fields__}
-    settings = load_agent_settings(opts["config_file"], overrides=layered)
+    settings = load_agent_settings(opts["config_file"], os.environ, overrides=layered)
     # A credential's file (per pilot, private) wins over the shared token (small setups).
-    token = read_token_file(settings.token_file) if settings.token_file else None
-    token = token or opts["token"] or os.environ.get(TOKEN_ENV)
-    if not token:
-        raise UsageError(f"give --token-file, --token, ${TOKEN_FILE_ENV} or ${TOKEN_ENV}")
+    token = pilot_token(settings, opts["token"], os.environ)
     url = ",".join(opts["url"]) or os.environ.get(URL_ENV, "")
     if not url:
         raise UsageError(f"give --tq URL (repeated for several instances) or ${URL_ENV}")
@@ -145,14 +152,12 @@ def run(**opts: Any) -> None:
     workdir = Path(opts["workdir"]).resolve()
     se_dir = Path(opts["se_dir"]).resolve() if opts["se_dir"] else None
     run_checks(
-        checks_for(
-            CheckConfig(
-                workdir=workdir,
-                min_free_mb=settings.min_free_mb,
-                commands=("sh", *opts["commands"]),
-                env_vars=tuple(opts["env_vars"]),
-                se_dir=se_dir,
-            )
+        workdir_checks(
+            settings,
+            workdir,
+            commands=("sh", *opts["commands"]),
+            env_vars=tuple(opts["env_vars"]),
+            se_dir=se_dir,
         )
     )
     logging.basicConfig(
@@ -162,40 +167,22 @@ def run(**opts: Any) -> None:
     extra: dict[str, Any] = {}
     if opts["host"]:
         extra["host"] = opts["host"]
-    config = AgentConfig(
+    config = agent_config(
+        settings,
+        os.environ,
         url=url,
         token=token,
         site=opts["site"],
         workdir=workdir,
         se=opts["se"],
         se_dir=se_dir,
-        cpus=settings.cpus,
-        memory=settings.memory,
-        disk=settings.disk,
         ttl=opts["ttl"],
         requirements=opts["requirements"],
         rank=opts["rank"],
         centralized=opts["centralized"],
-        poll_interval=settings.poll_interval,
-        poll_max=settings.poll_max,
-        offer_wait=settings.offer_wait,
         max_idle=opts["max_idle"],
         max_tasks=opts["max_tasks"],
-        retry_for=settings.retry_for,
         batch_id=opts["batch_id"] or os.environ.get("GLIDEIN_EXT_TQ_BATCH_ID"),
-        cache_max_space=settings.max_space_bytes,
-        cache_min_threshold=settings.min_threshold_bytes,
-        dht_bind=settings.dht_bind,
-        assignment=settings.assignment,
-        round_window=settings.round_window,
-        round_period=settings.round_period,
-        broadcast_timeout=settings.broadcast_timeout,
-        se_delay=settings.se_delay,
-        se_failure_rate=settings.se_failure_rate,
-        se_time_scale=settings.se_time_scale,
-        storage_xml=settings.storage_xml,
-        tfc_protocol=settings.tfc_protocol,
-        ca_file=settings.ca_file,
         **extra,
     )
     stop = threading.Event()
@@ -217,4 +204,6 @@ def run(**opts: Any) -> None:
         return
     click.echo(f"{len(swarm.configs)} pilots ran {ran} task(s); {swarm.failed} failed", err=True)
     if swarm.failed == len(swarm.configs):
-        raise GlideinExtError("every pilot of the swarm failed (see the log)")
+        reasons = sorted(swarm.reasons.items(), key=lambda item: -item[1])
+        first = f": {reasons[0][0]}" if reasons else " (see the log)"
+        raise GlideinExtError(f"every pilot of the swarm failed{first}")

@@ -14,6 +14,8 @@ import time
 
 import click
 
+from glidein_ext.site.victims import DEFAULT_POLICY, POLICY_NAMES, policies_help
+
 VIA_CHOICES = ("auto", "local", "job-ad", "ssh")  # glidein_ext.site.vacate.Via
 
 
@@ -93,7 +95,11 @@ def status(pool_name: str | None, ads: str | None) -> None:
 @site.command("victims")
 @click.option("--cpus", type=click.IntRange(min=0), required=True, help="CPUs to free.")
 @click.option(
-    "--policy", type=click.Choice(["waste", "completion"]), default="waste", show_default=True
+    "--policy",
+    type=click.Choice(POLICY_NAMES),
+    default=DEFAULT_POLICY.value,
+    show_default=True,
+    help=f"Order within a user: {policies_help()}.",
 )
 @click.option("--pool", "pool_name", default=None, help="Collector host[:port] (default: config).")
 @click.option("--ads", default=None, help="Slot ads in condor_status -long format, instead.")
@@ -192,7 +198,13 @@ def vacate_cmd(
 @click.option("--owner", required=True, help="The owner (group) the CPUs are freed for.")
 @click.option("--cpus", type=click.IntRange(min=0), default=None, help="Free this many CPUs.")
 @click.option("--fair-share", is_flag=True, help="Or: reclaim up to the owner's fair share.")
-@click.option("--policy", type=click.Choice(["waste", "completion"]), default="waste")
+@click.option(
+    "--policy",
+    type=click.Choice(POLICY_NAMES),
+    default=DEFAULT_POLICY.value,
+    show_default=True,
+    help=f"Order within a user: {policies_help()}.",
+)
 @click.option("--grace", default="2h", show_default=True, help="Deadline = now + grace.")
 @click.option("--kill-margin", default="60s", show_default=True, help="After the deadline.")
 @click.option("--kill", "kill_method", type=click.Choice(["vacate", "remove"]), default="vacate")

@@ -146,12 +146,12 @@ def wrapper(
     """Write .pilot.ad, start condor_master with the glidein config, obey .site.ad.
 
     With --tq, also run the pilot agent: the startd pulls Task Queue tasks through its
-    fetch-work hooks (README: "Task Queue work through the glidein's startd")."""
+    fetch-work hooks (docs/glidein.md: "Task Queue work through the glidein's startd")."""
     import logging
 
     from glidein_ext.errors import UsageError
+    from glidein_ext.glidein.handoff.wiring import TqOptions, load_token
     from glidein_ext.glidein.settings import load_settings
-    from glidein_ext.glidein.tqwork import TqOptions, token_from
     from glidein_ext.glidein.wrapper import GlideinWrapper, WrapperConfig
     from glidein_ext.timefmt import parse_duration
 
@@ -177,7 +177,7 @@ def wrapper(
         tq = TqOptions(
             url=tq_url,
             site=site,
-            token=token_from(tq_token_file, os.environ),
+            token=load_token(tq_token_file, pilot_config, os.environ),
             lanes=tq_lanes,
             fetch_delay=fetch_delay,
             se=se,

@@ -1,11 +1,12 @@
 """The main demo: the whole system on the embedded default, narrated, in a few minutes.
 
 Scene 1 (Hasham 2011 and 000): a Task Queue on SQLite and a site of pilots on three simulated
-worker nodes, every pilot joining the site's DHT and sharing its host's cache; the seed's W1
+worker nodes, every pilot joining the site's DHT and sharing its host's cache; Hasham 2011's W1
 workflow (a chain: each step-1 task reads the file its step-0 task wrote) with real files on a
 local storage element, run once with the pre-DHT Task Queue and once with the distributed
 architecture (a master pilot schedules the site in rounds); a live progress line; then the table
-the seed's Fig. 5/6 compare: TQ requests per task, inter-task delay, cache and local hit ratios.
+Delgado Peris 2014 Fig. 5/6 compare: TQ requests per task, inter-task delay, cache and local hit
+ratios.
 Scene 2 (Sfiligoi 2013): the handshake demo in the real HTCondor pool -- a glidein with user jobs,
 the site vacates it through ``.site.ad``, it drains without losing work and leaves.
 """
@@ -30,7 +31,7 @@ HOW = {
     "the Task Queue for the whole site in rounds",
 }
 
-# What the seed measured (Delgado Peris 2014 §IV, Fig. 5/6): TQ requests per task.
+# What the paper measured (Delgado Peris 2014 §IV, Fig. 5/6): TQ requests per task.
 PAPER_REQUESTS_PER_TASK = {"pre-dht": 12.0, "centralized": 9.0, "distributed": 5.0}
 
 
@@ -97,16 +98,16 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 
 
 def results_table(results: list[ArchitectureResult]) -> str:
-    """The final table, one line per architecture, the seed's value beside ours."""
+    """The final table, one line per architecture, the paper's value beside ours."""
     head = (
-        f"   {'architecture':<12} {'tasks':>5} {'failed':>6} {'TQ req/task':>11} {'(seed)':>6} "
+        f"   {'architecture':<12} {'tasks':>5} {'failed':>6} {'TQ req/task':>11} {'(paper)':>7} "
         f"{'delay p50 s':>11} {'cache hit':>9} {'local hit':>9} {'turnaround s':>12}"
     )
     lines = [head]
     for r in results:
         lines.append(
             f"   {r.architecture:<12} {r.tasks:>5} {r.failed:>6} {_fmt(r.requests_per_task):>11} "
-            f"{PAPER_REQUESTS_PER_TASK[r.architecture]:>6.0f} {_fmt(r.delay_median):>11} "
+            f"{PAPER_REQUESTS_PER_TASK[r.architecture]:>7.0f} {_fmt(r.delay_median):>11} "
             f"{_fmt(r.cache_hit):>9} {_fmt(r.local_hit):>9} {_fmt(r.turnaround, 1):>12}"
         )
     return "\n".join(lines)
@@ -174,7 +175,7 @@ def run_workflow_scene(
         results.append(
             run_architecture(directory / architecture, architecture, size, say, progress)
         )
-    say("   The Task Queue's counters (the seed's Fig. 5/6 measures; seed's values beside):")
+    say("   The Task Queue's counters (Delgado Peris 2014 Fig. 5/6; the paper's values beside):")
     say(results_table(results))
     for r in results:
         if r.failed or r.done != r.tasks or r.files != r.tasks:

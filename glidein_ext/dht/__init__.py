@@ -10,10 +10,10 @@ Pilots of one site form a Kademlia network (Maymounkov & Mazieres, 2002) over UD
 - ``regions``, ``aggregation``: broadcast over eight regions, reply aggregation
   (Delgado Peris 2014 §III.B).
 - ``wire``, ``protocol``, ``replay``: authenticated messages (a struct header and a compact body
-  encoding, standard library only) with a replay window (beyond the seed).
+  encoding, standard library only) with a replay window (beyond the paper).
 - ``handler``: the answers to requests, synchronous.
 - ``rpc``, ``caller``, ``broadcaster``, ``node``: the asyncio edges; ``caller`` also notices dead
-  contacts (beyond the seed).
+  contacts (beyond the paper).
 
 Python 3.9 and the standard library only: it runs inside the pilots.
 

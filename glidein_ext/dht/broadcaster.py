@@ -6,7 +6,7 @@ region, answers with the caller-given handler of the topic, and keeps an :class:
 a pointer to its parent.  It sends the aggregated reply up when every expected reply is in or when
 its depth-dependent budget runs out.  Forwards are acknowledged at once; a child that does not
 acknowledge is taken as dead, our contacts closest to it are asked for its live neighbours, and
-its region is planned again without it (beyond the seed), so a broadcast with dead nodes still
+its region is planned again without it (beyond the paper), so a broadcast with dead nodes still
 reaches the live ones.
 """
 
@@ -169,14 +169,14 @@ class Broadcaster:
         )
         self._active[request.bid] = state
         state.timer = loop.call_later(request.budget, self._finish, request.bid)
-        assignments = regions.plan(
+        delegations = regions.plan(
             self._own_id,
             request.block,
             self._table.contacts(),
             (),
             self._settings.region_bits,
         )
-        self._forward_all(state, assignments)
+        self._forward_all(state, delegations)
         if topic is not None:
             self._answer(state, topic)
         self._maybe_finish(request.bid, state)
@@ -204,20 +204,20 @@ class Broadcaster:
         state.aggregation.own_answer(value)
         self._maybe_finish(state.request.bid, state)
 
-    def _forward_all(self, state: _Active, assignments: list[regions.Assignment]) -> None:
-        for assignment in assignments:
-            state.aggregation.expect(assignment.contact.id)
-            self._spawn(self._forward(state, assignment))
+    def _forward_all(self, state: _Active, delegations: list[regions.Delegation]) -> None:
+        for delegation in delegations:
+            state.aggregation.expect(delegation.contact.id)
+            self._spawn(self._forward(state, delegation))
 
-    async def _forward(self, state: _Active, assignment: regions.Assignment) -> None:
+    async def _forward(self, state: _Active, delegation: regions.Delegation) -> None:
         request = state.request
-        contact = assignment.contact
+        contact = delegation.contact
         remaining = state.deadline - asyncio.get_running_loop().time()
         child = BroadcastRequest(
             bid=request.bid,
             topic=request.topic,
             payload=request.payload,
-            block=assignment.block,
+            block=delegation.block,
             budget=max(0.001, child_budget(remaining, self._settings.broadcast_hop_margin)),
             depth=request.depth + 1,
         )
@@ -246,7 +246,7 @@ class Broadcaster:
             known = [c for c in self._table.contacts() if c.id not in skip]
             known_ids = {c.id for c in known}
             again = regions.plan_foreign(
-                assignment.block,
+                delegation.block,
                 known + [c for c in found if c.id not in known_ids],
                 skip,
                 self._settings.region_bits,

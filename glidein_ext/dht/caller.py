@@ -3,7 +3,7 @@
 A request that times out makes its contact suspect (see :mod:`routing`).  Kademlia drops a contact
 after several failed requests in a row (section 4.1), which, at one lookup now and then, can take
 long enough that every lookup keeps paying timeouts for pilots killed without LEAVE; so (beyond
-the seed) the first timeout also starts a probe that PINGs the contact until it answers, and is
+the paper) the first timeout also starts a probe that PINGs the contact until it answers, and is
 kept, or has missed ``stale_after`` requests in a row, and is dropped.  Lookups avoid the contact
 meanwhile.  Pilots often end together (a batch reaching its walltime), so a missed answer also
 starts a *sweep*, at most once per ``sweep_interval``: a PING to every contact not heard from since

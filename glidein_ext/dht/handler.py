@@ -6,11 +6,11 @@ sends LEAVE at once (Delgado Peris 2014, section III.A), appends what STORE carr
 2014 §III.A), answers FIND_NODE and FIND_VALUE with the closest live contacts (Kademlia section
 2.3), and hands BROADCAST and BROADCAST_REPLY to the broadcaster (Delgado Peris 2014 §III.B).
 
-Beyond the seed, REMOVE withdraws values their owner published (a file left its cache), and
+Beyond the paper, REMOVE withdraws values their owner published (a file left its cache), and
 MESSAGE hands a topic-addressed payload to the node's handler of that topic and answers with its
 result (the master and its workers talk this way); a topic without a handler answers None.
 
-FIND_VALUE answers are pages (beyond the seed): a key may hold more values than one datagram, so
+FIND_VALUE answers are pages (beyond the paper): a key may hold more values than one datagram, so
 a request names a cursor (``after``: the last value the requester already has, values being in
 byte order), and an answer carries as many values after it as fit and says whether more remain.
 """

@@ -1,4 +1,4 @@
-"""Reading the per-site key that authenticates DHT messages (beyond the seed).
+"""Reading the per-site key that authenticates DHT messages (beyond the paper).
 
 The key file holds at least 16 bytes (surrounding whitespace is ignored, so a line of hex or
 base64 from ``openssl rand -hex 32`` works as is).  It should be readable by the pilot only.

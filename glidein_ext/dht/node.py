@@ -1,4 +1,4 @@
-"""A DHT node: Kademlia over UDP with the seed's changes (Delgado Peris 2014, section III.A and
+"""A DHT node: Kademlia over UDP with the paper's changes (Delgado Peris 2014, section III.A and
 III.B).
 
 The asyncio edge that ties the pure parts together: it answers the six RPCs (PING, STORE,
@@ -8,7 +8,7 @@ republishes (Kademlia section 2.5), leaves with LEAVE after handing its keys on 
 §III.A), and broadcasts
 with aggregation (Delgado Peris 2014 §III.B).  Requests it receives are answered by :mod:`handler`.
 
-Beyond the seed: what a key holds may exceed one datagram, so STOREs are split to the datagram
+Beyond the paper: what a key holds may exceed one datagram, so STOREs are split to the datagram
 budget and a value lookup pages through each holder's values; a contact that misses an answer is
 probed at once and dropped when it keeps silent (see :mod:`routing`); the maintenance loop logs a
 failing pass and carries on.  Every task the node starts is kept in a set, reaped with logging and
@@ -191,7 +191,7 @@ class DhtNode:
 
     async def maintenance_pass(self) -> None:
         """Expire values, republish (Kademlia section 2.5), refresh idle buckets (section 2.3),
-        and ping the contacts not heard from since the last sweep (beyond the seed)."""
+        and ping the contacts not heard from since the last sweep (beyond the paper)."""
         self.storage.expire(time.monotonic())
         await self.republish()
         await self.refresh()
@@ -286,7 +286,7 @@ class DhtNode:
         return found
 
     async def remove(self, key: str | bytes, value: bytes) -> int:
-        """Withdraw ``value`` now (beyond the seed): stop republishing it and ask the nodes
+        """Withdraw ``value`` now (beyond the paper): stop republishing it and ask the nodes
         closest to ``key`` (the ``k`` closest, not only the ``replication`` first: values move
         as nodes come and go) to drop it.  Only values this node published are dropped (the
         holders check the owner).  Returns how many nodes dropped it."""
@@ -453,7 +453,7 @@ class DhtNode:
             topic, payload, self.settings.broadcast_timeout if timeout is None else timeout
         )
 
-    # --- messages to one node (beyond the seed) -------------------------------------------------
+    # --- messages to one node (beyond the paper) -------------------------------------------------
 
     def register_message(self, topic: str, handler: MessageHandler) -> None:
         """Answer MESSAGEs of ``topic`` with ``handler(payload, sender id, sender address)``;

@@ -1,6 +1,6 @@
 """The wire format: a fixed header and a compact body, authenticated with a per-site HMAC.
 
-A datagram is (beyond the seed; standard library only)::
+A datagram is (beyond the paper; standard library only)::
 
     version(1) kind(1) flags(1) sender(20) timestamp_ms(8) nonce(8) [reply_to(8)]  body  tag
 

@@ -9,7 +9,7 @@ range.  Its own region it splits again the same way, down to the last contact it
 blocks are disjoint, every recipient lies in its block, no block holds an earlier sender, and N
 nodes cost exactly N-1 messages.
 
-Why not hand the own region to another contact, as the seed's "never more than eight workers"
+Why not hand the own region to another contact, as the paper's "never more than eight workers"
 suggests?  The recipient may know nobody but the sender in part of that region (its bucket there
 holds only the sender), and nodes there would be missed; ``tests/unit/dht/test_dht_regions.py``
 keeps the three-node counterexample.  Splitting the own region costs the root about
@@ -68,8 +68,8 @@ class Block:
 
 
 @dataclass(frozen=True)
-class Assignment:
-    """Send the broadcast to ``contact``, who then covers ``block``."""
+class Delegation:
+    """One delegation of a broadcast: send it to ``contact``, who then covers ``block``."""
 
     contact: Contact
     block: Block
@@ -81,7 +81,7 @@ def plan(
     contacts: Sequence[Contact],
     skip: Iterable[int] = (),
     region_bits: int = 3,
-) -> list[Assignment]:
+) -> list[Delegation]:
     """Split ``block``, which contains ``own_id``, among ``contacts``.
 
     ``contacts`` are in order of preference (most recently seen first); ``skip`` are ids not to
@@ -93,14 +93,14 @@ def plan(
         raise ValueError("plan() splits a block that contains the planning node")
     excluded = {own_id, *skip}
     candidates = [c for c in contacts if c.id in block and c.id not in excluded]
-    found: list[Assignment] = []
+    found: list[Delegation] = []
     current = block
     depth = 0  # bits consumed in the current group of ``region_bits``
     while candidates and current.prefix_len < ID_BITS:
         low, high = current.halves()
         mine, other = (low, high) if own_id in low else (high, low)
         levels = region_bits - 1 - depth
-        found.extend(_assign(other, levels, [c for c in candidates if c.id in other]))
+        found.extend(_delegate(other, levels, [c for c in candidates if c.id in other]))
         candidates = [c for c in candidates if c.id in mine]
         current = mine
         depth = (depth + 1) % region_bits
@@ -112,25 +112,25 @@ def plan_foreign(
     contacts: Sequence[Contact],
     skip: Iterable[int] = (),
     region_bits: int = 3,
-) -> list[Assignment]:
+) -> list[Delegation]:
     """Cover a block that does not contain us (a dead child's block) with the contacts left."""
     excluded = set(skip)
     candidates = [c for c in contacts if c.id in block and c.id not in excluded]
-    return _assign(block, region_bits, candidates)
+    return _delegate(block, region_bits, candidates)
 
 
-def _assign(block: Block, levels: int, candidates: list[Contact]) -> list[Assignment]:
+def _delegate(block: Block, levels: int, candidates: list[Contact]) -> list[Delegation]:
     """Give ``block`` (not containing us) to contacts: one per region ``levels`` bits down."""
     if not candidates:
         return []
     if levels <= 0 or block.prefix_len >= ID_BITS:
-        return [Assignment(candidates[0], block)]
+        return [Delegation(candidates[0], block)]
     parts = []
     for half in block.halves():
-        part = _assign(half, levels - 1, [c for c in candidates if c.id in half])
+        part = _delegate(half, levels - 1, [c for c in candidates if c.id in half])
         if not part:
             # Nobody known in this half, but it is not one of our buckets' subtrees, so it may
             # hold nodes we do not know: the whole block goes to one contact in it (DESIGN.md).
-            return [Assignment(candidates[0], block)]
+            return [Delegation(candidates[0], block)]
         parts.extend(part)
     return parts

@@ -1,6 +1,6 @@
 """The replay window: each (sender, nonce) is accepted once, and only while it is fresh.
 
-Beyond the seed: a message older or newer than ``window`` seconds by the receiver's clock is
+Beyond the paper: a message older or newer than ``window`` seconds by the receiver's clock is
 dropped, and a nonce seen from the same sender within the last ``2 * window`` seconds (long enough
 to outlive any timestamp the window still accepts) is dropped as a replay.  Pure code.
 """

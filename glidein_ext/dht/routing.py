@@ -12,7 +12,7 @@ replacement cache (Kademlia section 4.1) and come back when a bucket loses a mem
 
 A contact is dropped at once when it sends LEAVE (Delgado Peris 2014 §III.A) and after
 ``stale_after``
-consecutive unanswered requests (Kademlia section 4.1).  Beyond the seed, so that pilots killed
+consecutive unanswered requests (Kademlia section 4.1).  Beyond the paper, so that pilots killed
 without LEAVE stop slowing lookups down at once: a contact that missed one answer is *suspect*.
 It moves to the least-recently-seen end of its bucket (the next newcomer evicts it first),
 :meth:`closest` and :meth:`contacts` give live contacts before suspects, and lookups skip suspect

@@ -1,7 +1,7 @@
 """Requests and responses over one UDP socket: the I/O edge under the node.
 
 Every datagram is decoded and authenticated by the codec, then checked against the replay window;
-whatever fails is counted and dropped (beyond the seed).  A request is answered by the handler the
+whatever fails is counted and dropped (beyond the paper).  A request is answered by the handler the
 node gives (synchronously, so one datagram never spawns a task); a response resolves the pending
 request with the same nonce, if it came from the address the request went to.
 """

@@ -23,7 +23,7 @@ class DhtSettings:
     stale_after: int = 3
     """Consecutive unanswered requests after which a contact is dropped (Kademlia section 4.1)."""
     sweep_interval: float = 300.0
-    """Beyond the seed: when a contact misses an answer, the other contacts not heard from since
+    """Beyond the paper: when a contact misses an answer, the other contacts not heard from since
     the last sweep are pinged too (pilots often end together), at most once in this many seconds."""
     value_ttl: float = 86400.0
     """Lifetime in seconds of a published value unless its owner republishes it (Kademlia 2.5)."""

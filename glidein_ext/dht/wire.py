@@ -1,4 +1,4 @@
-"""The compact binary encoding of message bodies (beyond the seed; standard library only).
+"""The compact binary encoding of message bodies (beyond the paper; standard library only).
 
 Every value is one tag byte followed by its payload::
 

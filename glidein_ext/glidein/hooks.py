@@ -6,13 +6,17 @@
 - ``prepare_job`` / ``job_exit``: GLIDEINEXT_HOOK_PREPARE_JOB and GLIDEINEXT_HOOK_JOB_EXIT, run by
   the condor_starter with the job ad on stdin; they update the job table and `.pilot.ad` at once.
   They never fail the job: problems are returned as messages for stderr (the StarterLog).
+  :func:`run_job_hook` is the whole hook (with a Task Queue task's part, ``handoff.hooks``): it
+  returns what to print and the exit status, for ``glidein_ext.entry`` and ``glidein-ext hook``.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from glidein_ext.errors import GlideinExtError
 from glidein_ext.glidein import jobtable
@@ -24,6 +28,9 @@ from glidein_ext.glidein.pilotad import RunningJob
 from glidein_ext.glidein.refresh import refresh
 from glidein_ext.glidein.sitead import NO_ORDER
 from glidein_ext.procs import start_ticks
+
+if TYPE_CHECKING:
+    from glidein_ext.glidein.handoff.hooks import HookResult
 
 
 def run_cron(
@@ -102,3 +109,34 @@ def job_exit(start_dir: str, job_ad_text: str, now: int, env: Mapping[str, str])
             problems.append(str(exc))
     problems.extend(refresh(start_dir, now, env).errors)
     return problems
+
+
+def run_job_hook(kind: str, start_dir: str, reason: str, stdin_text: str) -> HookResult:
+    """A starter job hook (``prepare-job`` or ``job-exit``, job ad in ``stdin_text``): prints
+    nothing; problems for stderr (the StarterLog).  Exit status 0 whatever happens (a
+    bookkeeping problem must never fail a user job), except for a Task Queue task its agent
+    refuses or cannot confirm at ``prepare-job``: 1, which makes the starter abort the job
+    rather than run a task nobody would report."""
+    from glidein_ext.glidein.handoff import hooks as handoff_hooks  # the cron does not need it
+
+    status = 0
+    problems: list[str] = []
+    try:
+        ad = parse_job_ad(stdin_text)
+        if kind == "prepare-job":
+            try:
+                handoff_hooks.task_starting(start_dir, ad, os.getppid())
+            except Exception as exc:  # noqa: BLE001 -- fail closed: the task must not run
+                problems.append(f"task not started: {exc}")
+                status = 1
+        else:
+            try:
+                handoff_hooks.task_exited(start_dir, ad, reason)
+            except Exception as exc:  # noqa: BLE001 -- the job is over: report, never fail it
+                problems.append(f"the agent was not told of the task's end: {exc}")
+        if status == 0:
+            handler = prepare_job if kind == "prepare-job" else job_exit
+            problems += handler(start_dir, stdin_text, int(time.time()), os.environ)
+    except Exception as exc:  # noqa: BLE001 -- a hook must never fail the job: report it
+        problems.append(f"internal error: {exc!r}")
+    return handoff_hooks.HookResult(problems=tuple(problems), status=status)

@@ -36,9 +36,11 @@ def parse_literal(text: str) -> Literal | None:
 
 
 def parse_job_ad(text: str) -> dict[str, Literal]:
-    """Map lower-cased attribute names to their literal values; expressions are left out."""
+    """Map lower-cased attribute names to their literal values; expressions are left out.
+    Lines end at ``\\n`` only, as HTCondor writes and reads them (``str.splitlines`` would also
+    split a string value at U+2028, NEL... and let it pass for an attribute of its own)."""
     values: dict[str, Literal] = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):
         match = _LINE.match(line)
         if match is None:
             continue

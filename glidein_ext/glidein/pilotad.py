@@ -15,9 +15,13 @@ ADD_FINAL_EXP_WASTE1k  min(1024, round(1024 * (C (E - t) - sum c_i (e_i - t)) / 
                        E = LAST_EXP_JOB_END; 0 when no job runs
 PRIORITY_FACTOR        the owner's preference to keep this pilot (higher is better)
 CAN_POSTPONE_LAST_JOB  true while the pilot may start new jobs, false once draining
+CACHED_INPUT_NEEDED_MB MB of the pilot's cached files that tasks still to run will read (absent
+                       when the pilot does not know; ``cache.need``): what vacating it costs in
+                       storage-element re-reads (an extension joining Hasham 2011 §IV-E's
+                       cache-aware matching to Sfiligoi 2013's victim choice)
 =====================  =======================================================================
 
-Choices where the definitions are silent (documented in the README):
+Choices where the definitions are silent (documented in docs/glidein.md):
 - An end time already in the past means "any moment now": m_i and e_i are clamped to at least t,
   and e_i to at most m_i.
 - The pilot runtime t - P is taken as at least 1 s (no division by zero at start-up).
@@ -40,6 +44,7 @@ ADD_UNCOM_TIME1K = "ADD_UNCOM_TIME1k"
 ADD_FINAL_EXP_WASTE1K = "ADD_FINAL_EXP_WASTE1k"
 PRIORITY_FACTOR = "PRIORITY_FACTOR"
 CAN_POSTPONE_LAST_JOB = "CAN_POSTPONE_LAST_JOB"
+CACHED_INPUT_NEEDED_MB = "CACHED_INPUT_NEEDED_MB"
 
 PILOT_AD_SCHEMA = Schema(
     ".pilot.ad",
@@ -53,6 +58,7 @@ PILOT_AD_SCHEMA = Schema(
         ADD_FINAL_EXP_WASTE1K: Kind.INT,
         PRIORITY_FACTOR: Kind.INT,
         CAN_POSTPONE_LAST_JOB: Kind.BOOL,
+        CACHED_INPUT_NEEDED_MB: Kind.INT,
     },
 )
 
@@ -72,8 +78,8 @@ class RunningJob:
 
 
 @dataclass(frozen=True)
-class PilotState:
-    """Everything the attributes are computed from."""
+class PilotAdInputs:
+    """Everything the .pilot.ad attributes are computed from (Sfiligoi 2013)."""
 
     cpus: int
     start_time: int
@@ -81,6 +87,7 @@ class PilotState:
     last_job_start: int | None = None
     draining: bool = False
     priority_factor: int = 0
+    cached_input_needed_mb: int | None = None  # None: unknown, the attribute is left out
 
     def __post_init__(self) -> None:
         if self.cpus < 1:
@@ -106,7 +113,7 @@ def effective_ends(job: RunningJob, now: int) -> tuple[int, int]:
     return expected_end, max_end
 
 
-def compute_pilot_ad(state: PilotState, now: int) -> dict[str, AdValue]:
+def compute_pilot_ad(state: PilotAdInputs, now: int) -> dict[str, AdValue]:
     """The `.pilot.ad` values for ``state`` at time ``now``."""
     ad: dict[str, AdValue] = {}
     starts = [job.start for job in state.jobs]
@@ -137,6 +144,8 @@ def compute_pilot_ad(state: PilotState, now: int) -> dict[str, AdValue]:
 
     ad[PRIORITY_FACTOR] = state.priority_factor
     ad[CAN_POSTPONE_LAST_JOB] = not state.draining
+    if state.cached_input_needed_mb is not None:
+        ad[CACHED_INPUT_NEEDED_MB] = max(state.cached_input_needed_mb, 0)
     return ad
 
 

@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from glidein_ext.adfile import AdValue, read_ad, write_ad
 from glidein_ext.errors import AdFileError, AdFileMissing, GlideinExtError
 from glidein_ext.glidein import jobtable
+from glidein_ext.glidein.cacheneed import read_cache_need
 from glidein_ext.glidein.info import GlideinInfo, load_info
 from glidein_ext.glidein.mjf import read_features
 from glidein_ext.glidein.pilotad import (
     PILOT_AD_FILE,
     PILOT_AD_SCHEMA,
-    PilotState,
+    PilotAdInputs,
     compute_pilot_ad,
 )
 from glidein_ext.glidein.sitead import (
@@ -110,13 +111,17 @@ def refresh(
 
     info = result.info
     result.running_jobs = len(table.jobs)
-    state = PilotState(
+    cache_need, why = read_cache_need(start_dir, now)
+    if why:
+        result.errors.append(why)
+    state = PilotAdInputs(
         cpus=info.cpus,
         start_time=info.start_time,
         jobs=table.running(),
         last_job_start=table.last_job_start,
         draining=result.order.retire,
         priority_factor=info.priority_factor,
+        cached_input_needed_mb=cache_need,
     )
     result.pilot_ad = compute_pilot_ad(state, now)
     try:

@@ -26,6 +26,8 @@ def _explain_pilot_value(key: str, value: AdValue, now: int) -> str:
         return "owner's wish to keep this pilot (higher is better)"
     if key == pa.CAN_POSTPONE_LAST_JOB:
         return "accepting new jobs" if value else "draining: no new jobs"
+    if key == pa.CACHED_INPUT_NEEDED_MB:
+        return "MB of cached input that tasks still to run will read"
     return ""
 
 

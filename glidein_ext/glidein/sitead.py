@@ -10,7 +10,7 @@ Inputs:
   ``$JOBFEATURES/shutdowntime_job``, the modern equivalents of PAYLOAD_DEADLINE.
 - The glidein's own retire time (GLIDEIN_ToRetire), its internal reason to drain.
 
-Rules (documented in the README):
+Rules (documented in docs/glidein.md):
 - VACATE_DESIRED = true asks the pilot to drain; PAYLOAD_DEADLINE adds a hard deadline.
 - PAYLOAD_DEADLINE without VACATE_DESIRED is a drain order too: a hard deadline means "be gone by".
 - VACATE_DESIRED = false cancels the site's order (its PAYLOAD_DEADLINE is then ignored); so does

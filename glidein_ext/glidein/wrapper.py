@@ -1,6 +1,7 @@
 """`glidein-ext wrapper`: start a glidein's HTCondor and keep its side of the handshake.
 
-Seed 003, "glideinWMS changes": the wrapper writes `.pilot.ad` with USED_FRACTION1k = 0 before the
+Sfiligoi 2013, "glideinWMS changes": the wrapper writes `.pilot.ad` with USED_FRACTION1k = 0 before
+the
 HTCondor daemons start; then condor_master runs with the glidein configuration (the shipped
 snippet ``condor_config.d/50-glidein-ext-glidein.config`` included), the startd cron and the job
 hooks keep `.pilot.ad` current, and the wrapper watches `.site.ad` (watchdog, inotify) so that a
@@ -9,8 +10,8 @@ condor_master, whose reconfig re-runs the startd cron at once
 (STARTD_CRON_GLIDEINEXT_RECONFIG_RERUN).
 SIGTERM, SIGINT and SIGQUIT are forwarded to condor_master; the wrapper exits when it does.
 
-With a Task Queue (``--tq URL --site S``, ``glidein_ext.glidein.tqwork``) the wrapper also runs
-the pilot agent (``agent.glidein_agent``) in this process, started before condor_master so that
+With a Task Queue (``--tq URL --site S``, ``glidein.handoff.wiring``) the wrapper also runs
+the pilot agent (``glidein.handoff.agent``) in this process, started before condor_master so that
 the startd's first fetch finds it: its lanes register, join the site DHT and hand their tasks to
 the startd through the fetch-work hooks.  The agent drains with the glidein (it watches the same
 drain order) and leaves the Task Queue before the wrapper exits; when condor_master ends for any
@@ -35,14 +36,15 @@ from typing import Any
 from glidein_ext.adfile import write_text_atomic
 from glidein_ext.condor import config_value, startd_node_config
 from glidein_ext.errors import CondorError, GlideinExtError, UsageError
-from glidein_ext.glidein import jobtable, tqwork
+from glidein_ext.glidein import jobtable
 from glidein_ext.glidein.batchjob import read_batch_identity
+from glidein_ext.glidein.handoff import wiring as tqwork
+from glidein_ext.glidein.handoff.wiring import TqOptions
 from glidein_ext.glidein.info import GlideinInfo, load_info, state_dir
 from glidein_ext.glidein.refresh import current_order, refresh
 from glidein_ext.glidein.settings import Settings
 from glidein_ext.glidein.sitead import SITE_AD_FILE
 from glidein_ext.glidein.startup import init_glidein
-from glidein_ext.glidein.tqwork import TqOptions
 from glidein_ext.procs import pid_alive
 
 # condor_master's exit status after DAEMON_SHUTDOWN: a normal end (glideinWMS treats it so too).
@@ -213,7 +215,7 @@ class GlideinWrapper:
         self.log = log
         self._site_ad_changed = threading.Event()
         self._master: subprocess.Popen[bytes] | None = None
-        self._agent: Any = None  # agent.glidein_agent.GlideinAgent, with a Task Queue
+        self._agent: Any = None  # glidein.handoff.agent.GlideinAgent, with a Task Queue
         self._stop = threading.Event()  # agent only: a signal asked us to end
 
     def now(self) -> int:
@@ -315,7 +317,7 @@ class GlideinWrapper:
         order, _ = current_order(self.cfg.start_dir, self.now(), self.env, info, errors)
         return order.retire
 
-    # --- the Task Queue agent (glidein_ext.glidein.tqwork) ---
+    # --- the Task Queue agent (glidein_ext.glidein.handoff.wiring) ---
 
     def _start_agent(self) -> None:
         """Start the pilot agent (with ``--tq``); a failure leaves the glidein without Task

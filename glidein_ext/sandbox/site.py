@@ -1,6 +1,7 @@
 """The sandbox as a site and a VO run it: site execute nodes, and glideins that are site jobs.
 
-Seed 003's whole handshake needs both halves of glideinWMS: a *site pool* (the resource provider's
+Sfiligoi 2013's whole handshake needs both halves of glideinWMS: a *site pool* (the resource
+provider's
 batch system: its schedd, and execute nodes with the site snippet ``60-glidein-ext-site.config``,
 whose startd cron publishes each pilot's ``.pilot.ad`` as ``PILOT_*``) and a *VO pool* (the
 VO's collector, negotiator and schedd for its users).  A glidein is a job of the site pool whose

@@ -1,4 +1,4 @@
-"""The seed's greedy assignment (Delgado Peris 2014 §III.C): take the largest allowed element,
+"""The paper's greedy assignment (Delgado Peris 2014 §III.C): take the largest allowed element,
 assign it,
 remove its row and column, repeat.  Ties go to the lower task row, then to the lower pilot column,
 so the result is one well-defined function of the matrix.

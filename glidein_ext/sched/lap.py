@@ -6,7 +6,8 @@ assignments, maximise the sum of ranks.  With ranks scaled to ``w`` in [0, 1], a
 weighs ``B + w`` with ``B = n + 2`` and every pilot ``j`` has a private "stay idle" row of weight 1.
 One more served pilot gains at least ``B - 1 - n > 0`` whatever the ranks lose, so a maximum-weight
 full matching (scipy's LAPJVsp, ``min_weight_full_bipartite_matching``) is max-cardinality first,
-max-sum second.  This is a linear assignment problem, solvable in polynomial time (the seed calls it
+max-sum second.  This is a linear assignment problem, solvable in polynomial time (the paper calls
+it
 NP-complete; it is not).  Ranks that differ by less than about ``n**2 * 2**-52`` of their span are
 treated as equal.
 

@@ -8,7 +8,7 @@ finite float, negatives too).  They are plain lists, or numpy arrays when
 
 A column may be *truncated*: its pilot reported only its best ranks (by rank, ties to the lower
 row; see :mod:`glidein_ext.sched.ranking`).  The assignment methods then say whether the reported
-ranks were enough to be sure of the result (:attr:`glidein_ext.sched.assign.Assignment.needs_more`).
+ranks were enough to be sure of the result (:attr:`glidein_ext.sched.assign.Matching.needs_more`).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ bare Python); otherwise its absence is a :class:`~glidein_ext.errors.MissingDepe
 The worker's answer may be truncated to its best ``limit`` tasks (:meth:`Ranker.rank`): with
 ``limit`` at least the number of pilots in the round, the master's assignment is the same as with
 every rank (:mod:`glidein_ext.sched.lap`, fact 1); below it, the master is told when it would need
-more (:attr:`glidein_ext.sched.assign.Assignment.needs_more`).
+more (:attr:`glidein_ext.sched.assign.Matching.needs_more`).
 """
 
 from __future__ import annotations

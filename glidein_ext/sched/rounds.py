@@ -20,7 +20,7 @@ What it keeps:
   to release** (assigned but never delivered, or lost by a worker), for the next Task Queue call;
 - **when** a round is due: events (a completion, a worker joined or went idle, more tasks at the
   Task Queue) start a batching ``window`` that each further event extends (at most 5 windows);
-  without events a round comes every ``period`` (the seed's fixed 20 s TaskList period, made a
+  without events a round comes every ``period`` (the paper's fixed 20 s TaskList period, made a
   fallback); a Task Queue call (a heartbeat) comes at least every ``heartbeat`` seconds (only the
   master heartbeats in this architecture).  Completions ride the round they trigger (its ``sync``
   call): no call of their own.
@@ -54,6 +54,8 @@ class Worker:
     task: Key | None = None  # what it runs, per the master (None: idle)
     missed: int = 0  # rounds in a row without its reply
     awaiting_since: float | None = None  # idle, the completion of ``task`` not here yet
+    delivering: bool = False  # ``task`` is on its way to it (the master hands out meanwhile)
+    delivered_in: int = -1  # the round in progress when it acknowledged ``task``
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,7 @@ class RoundBook:
         if worker is not None and task is not None and task[0] == key[0] and task[1] in (0, key[1]):
             worker.task = None
             worker.awaiting_since = None
+            worker.delivering = False  # it got the task: it finished it
         if key in self._reported or key in self._pending or key in self._in_flight:
             return False
         self._pending[key] = (pilot_id, completion)
@@ -212,6 +215,11 @@ class RoundBook:
         if self._trigger_at is None:
             self._trigger_at = now
         self._last_event = max(self._last_event, now)
+
+    @property
+    def first_event(self) -> float | None:
+        """When the first event since the last round came (None: none)."""
+        return self._trigger_at
 
     def _batch_due(self) -> float | None:
         if self._trigger_at is None:
@@ -285,6 +293,8 @@ class RoundBook:
                 continue
             worker.missed = 0
             believed = worker.task
+            if reply.idle and believed is not None and self._crossed(worker):
+                continue  # the reply crossed its assignment: not lost, no candidate
             if reply.idle and believed is not None:
                 self._idle_reply(worker, believed, reply.last_done)
             elif not reply.idle:
@@ -299,6 +309,16 @@ class RoundBook:
                 ranks.append(reply.ranks)
         return Candidates(tuple(pilots), tuple(ranks), tuple(truncated))
 
+    def _crossed(self, worker: Worker) -> bool:
+        """Whether an idle reply of this round may predate the worker's assignment.
+
+        The worker takes an assignment before it acknowledges it, so a reply to a TaskList sent
+        after the acknowledgement came knows the task.  This round's TaskList went out after
+        :meth:`start_round`; an acknowledgement that came in this round (or has not come yet)
+        may be later than the worker's reply, formed before the assignment arrived: that reply
+        says nothing about the task.  The next round's reply does."""
+        return worker.delivering or worker.delivered_in >= self.round
+
     def _idle_reply(self, worker: Worker, believed: Key, last_done: int) -> None:
         """An idle worker the master believes busy with ``believed``: lost, or awaited."""
         if last_done == believed[0]:
@@ -311,13 +331,35 @@ class RoundBook:
         worker.task = None
         worker.awaiting_since = None
 
-    def assigned(self, placed: Iterable[tuple[int, int, int]]) -> None:
-        """The Task Queue accepted these (task, pilot, attempt): the pilots are busy."""
+    def assigned(self, placed: Iterable[tuple[int, int, int]], delivering: bool = False) -> None:
+        """The Task Queue accepted these (task, pilot, attempt): the pilots are busy.
+        ``delivering``: the master hands them out while its rounds go on; until
+        :meth:`delivered` (or :meth:`undelivered`) an idle reply does not mean the task is
+        lost."""
         for task_id, pilot_id, attempt in placed:
             worker = self.workers.get(pilot_id)
             if worker is not None:
                 worker.task = (task_id, attempt)
                 worker.awaiting_since = None
+                worker.delivering = delivering
+
+    def delivered(self, pilot_id: int) -> None:
+        """The worker has its assignment (an idle reply of this round may still predate it:
+        :meth:`_crossed`)."""
+        worker = self.workers.get(pilot_id)
+        if worker is not None:
+            worker.delivering = False
+            worker.delivered_in = self.round
+
+    def unanswered(self, pilot_id: int) -> None:
+        """The worker did not answer its assignment: it may have it (the answer was lost) or
+        not.  Releasing the task could run it twice; the worker's reply to a TaskList sent
+        from now on tells (busy with it, its completion, or idle: then released), and a worker
+        that is gone misses its rounds and is found dead (the Task Queue requeues its task)."""
+        worker = self.workers.get(pilot_id)
+        if worker is not None:
+            worker.delivering = False
+            worker.delivered_in = self.round
 
     def undelivered(self, task_id: int, pilot_id: int) -> None:
         """An assignment did not reach its worker: the task goes back to the queue."""
@@ -325,4 +367,5 @@ class RoundBook:
         if worker is not None and worker.task is not None and worker.task[0] == task_id:
             worker.task = None
             worker.awaiting_since = None
+            worker.delivering = False
         self._release.add(task_id)

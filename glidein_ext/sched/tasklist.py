@@ -144,16 +144,18 @@ def _successor(raw: Any) -> tuple[int, tuple[str, int]]:
     return _int(items[0], "successor"), (_str(items[1], "host"), _int(items[2], "port"))
 
 
-def decode_tasklist(payload: Any) -> TaskList:
-    """The TaskList from a broadcast payload; ValueError if malformed."""
+def decode_tasklist(payload: Any, with_tasks: bool = True) -> TaskList:
+    """The TaskList from a broadcast payload; ValueError if malformed.  ``with_tasks=False``:
+    all but the tasks (``tasks`` empty), what a busy worker needs: decoding a TaskList of a
+    thousand tasks for each of the pilots a process runs holds its event loop up."""
     if not isinstance(payload, Mapping):
         raise ValueError("a TaskList is a map")
     address = _list(payload.get("a"), "master address")
     if len(address) != 2:
         raise ValueError("master address: host and port")
-    specs = [_spec(raw) for raw in _list(payload.get("p"), "specs")]
+    specs = [_spec(raw) for raw in _list(payload.get("p"), "specs")] if with_tasks else []
     tasks = []
-    for raw in _list(payload.get("t"), "tasks"):
+    for raw in _list(payload.get("t"), "tasks") if with_tasks else []:
         items = _list(raw, "task")
         if len(items) != 3:
             raise ValueError("task: id, spec, inputs")

@@ -1,8 +1,8 @@
 """What one simulated run is: the architecture, the workload, the pilots, and the time models.
 
 Every duration the simulator does not take from the real cores is here, with where its default
-comes from.  Seed 000 (Delgado Peris, Hernández, Huedo, HPCS 2014) section IV: two sites, tasks
-of 3.3 minutes on average, a 20 s TaskList period.  Seed 001 (Hasham, Delgado Peris et al., IEEE
+comes from.  Delgado Peris 2014 §IV (HPCS): two sites, tasks
+of 3.3 minutes on average, a 20 s TaskList period.  Hasham 2011 (IEEE
 TNS 2011) section V: 120 pilots, 700 MB files, the SE's delay factor and failure rate (Table I),
 three submission mechanisms, cache schemes C1/C2/C3.
 """
@@ -14,22 +14,24 @@ from dataclasses import dataclass, field
 
 from glidein_ext.cache.se import SE_CONDITIONS, SeCondition
 from glidein_ext.errors import UsageError
+from glidein_ext.sched.assign import DEFAULT_METHOD, METHODS
+from glidein_ext.site.victims import POLICY_NAMES
 
 ARCHITECTURES = ("pre-dht", "centralized", "distributed")
 SUBMISSIONS = ("running", "monitor", "direct")
 WORKFLOWS = ("w1", "w2", "w3")
 TQ_COSTS = ("grouped", "per-task")
-VICTIM_POLICIES = ("completion", "waste")
+VICTIM_POLICIES = POLICY_NAMES  # site.victims.ORDERS
 MB = 1_000_000
 GB = 1_000_000_000
 
-# Seed 001 Table I, plus d3f1 (the text's "highest delay, low failure rate": d3 with f1).
+# Hasham 2011 Table I, plus d3f1 (the text's "highest delay, low failure rate": d3 with f1).
 CONDITIONS: dict[str, SeCondition] = {**SE_CONDITIONS, "d3f1": SeCondition(0.50, 0.0)}
 
 
 @dataclass(frozen=True)
 class CacheScheme:
-    """Seed 001 V: C1 cache-per-host, C2 single-pilot-cache (both with waitForData), C3
+    """Hasham 2011 §V: C1 cache-per-host, C2 single-pilot-cache (both with waitForData), C3
     cache-per-host without waitForData; ``none``: no cache (every read from the SE)."""
 
     name: str
@@ -122,19 +124,17 @@ class SimConfig:
     round_window: float = 0.2
     round_period: float = 2.0
     master_timeout: float = 10.0
-    assignment: str = "optimal"
+    assignment: str = DEFAULT_METHOD
     # "product": as the product's master (``sched.rounds``: a completion rides the sync of the
     # round it triggers, no call of its own); "batched" also skips the heartbeat and the
-    # dead/release calls while a round is due within one window.  A change the simulator can
-    # try (not in the product): "local-first": the site's runnable tasks whose inputs a pilot of
-    # the site caches come first.
+    # dead/release calls while a round is due within one window.  (What the Task Queue offers
+    # the master is the product's own ``sched.offers``: no option.)
     master_calls: str = "product"
-    selection: str = "age"
     tq_cost: str = (
         "grouped"  # "per-task": every queued task evaluated per request (Delgado Peris 2014's TQ)
     )
     max_retries: int = 10
-    # Seed 003: ``vacate_at`` s after the submission the site takes ``vacate_cpus`` CPUs back
+    # Sfiligoi 2013: ``vacate_at`` s after the submission the site takes ``vacate_cpus`` CPUs back
     # (0: never); the real victim choice (``site.victims``) under ``victim_policy``.
     vacate_at: float = 0.0
     vacate_cpus: int = 0
@@ -155,9 +155,8 @@ class SimConfig:
             (self.submission, SUBMISSIONS, "submission"),
             (self.scheme, tuple(SCHEMES), "cache scheme"),
             (self.tq_cost, TQ_COSTS, "tq cost"),
-            (self.assignment, ("optimal", "greedy"), "assignment"),
+            (self.assignment, tuple(METHODS), "assignment"),
             (self.master_calls, ("product", "batched"), "master calls"),
-            (self.selection, ("age", "local-first"), "selection"),
             (self.victim_policy, VICTIM_POLICIES, "victim policy"),
         )
         for value, allowed, what in checks:

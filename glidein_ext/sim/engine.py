@@ -20,7 +20,7 @@ from glidein_ext.sim.pilots import direct_dispatch, pulling_pilot
 from glidein_ext.sim.recorder import Recorder
 from glidein_ext.sim.storage import Caches
 from glidein_ext.sim.taskqueue import SimTaskQueue
-from glidein_ext.sim.vacate import Vacate
+from glidein_ext.sim.vacate import Vacate, connect
 from glidein_ext.sim.workload import build
 from glidein_ext.tq.manager.monitor import SiteView, Thresholds, plan
 from glidein_ext.tq.models import PilotInfo
@@ -68,7 +68,8 @@ def _later(ctx: Context, delay: float, body: Generator[Any, Any, Any]) -> Genera
 
 
 def _monitor(ctx: Context) -> Generator[Any, Any, None]:
-    """Seed 001 IV-A: every ``monitor_interval`` the real ``tq.manager.monitor.plan`` decides how
+    """Hasham 2011 §IV-A: every ``monitor_interval`` the real ``tq.manager.monitor.plan`` decides
+    how
     many pilots to submit; each waits in the site's batch queue before it registers."""
     config, env, tq = ctx.config, ctx.env, ctx.tq
     limits = Thresholds(min_pilots=0, max_pilots=config.pilots, min_idle_pilots=0)
@@ -105,7 +106,6 @@ def simulate(config: SimConfig, costs: CostModel = REFERENCE) -> SimResult:
     tasks = build(config.workflow, config.scale())
     tq = SimTaskQueue(env, config, costs, recorder, tasks)
     caches = Caches(config, make_rng(config.seed, "se"))
-    tq.site_files = caches.site_files
     ctx = Context(
         env,
         config,
@@ -117,6 +117,8 @@ def simulate(config: SimConfig, costs: CostModel = REFERENCE) -> SimResult:
         make_rng(config.seed, "delays"),
         Vacate(config.runtime_mean) if config.vacate_cpus else None,
     )
+    if ctx.vacate is not None:
+        connect(ctx.vacate, tq, caches, config.file_size)
     initial = len(tq.deps.initial())
     if config.submission == "direct":
         slots = simpy.Resource(env, capacity=config.pilots)
@@ -139,6 +141,7 @@ def simulate(config: SimConfig, costs: CostModel = REFERENCE) -> SimResult:
     env.run(until=env.any_of([tq.finished, env.timeout(config.horizon)]))
     expected = min(workers, initial) if workers else 0
     summary = recorder.summary(expected)
+    summary["se_reads"] = sum(caches.se_reads.values())  # stage-ins that read the SE
     if ctx.vacate is not None:
         summary.update(ctx.vacate.summary())
     return SimResult(config, summary, recorder)

@@ -80,6 +80,7 @@ class SiteMaster:
         )
         self.workers: dict[int, SimWorker] = {}
         self._wake = ctx.env.event()
+        self._more = False  # the last sync left runnable tasks unasked for
 
     def _poke(self) -> None:
         if not self._wake.triggered:
@@ -116,7 +117,9 @@ class SiteMaster:
     def run(self) -> Generator[Any, Any, None]:
         ctx = self.ctx
         env, tq = ctx.env, ctx.tq
-        yield from tq.call("register", tq.register(self.master_id, self.site, "master"))
+        yield from tq.call(
+            "register", tq.register(self.master_id, self.site, "master", works=False)
+        )
         while not tq.finished.triggered:
             now = env.now
             if self.book.round_due(now):
@@ -142,7 +145,9 @@ class SiteMaster:
         tq.release(report.release)
         offers, runnable = yield from tq.call("sync", tq.sync(self.site, outcomes, want))
         self.book.reported()
-        if runnable > len(offers):
+        # More runnable than asked for: another round if a worker is left idle (``agent.master``)
+        self._more = runnable > len(offers)
+        if self._more and not want and self.book.idle():
             self.book.trigger(self.ctx.env.now)
         return list(offers)
 
@@ -185,6 +190,8 @@ class SiteMaster:
         candidates = book.replies(decode_replies(replies, fitted))
         if shown and candidates.pilots:
             yield from self._assign(offers[:fitted], candidates)
+        if self._more and book.idle():
+            book.trigger(ctx.env.now)
 
     def _replies(self, shown: list[TaskEntry], limit: int) -> list[Any]:
         """Each worker's reply to the TaskList: busy, or idle with its best ``limit`` ranks."""

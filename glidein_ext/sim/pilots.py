@@ -101,7 +101,7 @@ def heartbeats(ctx: Context, pilot_id: int) -> Generator[Any, Any, None]:
 
 
 def direct_job(ctx: Context, slots: Any, task: SimTask, attempt: int) -> Generator[Any, Any, None]:
-    """Seed 001 V, direct submission (no TQ, no pilots, no cache): the grid's scheduling
+    """Hasham 2011 §V, direct submission (no TQ, no pilots, no cache): the grid's scheduling
     latency, a batch slot, the task reading from and writing to the SE, and the grid's delay
     before the workflow system notices the end (and submits what it released, or resubmits)."""
     env, grid, tq = ctx.env, ctx.config.grid, ctx.tq

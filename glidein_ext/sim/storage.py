@@ -1,7 +1,7 @@
 """Where a simulated task's inputs come from and how long that takes: the pilots' caches (the
 real ``cache.lru.LruIndex`` each, within ``cache_capacity``), same-host sharing by hard link
 (Hasham 2011 §IV-D), the site DHT's replicas (Delgado Peris 2014 §III.A), and the SE with the
-seed-001 Table I delay and failure rate, pure (driven with a seeded ``random.Random``).
+Hasham 2011 Table I delay and failure rate, pure (driven with a seeded ``random.Random``).
 
 The fetch order is the pilot agent's (``agent.pilot_cache``): own cache, a same-host pilot's,
 a peer of the site through the DHT (architectures with a DHT), the SE.  Every input fetched goes
@@ -51,6 +51,7 @@ class Caches:
         self._holders: defaultdict[str, set[int]] = defaultdict(set)  # LFN -> pilots caching it
         self._site_files: defaultdict[int, Counter[str]] = defaultdict(Counter)
         self.se_operations = 0
+        self.se_reads: Counter[str] = Counter()  # LFN -> stage-ins that read it from the SE
 
     # --- pilots ---
 
@@ -150,6 +151,7 @@ class Caches:
                 took = self._dht_lookup(site_size) + size / network.peer_bandwidth
             else:
                 origin = "se"
+                self.se_reads[lfn] += 1
                 took, ok = self._se_access()
                 if not ok:
                     return Transfer(seconds + took, origins, False)

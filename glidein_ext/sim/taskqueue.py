@@ -1,7 +1,8 @@
 """The simulated Task Queue: one server (a SimPy resource of capacity 1, as the real store
 serialises the protocol calls behind one lock), the queue's state kept by the real
-``tq.service.matcher.Matcher`` (pre-DHT and centralized) or by the site selection (distributed),
-and the run's counters.
+``tq.service.matcher.Matcher`` (pre-DHT and centralized) or, for a distributed site's master, the
+offers of the real ``sched.offers.choose_offers`` (the product's Task Queue calls it too), and the
+run's counters.
 
 Each request travels ``tq_latency``, waits its turn, is served (its operation runs the real cores
 at the start of its service, and takes the time the cost model charges for their work), and
@@ -18,12 +19,13 @@ task.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Container, Generator, Iterable
+from collections.abc import Callable, Generator, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import simpy
 
+from glidein_ext.sched.offers import Made, Member, Runnable, choose_offers
 from glidein_ext.sim.calibration import CostModel
 from glidein_ext.sim.config import SimConfig
 from glidein_ext.sim.recorder import Recorder
@@ -69,11 +71,13 @@ class SimTaskQueue:
         self.queued: list[int] = []  # queued task ids, in order (priority is equal: age)
         self.attempts: dict[int, int] = {}
         self.ended: set[int] = set()
-        self.file_site: dict[str, int] = {}
+        self.made: dict[str, Made] = {}  # where each produced file was made, and by whom
         self.pilot_site: dict[int, int] = {}
+        self.workers: dict[int, int] = {}  # pilots that run tasks -> site (not the masters)
+        self.busy: set[int] = set()
+        self._runnable: dict[int, Runnable] = {}  # queued task -> as the offers see it
         self.finished = env.event()
         self.changed: list[Callable[[], None]] = []  # called when tasks become runnable
-        self.site_files: Callable[[int], Container[str]] = lambda site: ()  # cached at a site
         self._seq: dict[int, int] = {}  # task -> admission number (per-task cost)
         self._seqs: list[int] = []
         self._next_seq = 0
@@ -106,6 +110,7 @@ class SimTaskQueue:
         for task_id in task_ids:
             task = self.tasks[task_id]
             bisect.insort(self.queued, task_id)
+            self._runnable[task_id] = Runnable(task_id, 0, task.inputs, 0, now)
             self.matcher.add_task(QueuedTask(task_id, task.spec, task.inputs, 0, now))
             self._next_seq += 1
             self._seq[task_id] = self._next_seq
@@ -122,12 +127,14 @@ class SimTaskQueue:
         seq = self._seq.pop(task_id)
         del self._seqs[bisect.bisect_left(self._seqs, seq)]
         self.matcher.set_idle(pilot_id, False)
+        self.busy.add(pilot_id)
         self.attempts[task_id] = self.attempts.get(task_id, 0) + 1
         return self.attempts[task_id]
 
     def _end(self, pilot_id: int, outcome: Outcome) -> int:
         """A completion; how many tasks it released."""
         self.matcher.set_idle(pilot_id, True)
+        self.busy.discard(pilot_id)
         if outcome.task_id in self.ended or self.attempts.get(outcome.task_id) != outcome.attempt:
             return 0  # a duplicate or stale report: not counted
         self.recorder.accepted(pilot_id, outcome.started, outcome.ended, outcome.origins)
@@ -137,7 +144,7 @@ class SimTaskQueue:
             self.ended.add(task.task_id)
             site = self.pilot_site.get(pilot_id, 0)
             for lfn in task.outputs:
-                self.file_site[lfn] = site
+                self.made[lfn] = Made(str(site), pilot_id, self.config.file_size)
             if self.config.architecture != "distributed":
                 self.matcher.add_cached(pilot_id, task.outputs)  # the TQ learns its outputs
             released = self.deps.produced(task.outputs)
@@ -153,9 +160,13 @@ class SimTaskQueue:
 
     # --- operations (each returns its answer and its service time) ---
 
-    def register(self, pilot_id: int, site: int, host: str) -> Op:
+    def register(self, pilot_id: int, site: int, host: str, works: bool = True) -> Op:
+        """A pilot registers; ``works``: it runs tasks (a simulated master does not)."""
+
         def op() -> tuple[Any, float]:
             self.pilot_site[pilot_id] = site
+            if works:
+                self.workers[pilot_id] = site
             if self.config.architecture != "distributed":
                 self.matcher.add_pilot(PilotInfo(pilot_id, site=f"S{site}", host=host))
                 self._seen[pilot_id] = 0
@@ -168,6 +179,7 @@ class SimTaskQueue:
 
         def op() -> tuple[Any, float]:
             self.matcher.remove_pilot(pilot_id)
+            self.workers.pop(pilot_id, None)
             return None, self.config.costs.call
 
         return op
@@ -218,36 +230,29 @@ class SimTaskQueue:
 
     # --- the distributed site's bulk calls (Delgado Peris 2014 §III.B) ---
 
-    def _site_may_run(self, task: SimTask, site: int) -> bool:
-        """The real Task Queue offers a site the queued tasks none of whose inputs was produced
-        at another site.  A merge task whose inputs were produced at two sites would then never
-        run; here it may run at any site that produced one of them."""
-        sites = {self.file_site[lfn] for lfn in task.inputs if lfn in self.file_site}
-        return not sites or site in sites
-
-    def _site_order(self, site: int) -> list[int]:
-        """The queued tasks in the order a site gets them: by age (the product), or, with
-        ``local-first``, those with an input cached at the site first."""
-        if self.config.selection == "age":
-            return self.queued
-        local = self.site_files(site)
-        near = [t for t in self.queued if any(lfn in local for lfn in self.tasks[t].inputs)]
-        chosen = set(near)
-        return near + [t for t in self.queued if t not in chosen]
+    def offers(self, site: int, want: int) -> tuple[list[SimTask], int]:
+        """What the Task Queue offers ``site`` (``sched.offers.choose_offers``, as the product's
+        ``sync``): the queued tasks in age order, where each input was made and by whom, every
+        working pilot and whether it is idle.  The simulated tasks have no Requirements of their
+        own (every pilot matches every task)."""
+        queued = [self._runnable[t] for t in self.queued]
+        members = [Member(p, str(s), p not in self.busy) for p, s in self.workers.items()]
+        chosen = choose_offers(
+            str(site),
+            want,
+            queued,
+            self.made,
+            members,
+            _every,
+            self.env.now,
+            self.matcher.wait_for_data,
+        )
+        return [self.tasks[t] for t in chosen.task_ids], chosen.runnable
 
     def sync(self, site: int, outcomes: list[tuple[int, Outcome]], want: int) -> Op:
         def op() -> tuple[Any, float]:
             released = sum(self._end(pilot, outcome) for pilot, outcome in outcomes)
-            offers: list[SimTask] = []
-            runnable = 0
-            for task_id in self._site_order(site):
-                task = self.tasks[task_id]
-                if self._site_may_run(task, site):
-                    runnable += 1
-                    if len(offers) < want:
-                        offers.append(task)
-                    elif runnable > want:
-                        break  # the master only needs to know that there is more
+            offers, runnable = self.offers(site, want)
             rows = len(outcomes) + released + len(offers)
             costs = self.config.costs
             return (offers, runnable), costs.call + costs.per_row * rows
@@ -273,3 +278,7 @@ class SimTaskQueue:
     def release(self, task_ids: Iterable[int]) -> None:
         """Tasks assigned but lost (never delivered): queued again."""
         self._queue(t for t in task_ids if t not in self.ended and t not in set(self.queued))
+
+
+def _every(pilot_id: int, group: Hashable) -> bool:
+    return True

@@ -1,7 +1,8 @@
 """The simulated workflow: the project's own W1/W2/W3 generator and parser (Hasham 2011 §V), and
 when each task becomes runnable (every input exists), pure.
 
-Seed 000 IV names the same three shapes: *serial chain* (each file read by one job) is W1,
+Delgado Peris 2014 §IV names the same three shapes: *serial chain* (each file read by one job) is
+W1,
 *splitting* (each file read by two jobs) is W2, *merging* (each job reads two files) is W3.
 """
 
@@ -73,3 +74,7 @@ class Dependencies:
     @property
     def waiting(self) -> int:
         return len(self._missing)
+
+    def waiting_ids(self) -> list[int]:
+        """The tasks still waiting for an input, in order."""
+        return sorted(self._missing)

@@ -24,6 +24,7 @@ class Pilot:
     last_exp_job_end: int | None = None
     priority_factor: int | None = None
     can_postpone: bool | None = None
+    cached_needed_mb: int | None = None  # PILOT_CACHED_INPUT_NEEDED_MB
     heartbeat_age: int | None = None
     stale: bool = False
     site_vacate: bool = False
@@ -66,7 +67,7 @@ def _str(ad: Mapping[str, Any], key: str) -> str | None:
 def is_pilot_slot(ad: Mapping[str, Any]) -> bool:
     """A slot running a job whose sandbox held a .pilot.ad (or a bad one) at the last cron run.
 
-    Our site cron adds its heartbeat attributes; a cron of the seed's prototype (or another site's)
+    Our site cron adds its heartbeat attributes; a cron of the paper's prototype (or another site's)
     publishes only the prefixed ``.pilot.ad`` values (Sfiligoi 2013,
     "Propagating Pilot Information": "prepend PILOT_ to all attribute names"), which is enough to be
     a pilot.
@@ -93,6 +94,7 @@ def pilot_from_ad(ad: Mapping[str, Any]) -> Pilot | None:
         last_exp_job_end=_int(ad, "PILOT_LAST_EXP_JOB_END"),
         priority_factor=_int(ad, "PILOT_PRIORITY_FACTOR"),
         can_postpone=_bool(ad, "PILOT_CAN_POSTPONE_LAST_JOB"),
+        cached_needed_mb=_int(ad, "PILOT_CACHED_INPUT_NEEDED_MB"),
         heartbeat_age=_int(ad, attrs.HEARTBEAT_AGE),
         stale=_bool(ad, attrs.HEARTBEAT_STALE) is True,
         site_vacate=_bool(ad, attrs.SITE_VACATE_DESIRED) is True,

@@ -25,8 +25,8 @@ from glidein_ext.site.requests import (
 )
 from glidein_ext.site.sandboxes import parse_global_job_id
 
-# A pilot slot: our site cron's heartbeat or error attributes, or any of the seed's PILOT_* values
-# (published by the seed's prototype or another site's cron, without our heartbeat attributes).
+# A pilot slot: our site cron's heartbeat or error attributes, or any of the paper's PILOT_* values
+# (published by the paper's prototype or another site's cron, without our heartbeat attributes).
 PILOT_CONSTRAINT = " || ".join(
     f"{name} =!= undefined" for name in (attrs.HEARTBEAT_TIME, attrs.AD_ERROR, *attrs.PILOT_ATTRS)
 )

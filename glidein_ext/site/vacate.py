@@ -8,7 +8,7 @@ Three ways (:class:`Via`):
 - ``job-ad``: from anywhere (a central controller): set the request in the pilot's job ad at its
   schedd; the site cron on its node writes `.site.ad` at its next run (``site/requests.py``).
 - ``ssh``: ``condor_ssh_to_job`` runs the same atomic writer (`glidein-ext site-ad write`) in the
-  job's sandbox (the seed's way; needs sshd on the nodes).
+  job's sandbox (the paper's way; needs sshd on the nodes).
 
 ``auto`` (the default) is ``local`` when the sandbox is here, else ``job-ad``.
 """

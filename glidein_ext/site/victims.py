@@ -13,17 +13,23 @@ negotiator's numbers: higher is less privileged), the CPUs needed and the policy
    the site does not evict what it cannot rank.
 4. Within a user, by the policy key: ``waste`` = ADD_FINAL_EXP_WASTE1k ascending, ``completion`` =
    LAST_EXP_JOB_END ascending (an idle pilot, USED_FRACTION1k = 0, completes now); a pilot
-   without the value comes last.  Ties: PRIORITY_FACTOR ascending (higher means the owner wants
-   to keep it; missing = 0), then slot name.
+   without the value comes last.  ``cache`` = CACHED_INPUT_NEEDED_MB ascending (the MB of its
+   cache that tasks still to run will read: vacating the pilot makes the storage element serve
+   them again), ties by the ``completion`` key.  Ties: PRIORITY_FACTOR ascending (higher means
+   the owner wants to keep it; missing = 0), then slot name.
 5. Stop as soon as the chosen CPUs cover what the draining pilots do not.
 
 Every choice carries a one-line reason.
+
+``ORDERS`` is the one list of policies (the enum names them): the command lines' choices and help,
+the simulator and the benches take theirs from it, so a new policy is one ``Policy`` member and
+one ``Order`` there.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -35,6 +41,54 @@ BEST_PRIORITY = 0.5  # HTCondor's minimum effective user priority
 class Policy(Enum):
     WASTE = "waste"
     COMPLETION = "completion"
+    CACHE = "cache"
+
+
+@dataclass(frozen=True)
+class Order:
+    """How a policy orders one user's pilots: ascending by ``key`` (None: unknown, last), the
+    pilot ad's ``attribute`` it reads (for the reasons), then by the ``then`` policy's key."""
+
+    attribute: str
+    key: Callable[[Pilot], float | None]
+    summary: str  # one line, for --help
+    then: Policy | None = None
+
+
+def _waste(pilot: Pilot) -> float | None:
+    return None if pilot.waste1k is None else float(pilot.waste1k)
+
+
+def _completion(pilot: Pilot) -> float | None:
+    if pilot.last_exp_job_end is not None:
+        return float(pilot.last_exp_job_end)
+    return 0.0 if pilot.used1k == 0 else None  # an idle pilot completes now
+
+
+def _cache(pilot: Pilot) -> float | None:
+    return None if pilot.cached_needed_mb is None else float(pilot.cached_needed_mb)
+
+
+# The policies: the only place a policy's order is defined.
+ORDERS: dict[Policy, Order] = {
+    Policy.WASTE: Order("ADD_FINAL_EXP_WASTE1k", _waste, "the least work lost first"),
+    Policy.COMPLETION: Order("LAST_EXP_JOB_END", _completion, "the earliest to finish first"),
+    Policy.CACHE: Order(
+        "CACHED_INPUT_NEEDED_MB",
+        _cache,
+        "the least cached input still needed first, then completion",
+        then=Policy.COMPLETION,
+    ),
+}
+POLICY_NAMES = tuple(policy.value for policy in ORDERS)
+DEFAULT_POLICY = Policy.WASTE
+
+
+def policies_help() -> str:
+    """``name (ATTRIBUTE): summary; ...`` for a command line's help."""
+    return "; ".join(
+        f"{policy.value} ({order.attribute}): {order.summary}" for policy, order in ORDERS.items()
+    )
 
 
 @dataclass(frozen=True)
@@ -70,29 +124,39 @@ def priority_of(owner: str, userprio: Mapping[str, float]) -> float:
 
 def policy_value(pilot: Pilot, policy: Policy) -> float:
     """The pilot's key under ``policy``; +inf when unknown (it sorts last)."""
-    if policy is Policy.WASTE:
-        return math.inf if pilot.waste1k is None else float(pilot.waste1k)
-    if pilot.last_exp_job_end is not None:
-        return float(pilot.last_exp_job_end)
-    return 0.0 if pilot.used1k == 0 else math.inf
+    value = ORDERS[policy].key(pilot)
+    return math.inf if value is None else value
+
+
+def tie_value(pilot: Pilot, policy: Policy) -> float:
+    """The second key: the ``then`` policy's (``cache``: ``completion``); 0 without one."""
+    then = ORDERS[policy].then
+    return 0.0 if then is None else policy_value(pilot, then)
 
 
 def sort_key(
     pilot: Pilot, userprio: Mapping[str, float], policy: Policy
-) -> tuple[float, float, int, str]:
+) -> tuple[float, float, float, int, str]:
     return (
         -priority_of(pilot.owner, userprio),
         policy_value(pilot, policy),
+        tie_value(pilot, policy),
         pilot.priority_factor or 0,
         pilot.slot,
     )
 
 
+def _shown(value: float) -> str:
+    return "unknown" if math.isinf(value) else str(int(value))
+
+
 def _describe_key(pilot: Pilot, policy: Policy) -> str:
-    value = policy_value(pilot, policy)
-    shown = "unknown" if math.isinf(value) else str(int(value))
-    name = "ADD_FINAL_EXP_WASTE1k" if policy is Policy.WASTE else "LAST_EXP_JOB_END"
-    return f"{name} {shown}, PRIORITY_FACTOR {pilot.priority_factor or 0}"
+    order = ORDERS[policy]
+    text = f"{order.attribute} {_shown(policy_value(pilot, policy))}"
+    if order.then is not None:
+        then = ORDERS[order.then].attribute
+        text += f", {then} {_shown(policy_value(pilot, order.then))}"
+    return f"{text}, PRIORITY_FACTOR {pilot.priority_factor or 0}"
 
 
 def choose_victims(

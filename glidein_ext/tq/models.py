@@ -20,7 +20,8 @@ class TaskState(enum.StrEnum):
 
 
 class PilotState(enum.StrEnum):
-    """Seed 001 IV-A: inactive (submitted, not running), idle, busy; plus the ends of a pilot."""
+    """Hasham 2011 §IV-A: inactive (submitted, not running), idle, busy; plus the ends of a
+    pilot."""
 
     INACTIVE = "inactive"
     IDLE = "idle"
@@ -46,10 +47,6 @@ class Architecture(enum.StrEnum):
     @property
     def uses_dht(self) -> bool:
         return self is not Architecture.PRE_DHT
-
-
-CacheMode = Architecture
-"""The old name (the first two architectures were "cache modes")."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Workflow files (YAML or JSON) and the seed's W1/W2/W3 generators (Hasham 2011 §IV, V).
+"""Workflow files (YAML or JSON) and the paper's W1/W2/W3 generators (Hasham 2011 §IV, V).
 
 A workflow is tasks with a command, ClassAd Requirements and Rank, input and output LFNs, a step and
 explicit dependencies (``after``).  A task becomes runnable when all its inputs exist and its
@@ -24,6 +24,7 @@ from glidein_ext.tq.client.limits import (
     expr_problem,
     int_problem,
     lfn_problem,
+    printable_problem,
     scalar_problem,
     shorten,
     text_problem,
@@ -86,7 +87,7 @@ def load_workflow_file(path: str) -> WorkflowDef:
 def _name_problem(value: Any) -> str | None:
     if isinstance(value, str) and not value.strip():
         return "must be a non-empty string"
-    return text_problem(value, MAX_NAME_CHARS)
+    return printable_problem(value, MAX_NAME_CHARS)
 
 
 def _strings(
@@ -156,9 +157,13 @@ def _task(raw: Any, index: int, defaults: Mapping[str, Any]) -> TaskDef:
     if problem is not None or not isinstance(command, str) or not command.strip():
         raise WorkflowError(problem or "must be a non-empty string", name, "command")
     try:
-        shlex.split(command)
+        words = shlex.split(command)
     except ValueError as exc:
         raise WorkflowError(f"cannot be split into words: {exc}", name, "command") from None
+    for word in words:  # each word goes into a job ad (a glidein's Cmd and Arguments)
+        problem = printable_problem(word)
+        if problem is not None:
+            raise WorkflowError(f"a word {problem}", name, "command")
     ints = {key: _int(merged[key], name, key) for key in _INT_FIELDS if key in merged}
     spec = MatchSpec(
         requirements=_expr(merged.get("requirements", "true"), name, "requirements"),
@@ -261,7 +266,7 @@ def parse_workflow(data: Any) -> WorkflowDef:
     return WorkflowDef(name, tuple(tasks), available, external)
 
 
-# --- the seed's workflows (Hasham 2011 §V): step0 then step1 ---
+# --- the paper's workflows (Hasham 2011 §V): step0 then step1 ---
 
 # Each task writes every output: a line naming the task, its inputs' contents, and ``size`` bytes.
 _BODY = (

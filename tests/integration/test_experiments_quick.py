@@ -15,6 +15,9 @@ import pytest
 
 from glidein_ext.sim.experiments import EXPERIMENTS
 
+# CPU-heavy: runs in one xdist worker with the other heavy tests (tests/conftest.py).
+pytestmark = pytest.mark.heavy
+
 KEYS = {
     "seed000-scaling": {"series", "size", "pilots", "workflow", "seed"},
     "seed000-timeline": {"series", "pilots", "workflow", "seed"},
@@ -23,7 +26,18 @@ KEYS = {
     "seed001-storage": {"workflow", "condition", "scheme", "submission", "seed"},
     "seed001-cache": {"workflow", "condition", "scheme", "submission", "seed"},
     "seed001-grid": {"workflow", "condition", "scheme", "submission", "seed"},
-    "seed003-vacate": {"policy", "pilots", "cpus", "workflow", "seed", "drain_mean", "drain_max"},
+    "seed003-vacate": {
+        "policy",
+        "pilots",
+        "cpus",
+        "workflow",
+        "seed",
+        "drain_mean",
+        "drain_max",
+        "se_rereads",
+        "victims_needed_mb",
+    },
+    "grid-scale": {"architecture", "pilots", "tasks", "seed"},
 }
 METRICS = {"requests_per_task", "delay_median", "turnaround", "cache_hit", "local_hit"}
 FIGURES = {
@@ -34,7 +48,8 @@ FIGURES = {
     "seed001-storage": 4,
     "seed001-cache": 1,
     "seed001-grid": 0,
-    "seed003-vacate": 1,
+    "seed003-vacate": 2,
+    "grid-scale": 2,
 }
 
 
@@ -93,3 +108,22 @@ def test_quick_experiment(name: str, tmp_path: Path) -> None:
             "first_burst",
         }
         assert all(v["met"] in ("yes", "no") for v in verdicts)
+    if name == "seed003-vacate":
+        with (out / "rereads.csv").open(encoding="utf-8") as handle:
+            cells = list(csv.DictReader(handle))
+        assert {c["policy"] for c in cells} == {"completion", "waste", "cache"}
+        assert all(c["se_rereads"] != "" for c in cells)
+    if name == "grid-scale":
+        with (out / "needed.csv").open(encoding="utf-8") as handle:
+            needed = {(r["cost"], r["architecture"]): r for r in csv.DictReader(handle)}
+        assert len(needed) == 9  # three per-call costs x three architectures
+        for (_, arch), row in needed.items():
+            assert row["meets"] == "yes", (arch, row)
+            assert float(row["first_burst"]) < 60 and float(row["delay_median"]) < 1
+        for cost in {c for c, _ in needed}:  # the distributed architecture needs the fewest
+            distributed = int(needed[cost, "distributed"]["instances"])
+            assert distributed < int(needed[cost, "pre-dht"]["instances"])
+        with (out / "validation.csv").open(encoding="utf-8") as handle:
+            checks = list(csv.DictReader(handle))
+        assert {c["architecture"] for c in checks} == {"pre-dht", "centralized", "distributed"}
+        assert all(c["simulated"] and c["model"] for c in checks)

@@ -1,14 +1,15 @@
-"""scripts/build-glidein-bundle: what the README's factory XML names, and a bundle that runs alone.
+"""scripts/build-glidein-bundle: what the shipped factory XML names, and a bundle that runs alone.
 
 The bundle is built once per module (pip downloads click and watchdog for Python 3.9; its cache
-makes that quick).  The README's XML must be well-formed and name the files the build writes,
-the directory attribute and the settings the custom script reads; the frontend XML in the README
-must be the shipped one.  The untarred bundle then sets a glidein up with a Python that has
-nothing installed (a bare venv): click and watchdog come from the bundle's lib/.
+makes that quick).  The shipped factory XML must be well-formed and name the files the build
+writes, the directory attribute and the settings the custom script reads; the frontend XML in
+docs/frontend.md must be the shipped one.  The untarred bundle then sets a glidein up with a
+Python that has nothing installed (a bare venv): click and watchdog come from the bundle's lib/.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import stat
@@ -47,9 +48,9 @@ def factory(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def readme_block(heading: str, language: str) -> str:
-    """The first ```language block after ``heading`` in the README."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+def doc_block(doc: str, heading: str, language: str) -> str:
+    """The first ```language block after ``heading`` in ``doc`` (a path in the checkout)."""
+    text = (REPO / doc).read_text(encoding="utf-8")
     section = text[text.index(heading) :]
     match = re.search(rf"```{language}\n(.*?)```", section, re.DOTALL)
     assert match, f"no {language} block under {heading}"
@@ -57,7 +58,7 @@ def readme_block(heading: str, language: str) -> str:
 
 
 def parse_xml(text: str) -> ET.Element:
-    """Parse XML from our own README (ParseError if it is not well-formed)."""
+    """Parse XML from our own docs (ParseError if it is not well-formed)."""
     return ET.fromstring(text)  # noqa: S314 -- our own text, not untrusted input
 
 
@@ -88,6 +89,23 @@ def test_bundle_holds_the_package_its_dependencies_and_the_script(factory: Path)
     ):
         assert name in members, name
     assert not [n for n in members if "__pycache__" in n or n.endswith(".pyc")]
+    assert "glidein_ext/factory/glidein-ext-factory.xml" in members
+    # The glidein side only: nothing of the Task Queue service, the simulator, the sandbox or the
+    # demos (Python 3.11 and packages a worker node lacks).
+    for left_out in (
+        "glidein_ext/tq/service/",
+        "glidein_ext/tq/manager/",
+        "glidein_ext/tq/models.py",
+        "glidein_ext/tq/workflow.py",
+        "glidein_ext/sim/",
+        "glidein_ext/sandbox/",
+        "glidein_ext/demos/",
+        "glidein_ext/cli/tq.py",
+        "glidein_ext/cli/experiment.py",
+    ):
+        assert not [n for n in members if n.startswith(left_out)], left_out
+    for kept in ("glidein_ext/tq/client/client.py", "glidein_ext/cache/store.py"):
+        assert kept in members, kept
     assert not [n for n, m in members.items() if m.mode & stat.S_IWOTH or m.mode & stat.S_IWGRP]
     # click 8.2+ needs Python 3.10: the bundle carries the 8.1 line.
     text = listing.decode()
@@ -95,10 +113,12 @@ def test_bundle_holds_the_package_its_dependencies_and_the_script(factory: Path)
     assert "watchdog-" in text
 
 
-def test_readme_factory_xml_names_what_the_build_writes(factory: Path) -> None:
-    root = parse_xml(
-        f"<factory>{readme_block('For glideinWMS factory operators', 'xml')}</factory>"
-    )
+FACTORY_XML = REPO / "glidein_ext" / "factory" / "glidein-ext-factory.xml"
+
+
+def test_shipped_factory_xml_names_what_the_build_writes(factory: Path) -> None:
+    root = parse_xml(FACTORY_XML.read_text(encoding="utf-8"))
+    assert root.tag == "glidein"  # one root, standing for glideinWMS.xml's own (docs/factory.md)
     files = root.findall("files/file")
     assert len(files) == 2
     bundle, script = files
@@ -121,8 +141,42 @@ def test_readme_factory_xml_names_what_the_build_writes(factory: Path) -> None:
     assert all(a.get("parameter") == "True" and a.get("publish") == "False" for a in attrs.values())
 
 
-def test_readme_frontend_xml_is_the_shipped_one() -> None:
-    block = parse_xml(readme_block("For glideinWMS frontend operators", "xml"))
+def _imports(path: Path, module: str) -> set[str]:
+    """The glidein_ext modules a source file imports (anywhere in it, lazily too)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return {name for name in found if name.startswith("glidein_ext")}
+
+
+def test_the_bundle_imports_only_what_it_carries(factory: Path, tmp_path: Path) -> None:
+    with tarfile.open(factory / "glidein-ext.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    modules: dict[str, Path] = {}
+    for path in (tmp_path / "glidein_ext").rglob("*.py"):
+        name = ".".join(path.relative_to(tmp_path).with_suffix("").parts)
+        modules[name.removesuffix(".__init__")] = path
+    missing: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        for imported in _imports(path, name):
+            # "from pkg import name": a module, or a name defined in the module pkg
+            if imported not in modules and imported.rpartition(".")[0] not in modules:
+                missing.setdefault(name, set()).add(imported)
+    assert not missing, missing
+
+
+def test_the_documented_frontend_xml_is_the_shipped_one() -> None:
+    block = parse_xml(doc_block("docs/frontend.md", "## The configuration", "xml"))
     shipped = frontend_match()
     assert block.attrib == shipped.attrib
     assert set(block.attrib) == {"match_expr", "start_expr"}
@@ -202,3 +256,18 @@ def test_untarred_bundle_sets_a_glidein_up_with_a_bare_python(
         check=True,
     )
     assert '"USED_FRACTION1k": 0' in shown.stdout
+    # The Task Queue's commands are not in the bundle: one line saying so.
+    absent = subprocess.run(  # away from the repository (python -m puts the cwd first)
+        [launcher, "tq", "status"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert absent.returncode != 0
+    assert absent.stderr.strip().splitlines() == [
+        "glidein-ext: error: glidein-ext tq is not in this install (the glidein bundle has the "
+        "glidein side only): pip install 'glidein-ext[tq]' (the Task Queue service needs "
+        "Python 3.11+)"
+    ]

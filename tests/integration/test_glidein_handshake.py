@@ -21,7 +21,7 @@ from glidein_ext.condor import JobStatus
 from glidein_ext.glidein.info import load_info
 from glidein_ext.glidein.jobtable import load_table
 from glidein_ext.glidein.jobtimes import resolve_job_times
-from glidein_ext.glidein.pilotad import PILOT_AD_SCHEMA, PilotState, RunningJob, compute_pilot_ad
+from glidein_ext.glidein.pilotad import PILOT_AD_SCHEMA, PilotAdInputs, RunningJob, compute_pilot_ad
 from glidein_ext.sandbox.pool import CondorSandbox, Glidein, wait_for
 
 pytestmark = pytest.mark.condor
@@ -120,9 +120,24 @@ def test_running_jobs_are_in_pilot_ad_and_heartbeat_advances(
     wait_for(lambda: len(load_table(str(glidein.host_dir)).jobs) == 2, 30, "both job hooks")
 
     info = load_info(str(glidein.host_dir))
-    # Wait for a cron-written .pilot.ad (after both hooks), then compare with the pure core.
-    time.sleep(period + 1)
-    values, st = read_ad_with_stat(str(glidein.host_dir / ".pilot.ad"), PILOT_AD_SCHEMA)
+    # Wait for a .pilot.ad the cron wrote from a run that started after both hooks (the second
+    # write after them: the first may come from a run already under way), then compare with the
+    # pure core.  Polled: on a loaded machine the cron may run late.
+    ad_path = str(glidein.host_dir / ".pilot.ad")
+    hooks_seen = time.time()
+    first = wait_for(
+        lambda: os.stat(ad_path).st_mtime > hooks_seen and os.stat(ad_path).st_mtime,
+        3 * period + 30,
+        "a .pilot.ad written after both hooks",
+        interval=0.3,
+    )
+    wait_for(
+        lambda: os.stat(ad_path).st_mtime > first,
+        3 * period + 30,
+        "the next .pilot.ad",
+        interval=0.3,
+    )
+    values, st = read_ad_with_stat(ad_path, PILOT_AD_SCHEMA)
     now = int(st.st_mtime)
     running = []
     for ad in tagged_jobs(sandbox, tag):
@@ -136,7 +151,7 @@ def test_running_jobs_are_in_pilot_ad_and_heartbeat_advances(
                 ad["GlobalJobId"], int(ad["RequestCpus"]), start, times.expected_end, times.max_end
             )
         )
-    state = PilotState(
+    state = PilotAdInputs(
         cpus=4,
         start_time=info.start_time,
         jobs=tuple(sorted(running, key=lambda j: j.job_id)),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import glob
+import importlib
 import shutil
 import subprocess
 from pathlib import Path
@@ -147,3 +148,73 @@ def find_python39() -> str | None:
         if probe.stdout == "(3, 9)\n":
             return python
     return None
+
+
+# What runs on Python 3.9 is listed once: pyproject.toml's [tool.ruff.per-file-target-version],
+# the entries set to "py39" (ruff lints them with 3.9's rules).  Its glidein_ext/ entries are the
+# modules a glidein, a pilot or an execute node runs; its tests/unit/ entries are their tests,
+# which scripts/py39-chroot runs under a real Python 3.9 (`python -m tests.support.py39 subset`
+# prints that list).  tests/unit/test_py39.py checks the modules and that nothing else disagrees.
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def py39_globs(root: Path = ROOT) -> list[str]:
+    """The globs pyproject.toml sets to py39 (reading TOML needs Python 3.11's tomllib: this runs
+    on the host, never in the 3.9 chroot)."""
+    tomllib = importlib.import_module("tomllib")  # Python 3.11+: the host only (see above)
+    with open(root / "pyproject.toml", "rb") as handle:
+        table = tomllib.load(handle)["tool"]["ruff"]["per-file-target-version"]
+    return [pattern for pattern, version in table.items() if version == "py39"]
+
+
+def _braces(pattern: str) -> list[str]:
+    """``a/{b,c}.py`` -> ``a/b.py``, ``a/c.py`` (the one glob feature pathlib lacks)."""
+    start = pattern.find("{")
+    if start < 0:
+        return [pattern]
+    end = pattern.index("}", start)
+    return [
+        expanded
+        for choice in pattern[start + 1 : end].split(",")
+        for expanded in _braces(pattern[:start] + choice + pattern[end + 1 :])
+    ]
+
+
+def glob_files(pattern: str, root: Path = ROOT) -> list[Path]:
+    """The .py files a ruff glob names (``dir/**``: every file below dir)."""
+    found: set[Path] = set()
+    for one in _braces(pattern):
+        if one.endswith("/**"):
+            found.update((root / one[:-3]).rglob("*.py"))
+        else:
+            found.update(path for path in root.glob(one) if path.suffix == ".py")
+    return sorted(path for path in found if "__pycache__" not in path.parts)
+
+
+def py39_files(prefix: str, root: Path = ROOT) -> list[Path]:
+    """Every .py file under ``prefix`` (``glidein_ext/``, ``tests/``) the table sets to py39."""
+    return sorted(
+        {
+            path
+            for pattern in py39_globs(root)
+            if pattern.startswith(prefix)
+            for path in glob_files(pattern, root)
+        }
+    )
+
+
+def py39_test_subset(root: Path = ROOT) -> list[str]:
+    """The test modules scripts/py39-chroot runs, relative to the checkout."""
+    return [
+        str(path.relative_to(root))
+        for path in py39_files("tests/unit/", root)
+        if path.name.startswith("test_")
+    ]
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["subset"]:
+        sys.exit("usage: python -m tests.support.py39 subset")
+    print("\n".join(py39_test_subset()))

@@ -177,7 +177,7 @@ def test_writer_error_is_translated(tmp_path: Path) -> None:
 
 
 def test_schemas_of_the_two_files() -> None:
-    assert len(PILOT_AD_SCHEMA.keys) == 9
+    assert len(PILOT_AD_SCHEMA.keys) == 10
     assert set(SITE_AD_SCHEMA.keys) >= {"VACATE_DESIRED", "PAYLOAD_DEADLINE"}
 
 

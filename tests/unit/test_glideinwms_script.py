@@ -74,7 +74,7 @@ def test_success_initialises_the_glidein_and_exports_the_config(tmp_path: Path) 
             str(start),
         ]
     ]
-    # Seed 003: USED_FRACTION1k = 0 before the daemons start.
+    # Sfiligoi 2013: USED_FRACTION1k = 0 before the daemons start.
     ad = read_ad(str(start / ".pilot.ad"), PILOT_AD_SCHEMA)
     assert ad["USED_FRACTION1k"] == 0
     assert ad["PRIORITY_FACTOR"] == 3

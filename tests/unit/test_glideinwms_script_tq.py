@@ -10,7 +10,11 @@ import sys
 import time
 from pathlib import Path
 
-from glidein_ext.glidein import agentlink, fetchhook
+import pytest
+
+from glidein_ext.errors import AgentLinkError
+from glidein_ext.glidein.handoff import hooks as fetchhook
+from glidein_ext.glidein.handoff import link as agentlink
 from tests.support.glideinwms import condor_vars, config_values, make_glidein_config
 from tests.unit.test_glideinwms_script import bundle, run_script, setup_dirs
 
@@ -62,8 +66,9 @@ def test_the_agent_starts_before_htcondor_and_the_hooks_are_turned_on(tmp_path: 
             mode = (state / "hooks" / name).stat().st_mode
             assert stat.S_IMODE(mode) == 0o755, name  # HTCondor refuses writable hooks
         assert stat.S_IMODE(credential.stat().st_mode) == 0o600
-        # The startd's fetch reaches the agent: no task yet, so the hook prints nothing.
-        assert fetchhook.fetch_work(str(start), SLOT_AD) == ""
+        # A fetch reaches the agent, which answers only its startd's hooks (this test is none).
+        with pytest.raises(AgentLinkError, match="only the glidein's condor_startd"):
+            fetchhook.fetch_work(str(start), SLOT_AD)
         assert agentlink.call(str(start), {"op": "status"})["status"]["closed"] is False
     finally:
         os.kill(pid, signal.SIGTERM)

@@ -6,6 +6,10 @@ Rules (docs/design.md, "Layers"):
 - ``dht`` and ``cache`` are libraries: they import neither ``glidein``, ``site``, ``tq`` nor
   ``agent``;
 - the Task Queue does not import the glidein side (``glidein``, ``site``);
+- the pilot agent (``agent``) knows nothing of glideins: it does not import ``glidein``; a
+  glidein's agent, its hooks and everything between them are the hand-off, ``glidein.handoff``,
+  the one part of ``glidein`` that imports ``agent``;
+- nothing imports ``glidein_ext.entry`` (the console script and HTCondor's fast path);
 - ``tq`` is split by who runs it: ``tq.client`` (what pilots import, Python 3.9) imports neither
   ``tq.service`` nor ``tq.manager``; the PilotMonitor/PilotManager (``tq.manager``) does not import
   the service; the pilot agent imports only the client side of the Task Queue;
@@ -29,6 +33,8 @@ RULES: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
     (("tq.client",), ("tq.service", "tq.manager"), "the client library runs without the service"),
     (("tq.manager",), ("tq.service",), "the PilotManager does not import the service"),
     (("agent", "glidein"), ("tq.service", "tq.manager"), "pilots import only the TQ client"),
+    (("agent",), ("glidein",), "the pilot agent does not import the glidein side"),
+    (("glidein.rest",), ("agent",), "in a glidein only the hand-off imports the agent"),
 )
 
 
@@ -58,9 +64,9 @@ def imports_of(path: Path, module: str) -> Iterator[tuple[int, str]]:
                 yield node.lineno, f"{base}.{alias.name}"
 
 
-SPLIT_PARTS = (
-    "tq",
-)  # parts whose sub-packages are parts of their own (tq.client, tq.service, ...)
+# parts whose sub-packages are parts of their own (tq.client, tq.service, ...; glidein.handoff);
+# their modules outside a sub-package form the part ``X.rest`` (glidein.rest: glidein.wrapper...)
+SPLIT_PARTS = ("tq", "glidein")
 
 
 def part_of(module: str) -> str | None:
@@ -73,7 +79,13 @@ def part_of(module: str) -> str | None:
         return None
     if pieces[1] in SPLIT_PARTS and len(pieces) > 3:  # glidein_ext.tq.client.x -> tq.client
         return f"{pieces[1]}.{pieces[2]}"
+    if pieces[1] in SPLIT_PARTS and len(pieces) == 3 and not _is_package(pieces):
+        return f"{pieces[1]}.rest"  # glidein_ext.glidein.wrapper -> glidein.rest
     return pieces[1]
+
+
+def _is_package(pieces: list[str]) -> bool:
+    return (ROOT.joinpath(*pieces) / "__init__.py").is_file()
 
 
 def in_part(part: str | None, parts: tuple[str, ...]) -> bool:
@@ -94,6 +106,8 @@ def violations(root: Path) -> list[str]:
                 broken.append("nothing imports tests")
             elif theirs == "cli" and mine not in ("cli", "entry"):
                 broken.append("only entry imports cli")
+            elif theirs == "entry" and mine != "__main__":
+                broken.append("nothing imports entry")
             broken += [
                 why
                 for parts, banned, why in RULES
@@ -128,16 +142,30 @@ def test_each_rule_catches_a_violation(tmp_path: Path) -> None:
     write(tmp_path, f"{PACKAGE}/cli/tq.py", "from glidein_ext.tq.service import api\n")  # allowed
     write(tmp_path, f"{PACKAGE}/tq/client/x.py", "from glidein_ext.tq.service import store\n")
     write(tmp_path, f"{PACKAGE}/agent/y.py", "from glidein_ext.tq.manager.monitor import m\n")
+    # the hand-off: the agent never imports the glidein side (lazily neither); in the glidein
+    # only glidein.handoff imports the agent; nothing imports entry
+    write(
+        tmp_path, f"{PACKAGE}/agent/z.py", "def f():\n    from glidein_ext.glidein import hooks\n"
+    )
+    write(
+        tmp_path, f"{PACKAGE}/glidein/tqwork.py", "def f():\n    import glidein_ext.agent.agent\n"
+    )
+    write(tmp_path, f"{PACKAGE}/glidein/handoff/__init__.py", "")
+    write(tmp_path, f"{PACKAGE}/glidein/handoff/agent.py", "from glidein_ext.agent import agent\n")
+    write(tmp_path, f"{PACKAGE}/cli/hook.py", "from glidein_ext.entry import run_hook_command\n")
     found = violations(tmp_path)
     assert [line.rsplit("(", 1)[1] for line in found] == [
         "pilots import only the TQ client)",
+        "the pilot agent does not import the glidein side)",
         "a library imports no product part)",
+        "nothing imports entry)",
         "a library imports no product part)",
+        "in a glidein only the hand-off imports the agent)",
         "only entry imports cli)",
         "the Task Queue does not import the glidein side)",
         "the client library runs without the service)",
         "nothing imports tests)",
     ]
-    assert found[2].startswith(
+    assert found[4].startswith(
         "glidein_ext/dht/node.py:1: glidein_ext.dht.node imports glidein_ext.tq"
     )

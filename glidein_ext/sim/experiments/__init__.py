@@ -5,7 +5,7 @@ its CSV files, PNG figures and notes (``Experiment.report``)."""
 
 from __future__ import annotations
 
-from glidein_ext.sim.experiments import seed000, seed001, seed003
+from glidein_ext.sim.experiments import gridscale, seed000, seed001, seed003
 from glidein_ext.sim.experiments.base import Experiment
 
 EXPERIMENTS: dict[str, Experiment] = {
@@ -65,6 +65,14 @@ EXPERIMENTS: dict[str, Experiment] = {
             "waste) against the time until the CPUs are free",
             seed003.vacate_jobs,
             seed003.vacate_report,
+        ),
+        Experiment(
+            "grid-scale",
+            "the CMS global pool (100 sites, 150,000 pilots, 1,000,000 tasks): Task Queue "
+            "instances each architecture needs (first burst < 60 s, median delay < 1 s), by "
+            "per-call cost (aggregate model, checked against the simulator at a small size)",
+            gridscale.gridscale_jobs,
+            gridscale.gridscale_report,
         ),
     )
 }

@@ -1,9 +1,9 @@
-"""Seed 000 (Delgado Peris, Hernández, Huedo, "Distributed scheduling and data sharing in
+"""Delgado Peris 2014 (Delgado Peris, Hernández, Huedo, "Distributed scheduling and data sharing in
 late-binding overlays", HPCS 2014), section IV: the three architectures at growing scale
 (figures 2, 3, 4, 7, 8), one large serial-chain run in time (figures 5 and 6), and the targets
 targets for the distributed architecture at 1,500 pilots and 10,000 tasks.
 
-Series: each architecture as the seed built it (a Task Queue that examines every queued task per
+Series: each architecture as the paper built it (a Task Queue that examines every queued task per
 request; the distributed master's fixed 20 s TaskList period and greedy assignment) and as this
 project builds it (grouped matching; event-driven rounds, optimal assignment).
 """
@@ -32,7 +32,7 @@ SERIES: dict[str, dict[str, Any]] = {
 SIZES = ((100, 300), (500, 1500), (1500, 5000), (1500, 10000))
 QUICK_SIZES = ((20, 60), (40, 150))
 WORKFLOWS = ("w1", "w2", "w3")  # serial chain, splitting, merging
-# The seed's testbed: two resource sets seen as two sites; an SE without added delay.
+# The paper's testbed: two resource sets seen as two sites; an SE without added delay.
 BASE = SimConfig(sites=2, storage=Storage(0.0, 0.0))
 
 
@@ -110,7 +110,60 @@ def scaling_report(results: list[tuple[Job, SimResult]], out: Path, costs: CostM
             PAPER.get(metric, ()),
             log=log,
         )
-    return []
+    return scaling_notes(rows, summary, sizes, costs)
+
+
+def scaling_notes(
+    rows: list[dict[str, Any]], summary: list[dict[str, Any]], sizes: list[str], costs: CostModel
+) -> list[str]:
+    """notes.txt of the scaling experiment: what was run, with which parameters, where the
+    reference lines come from, and the largest size's numbers per series."""
+    seeds = sorted({int(r["seed"]) for r in rows})
+    workflows = sorted({str(r["workflow"]) for r in rows})
+    notes = [
+        "Delgado Peris 2014 section IV, figures 2, 3, 4, 7, 8, on the SimPy simulator over the "
+        "real matching, ranking and assignment cores (glidein_ext.sim).",
+        f"Runs: {len(rows)} = {len(SERIES)} series x {len(sizes)} sizes x {len(workflows)} "
+        f"workflows ({', '.join(workflows)}) x {len(seeds)} seed(s) "
+        f"({', '.join(map(str, seeds))}).",
+        f"Sizes (pilots / tasks): {', '.join(sizes)}.",
+        f"Testbed: {BASE.sites} sites seen as the paper's two resource sets, an SE without added "
+        "delay or failures; every other parameter is SimConfig's default.",
+        "Series: '(seed)' is each architecture as the paper built it (a Task Queue that examines "
+        "every queued task per request; the distributed master's fixed 20 s TaskList period and "
+        "greedy assignment); '(ours)' as this project builds it (grouped matching; event-driven "
+        "rounds, optimal assignment).",
+        "Service times: the cost model in calibration.json ("
+        + ("measured on this machine" if costs.measured else "the reference calibration")
+        + "): Task Queue matching and the master's ranking and assignment take the time the real "
+        "cores take.",
+        "Each bar is the mean over workflows and seeds, the error bar the standard deviation of "
+        "the mean (summary.csv; every run in runs.csv).",
+        "Reference lines, read off the paper's figures (approximate): requests per task about 12 "
+        "(pre-DHT), 9 (centralized), 5 (distributed) in figure 2; median inter-task delay about "
+        "5 s for pre-DHT and centralized at small and medium sizes, about 20 s for distributed "
+        "(its TaskList period) in figure 3; an almost perfect cache hit ratio with the DHT in "
+        "figure 7.",
+    ]
+    if sizes:
+        largest = sizes[-1]
+        notes.append(f"At {largest} (mean over workflows and seeds):")
+        for name in SERIES:
+            found = [r for r in summary if r["series"] == name and r["size"] == largest]
+            if not found:
+                continue
+            row = found[0]
+            shown = []
+            for metric, label in (
+                ("requests_per_task", "requests/task"),
+                ("delay_median", "median delay"),
+                ("turnaround", "turnaround"),
+                ("cache_hit", "cache hit"),
+            ):
+                value = row.get(metric)
+                shown.append(f"{label} {'n/a' if value is None else f'{value:.3g}'}")
+            notes.append(f"  {name}: {', '.join(shown)}")
+    return notes
 
 
 # --- figures 5 and 6 ---
@@ -166,14 +219,19 @@ def timeline_report(results: list[tuple[Job, SimResult]], out: Path, costs: Cost
 
 # --- the targets (1,500 pilots, 10,000 tasks) ---
 
-TARGETS = (("requests_per_task", 1.5, ""), ("delay_median", 1.0, " s"), ("first_burst", 10.0, " s"))
+# (metric, the target, unit, higher is better); the local hit ratio's target is 0.95 for W1 and
+# the pre-DHT architecture's own ratio (the reference series, same size and seed) for W2 and W3.
+TARGETS = (
+    ("requests_per_task", 1.0, "", False),
+    ("delay_median", 1.0, " s", False),
+    ("first_burst", 10.0, " s", False),
+    ("local_hit", 0.95, "", True),
+)
+REFERENCE = "pre-DHT (ours)"  # run for the local hit ratio it reaches; not itself judged
 TARGET_SERIES: dict[str, dict[str, Any]] = {
     "distributed (ours)": SERIES["distributed (ours)"],
-    "distributed (ours, batched, local-first)": {
-        "architecture": "distributed",
-        "master_calls": "batched",
-        "selection": "local-first",
-    },
+    "distributed (ours, batched)": {"architecture": "distributed", "master_calls": "batched"},
+    REFERENCE: SERIES[REFERENCE],
 }
 WHY = {
     "requests_per_task": (
@@ -183,6 +241,10 @@ WHY = {
     ),
     "delay_median": "a round waits for its batching window, the sync, the broadcast and the assign",
     "first_burst": "the first round must wait for the sync and a TaskList that fits one datagram",
+    "local_hit": (
+        "a task whose input's maker is busy when it is offered runs on another pilot (the "
+        "master does not hold it for the maker, as waitForData does not for a busy one)"
+    ),
 }
 
 
@@ -202,19 +264,36 @@ def target_jobs(quick: bool, seed: int) -> list[Job]:
     ]
 
 
+def _target(metric: str, limit: float, row: dict[str, Any], reference: dict[str, Any]) -> Any:
+    """The target of ``metric`` for this run: W2's and W3's local hit ratio is the reference's."""
+    if metric == "local_hit" and row["workflow"] != "w1":
+        return reference.get(row["workflow"])
+    return limit
+
+
+def _met(metric: str, value: Any, target: Any, higher: bool) -> bool:
+    if value is None or target is None:
+        return False
+    if higher:
+        return bool(value >= target - 1e-9)
+    return bool(value <= target) if metric == "requests_per_task" else bool(value < target)
+
+
 def target_report(results: list[tuple[Job, SimResult]], out: Path, costs: CostModel) -> list[str]:
     rows = rows_of(results)
+    reference = {r["workflow"]: r["local_hit"] for r in rows if r["series"] == REFERENCE}
     notes = []
     verdicts = []
     for row in rows:
-        for metric, limit, unit in TARGETS:
+        if row["series"] == REFERENCE:
+            continue
+        for metric, limit, unit, higher in TARGETS:
             value = row[metric]
-            met = (
-                value is not None and value <= limit
-                if metric == "requests_per_task"
-                else (value is not None and value < limit)
-            )
-            missed = "" if met or value is None else f"{value - limit:.3g}{unit}"
+            target = _target(metric, limit, row, reference)
+            met = _met(metric, value, target, higher)
+            missed = ""
+            if not met and value is not None and target is not None:
+                missed = f"{abs(value - target):.3g}{unit}"
             verdicts.append(
                 {
                     "series": row["series"],
@@ -223,16 +302,19 @@ def target_report(results: list[tuple[Job, SimResult]], out: Path, costs: CostMo
                     "tasks": row["tasks"],
                     "metric": metric,
                     "value": value,
-                    "target": limit,
+                    "target": target,
                     "met": "yes" if met else "no",
                     "missed_by": missed,
                     "why": "" if met else WHY[metric],
                 }
             )
             if not met:
+                against = f"{_fmt(target)}{unit}" + (
+                    f" ({REFERENCE})" if target is not limit else ""
+                )
                 notes.append(
                     f"{row['series']} {row['workflow']}: {metric} {_fmt(value)}{unit} against "
-                    f"{limit}{unit}: missed by {missed} ({WHY[metric]})"
+                    f"{against}: missed by {missed} ({WHY[metric]})"
                 )
     write_csv(out / "runs.csv", rows)
     write_csv(out / "targets.csv", verdicts)

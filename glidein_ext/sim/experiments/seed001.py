@@ -1,4 +1,4 @@
-"""Seed 001 (Hasham, Delgado Peris et al., "CMS Workflow Execution using Intelligent Job
+"""Hasham 2011 (Hasham, Delgado Peris et al., "CMS Workflow Execution using Intelligent Job
 Scheduling and Data Access Strategies", IEEE TNS 2011), section V: W1/W2/W3 under the SE
 conditions of Table I (d1f1, d2f2, d3f1, d3f3), the cache schemes C1/C2/C3 (and no cache), and
 the three submission mechanisms (direct, pilots already running, the PilotMonitor).

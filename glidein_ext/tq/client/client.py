@@ -1,7 +1,8 @@
 """A small HTTP client of the Task Queue API, stdlib only (pilots run where pip cannot reach).
 
-HTTP and socket errors are translated here: 401 TaskQueueAuthError, 403 TaskQueueForbidden,
-404 TaskQueueNotFound, 409 StaleMasterError, 422 TaskQueueRequestError, a server certificate the
+HTTP and socket errors are translated here: a 4xx status by the table the service answers with
+(``glidein_ext.errors.TQ_HTTP_STATUS``: 401 TaskQueueAuthError, 403 TaskQueueForbidden,
+404 TaskQueueNotFound, 409 StaleMasterError, 422 TaskQueueRequestError), a server certificate the
 client does not trust TaskQueueTlsError, anything else (or no answer) TaskQueueError.  An
 ``https://`` URL is verified against ``ca_file`` (else the system's CA store), host name checked;
 a pilot's credential is read from a private file (``read_token_file``).
@@ -39,20 +40,16 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from glidein_ext.errors import (
-    StaleMasterError,
     TaskQueueAuthError,
     TaskQueueError,
-    TaskQueueForbidden,
-    TaskQueueNotFound,
-    TaskQueueRequestError,
     TaskQueueTlsError,
     UsageError,
+    tq_error_for_status,
 )
 from glidein_ext.throttle import Throttle
 from glidein_ext.tq.client.credentials import CredentialInfo, IssuedCredential
 from glidein_ext.tq.client.endpoints import EndpointSet, parse_endpoints
 from glidein_ext.tq.client.protocol import (
-    Assignment,
     Claim,
     ClaimAnswer,
     Completion,
@@ -66,6 +63,7 @@ from glidein_ext.tq.client.protocol import (
     SiteSyncAnswer,
     Status,
     SubmitAnswer,
+    TaskAssignment,
     parse,
     parse_assignment,
     to_json,
@@ -90,8 +88,10 @@ def tls_context(ca_file: str | None = None) -> ssl.SSLContext:
 
 
 def read_token_file(path: str) -> str:
-    """The token in ``path``: one line, from a regular file that neither group nor others may
-    read or write (like an ssh key); UsageError, one line, otherwise."""
+    """The token in ``path``: one line, from a regular file of ours (not a symlink) that neither
+    group nor others may read or write (like an ssh key); UsageError, one line, otherwise.  The
+    one rule for every pilot's token file (``pilot run``, a glidein's agent): a file others
+    could read is refused, never made private after the fact."""
     try:
         # O_NONBLOCK: a FIFO in its place does not hang the pilot (it is no regular file)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
@@ -101,6 +101,9 @@ def read_token_file(path: str) -> str:
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
         raise UsageError(f"the token file {path} is not a regular file")
+    if info.st_uid != os.geteuid():
+        os.close(fd)
+        raise UsageError(f"the token file {path} is not ours (uid {info.st_uid})")
     with os.fdopen(fd, "rb") as handle:
         if info.st_mode & 0o077:
             mode = stat.S_IMODE(info.st_mode)
@@ -240,16 +243,10 @@ class TqClient:
                 raw = answer.read()
         except urllib.error.HTTPError as exc:
             detail = _detail(exc)
-            if exc.code == 401:
-                raise TaskQueueAuthError(f"{base}: {detail}") from None
-            if exc.code == 403:
-                raise TaskQueueForbidden(f"{base}: {detail}") from None
-            if exc.code == 404:
-                raise TaskQueueNotFound(detail) from None
-            if exc.code == 409:
-                raise StaleMasterError(detail) from None
-            if exc.code == 422:
-                raise TaskQueueRequestError(detail) from None
+            kind = tq_error_for_status(exc.code)
+            if kind is not None:  # an auth error names the instance that refused the token
+                shown = f"{base}: {detail}" if issubclass(kind, TaskQueueAuthError) else detail
+                raise kind(shown) from None
             error = TaskQueueError(f"{base}{path}: HTTP {exc.code}: {detail}")
             if exc.code >= 500 or exc.code == 429:  # the instance's trouble: fail over
                 raise _Unavailable(error, undone=True) from None  # it answered: nothing done
@@ -261,9 +258,11 @@ class TqClient:
                 trusted = self.ca_file or "the system's CA store"
                 raise TaskQueueTlsError(
                     f"the Task Queue at {base} is not trusted (CA: {trusted}): "
-                    f"{reason.verify_message or reason.reason}"
+                    f"{reason.verify_message or reason.reason}{_tls_hint(reason)}"
                 ) from None
-            error = TaskQueueError(f"cannot reach the Task Queue at {base}: {reason}")
+            error = TaskQueueError(
+                f"cannot reach the Task Queue at {base}: {reason}{_hint(base, reason)}"
+            )
             # no connection, or no such host: the request never left
             undone = isinstance(reason, (ConnectionRefusedError, socket.gaierror))
             raise _Unavailable(error, undone=undone) from None
@@ -281,7 +280,7 @@ class TqClient:
 
     def request(
         self, pilot_id: int, cached: Sequence[str] | None = None, wait: float = 0.0
-    ) -> Assignment | None:
+    ) -> TaskAssignment | None:
         """Seed IV-E: the pilot's next task, None when nothing fits now.  ``wait`` > 0: nothing
         fits, the pilot leaves a standing offer for that many seconds (Lee 2003 4.2.3, the
         courier): an urgent task submitted meanwhile is pushed to it (``tq.service.courier``)."""
@@ -374,6 +373,29 @@ def _ended_pilots(answer: Any) -> tuple[int, ...]:
     if not isinstance(pilots, list) or not all(type(p) is int for p in pilots):
         raise ValueError("missing list of integers 'pilots'")
     return tuple(pilots)
+
+
+# OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH and X509_V_ERR_IP_ADDRESS_MISMATCH
+_NAME_MISMATCH = (62, 64)
+
+
+def _tls_hint(error: ssl.SSLCertVerificationError) -> str:
+    """Why a certificate that chains to the CA is still refused: its names."""
+    if error.verify_code in _NAME_MISMATCH:
+        return (
+            " (the certificate must name this host or address in its subjectAltName: a "
+            "Common Name alone is not used; see docs/tq.md, TLS)"
+        )
+    return ""
+
+
+def _hint(base: str, reason: object) -> str:
+    """What an operator may have got wrong when a connection is closed without an answer."""
+    closed = isinstance(reason, (http.client.RemoteDisconnected, ConnectionResetError))
+    if closed and base.startswith("http://"):
+        https = "https://" + base[len("http://") :]
+        return f" (a Task Queue serving TLS closes plain HTTP connections: is it {https}?)"
+    return ""
 
 
 def _quoted(site: str) -> str:

@@ -1,6 +1,6 @@
 """A client's set of Task Queue endpoints, pure: load spread and failover (Lee 2003 4.1).
 
-Seed 002 makes its brokers equal ("Clients can submit job through any of the JobSubmissionFactory
+Lee 2003 makes its brokers equal ("Clients can submit job through any of the JobSubmissionFactory
 services"), with no single point of failure.  A client is given every instance's URL (``--tq URL``
 repeated, or comma-separated); ``EndpointSet`` says in which order to try them for one call:
 
@@ -35,6 +35,14 @@ def parse_endpoints(urls: str | Iterable[str]) -> list[str]:
                 continue
             if not url.startswith(("http://", "https://")):
                 raise UsageError(f"a Task Queue URL must be http:// or https://, got {url!r}")
+            rest = url.split("://", 1)[1]
+            if "/" in rest or "?" in rest or "#" in rest:  # the API's paths are added to it
+                where = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+                scheme = url.split("://", 1)[0]
+                raise UsageError(
+                    f"a Task Queue URL is scheme://host:port without a path, got {url!r} "
+                    f"(give {scheme}://{where})"
+                )
             if url not in found:
                 found.append(url)
     if not found:

@@ -44,6 +44,12 @@ BOUNDS = {
     "exit_code": (-INT32_MAX - 1, INT32_MAX),
 }
 
+# ClassAd functions whose one call may cost a tenth of a second or more: regular expressions
+# (PCRE, backtracking until its match limit) and those built on them.  An expression may call them
+# at most MAX_COSTLY_CALLS times; the Task Queue evaluates such expressions in a worker process
+# within a time budget (``tq.service.costly``), never on its event loop.
+COSTLY_CALL = re.compile(r"(?i)\b(?:regexp\w*|stringlistregexpmember\w*|replace\w*)\s*\(")
+MAX_COSTLY_CALLS = 4
 _ATTRIBUTE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Words of the ClassAd language an attribute cannot be named (they would shadow or not parse).
 _RESERVED = {"true", "false", "undefined", "error", "is", "isnt", "parent", "my", "target"}
@@ -74,6 +80,23 @@ def text_problem(value: object, max_chars: int = MAX_TEXT_CHARS) -> str | None:
         value.encode("utf-8")
     except UnicodeEncodeError:
         return f"is not valid UTF-8 (a lone surrogate): {shorten(value)}"
+    return None
+
+
+def printable_problem(value: object, max_chars: int = MAX_TEXT_CHARS) -> str | None:
+    """A text of printable characters only (``str.isprintable``): what a task's name, its command's
+    words and its LFNs must be, since a pilot in a glidein puts them into a job ad, one attribute
+    a line.  No line end of any kind (``\\n``, ``\\r``, VT, FF, the separators U+001C-U+001E,
+    NEL U+0085, LINE and PARAGRAPH SEPARATOR U+2028/U+2029), no other control or format
+    character, no tab."""
+    problem = text_problem(value, max_chars)
+    if problem is not None:
+        return problem
+    assert isinstance(value, str)
+    for char in value:
+        if not char.isprintable():
+            shown = shorten(value)
+            return f"holds the character U+{ord(char):04X}, which is not printable: {shown}"
     return None
 
 
@@ -110,13 +133,16 @@ def scalar_problem(value: object) -> str | None:
 
 
 def expr_problem(text: object) -> str | None:
-    """A ClassAd expression that parses (Requirements, Rank)."""
+    """A ClassAd expression that parses (Requirements, Rank), with at most ``MAX_COSTLY_CALLS``
+    calls of regexp and its kin (``COSTLY_CALL``)."""
     problem = text_problem(text)
     if problem is not None:
         return problem
     assert isinstance(text, str)
     if not text.strip():
         return "is empty"
+    if len(COSTLY_CALL.findall(text)) > MAX_COSTLY_CALLS:
+        return f"calls regexp (or its kin) more than {MAX_COSTLY_CALLS} times"
     from glidein_ext import classads  # classad2: only where expressions are checked (the TQ)
     from glidein_ext.errors import ClassAdError
 
@@ -129,7 +155,8 @@ def expr_problem(text: object) -> str | None:
 
 def lfn_problem(lfn: object) -> str | None:
     """Why ``lfn`` is not a usable LFN (absolute, plain components of at most 255 bytes, at most
-    1024 bytes, no white space, control character or NUL, UTF-8); None if it is."""
+    1024 bytes, no white space, control or other non-printable character, UTF-8); None if it
+    is."""
     if not isinstance(lfn, str):
         return f"an LFN must be a string, got {shorten(lfn)}"
     shown = shorten(lfn)
@@ -141,7 +168,7 @@ def lfn_problem(lfn: object) -> str | None:
         return f"LFN {shown} must be absolute (start with '/')"
     if len(encoded) > MAX_LFN_BYTES:
         return f"LFN {shown} is longer than {MAX_LFN_BYTES} bytes"
-    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in lfn):
+    if any(ch.isspace() or not ch.isprintable() for ch in lfn):
         return f"LFN {shown} holds white space, NUL or a control character"
     for part in lfn[1:].split("/"):
         if part in {"", ".", ".."}:

@@ -34,7 +34,7 @@ class Registration:
     cpus: int = 1
     memory: int = 0  # MB
     disk: int = 0  # MB
-    ttl: int | None = None  # seconds of life left; None: unlimited (the seed's Tier0 pilots)
+    ttl: int | None = None  # seconds of life left; None: unlimited (the paper's Tier0 pilots)
     attributes: Mapping[str, Scalar] = field(default_factory=dict)
     requirements: str = "true"
     rank: str = "0"
@@ -73,7 +73,6 @@ class RegisterAnswer:
 
     pilot_id: int
     heartbeat_interval: int  # seconds
-    cache_mode: str  # the architecture's value (the old name of ``architecture``)
     others: tuple[Neighbour, ...] = ()
     dht_id: str | None = None  # 40 hex digits
     site_contacts: tuple[str, ...] = ()  # "host:port" of live pilots' DHT nodes
@@ -81,10 +80,11 @@ class RegisterAnswer:
     architecture: str = "pre-dht"  # pre-dht, centralized or distributed (Delgado Peris 2014 §IV)
     master: MasterInfo | None = None  # distributed: the master (this pilot, if it is)
     master_timeout: int = 10  # seconds the master may be silent before another takes over
+    pilot_key: str | None = None  # distributed: hex; this pilot's own key (tq.client.pilotkeys)
 
 
 @dataclass(frozen=True)
-class Assignment:
+class TaskAssignment:
     """A task handed to a pilot (Hasham 2011 §IV-E): what to run, its files, its time limit."""
 
     task_id: int
@@ -103,9 +103,16 @@ class Assignment:
 
 @dataclass(frozen=True)
 class HeartbeatAnswer:
-    """Seed IV-D: the other live pilots on the pilot's host."""
+    """Hasham 2011 §IV-D: the other live pilots on the pilot's host.  ``needed_cached``: of the
+    files the Task Queue holds for this pilot's cache, those a queued task reads (at most
+    ``MAX_NEEDED_CACHED``, so a lower bound when that many; None: a Task Queue that does not
+    say); the pilot sums their sizes for ``CACHED_INPUT_NEEDED_MB`` (``cache.need``)."""
 
     others: tuple[Neighbour, ...] = ()
+    needed_cached: tuple[str, ...] | None = None
+
+
+MAX_NEEDED_CACHED = 1000  # names in a heartbeat's answer
 
 
 @dataclass(frozen=True)
@@ -118,7 +125,7 @@ class Completion:
     exit_code: int
     outputs: tuple[str, ...] = ()
     report: str = ""
-    # For the run's counters (beyond the seed): when the pilot began and ended the task (unix
+    # For the run's counters (beyond the paper): when the pilot began and ended the task (unix
     # time, stage-in and stage-out included) and where its inputs came from (cache: its own
     # cache, host: a pilot on the same host, peer: a pilot of the site through the DHT, se).
     started_at: float | None = None
@@ -175,6 +182,7 @@ class SitePilot:
     dht_address: str
     task_id: int | None = None
     attempt: int | None = None
+    key: str | None = None  # hex: its key with the claimant's epoch (tq.client.pilotkeys)
 
 
 @dataclass(frozen=True)
@@ -217,6 +225,11 @@ class SiteSync:
     dead: tuple[int, ...] = ()
     release: tuple[int, ...] = ()
     want: int = 0
+    pilots: tuple[int, ...] = ()  # pilots the master asks about: their keys, or that they are gone
+    # Seconds the master's rounds spent in each phase (wait, sync, broadcast...) since its last
+    # sync that got through, for the counters; an older master sends none, an older Task Queue
+    # ignores them.
+    phases: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -239,6 +252,14 @@ class TaskOffer:
 
 
 @dataclass(frozen=True)
+class PilotKey:
+    """A pilot's key with the master's epoch (hex), for the master only."""
+
+    pilot_id: int
+    key: str
+
+
+@dataclass(frozen=True)
 class SiteSyncAnswer:
     """The runnable tasks of the site (at most ``want``), the fate of each completion (in
     order), and how many runnable tasks the site has in all."""
@@ -246,6 +267,8 @@ class SiteSyncAnswer:
     tasks: tuple[TaskOffer, ...] = ()
     results: tuple[CompletionAnswer, ...] = ()
     queued: int = 0
+    keys: tuple[PilotKey, ...] = ()  # of the asked-about pilots that are live pilots of the site
+    gone: tuple[int, ...] = ()  # the asked-about pilots that are not (any more)
 
 
 @dataclass(frozen=True)
@@ -291,8 +314,20 @@ class Placed:
 
 
 @dataclass(frozen=True)
+class Refused:
+    """A pair the Task Queue refused, and why (one short line): the task is no longer queued,
+    the pilot is busy or not of the site, or they do not match (Requirements both ways,
+    resources, life)."""
+
+    task_id: int
+    pilot_id: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class SiteAssignAnswer:
     accepted: tuple[Placed, ...] = ()
+    refused: tuple[Refused, ...] = ()
 
 
 def parse(kind: type[M], data: Any) -> M:
@@ -314,12 +349,12 @@ def parse(kind: type[M], data: Any) -> M:
     return kind(**values)
 
 
-def parse_assignment(data: Any) -> Assignment | None:
-    """The request's answer ``{"task": Assignment | null}``: None when nothing fits now."""
+def parse_assignment(data: Any) -> TaskAssignment | None:
+    """The request's answer ``{"task": TaskAssignment | null}``: None when nothing fits now."""
     task = _object(data, "TaskResponse").get("task", _MISSING)
     if task is _MISSING:
         raise ValueError("TaskResponse: missing field 'task'")
-    return None if task is None else parse(Assignment, task)
+    return None if task is None else parse(TaskAssignment, task)
 
 
 def to_json(message: Any) -> Any:
@@ -398,17 +433,20 @@ _READERS: dict[str, Callable[[Any], Any]] = {
     "str | None": _optional(_str),
     "float | None": _optional(lambda value: float(_float(value))),
     "tuple[str, ...]": _tuple_of(_str),
+    "tuple[str, ...] | None": _optional(_tuple_of(_str)),
     "tuple[int, ...]": _tuple_of(_int),
     "Mapping[str, Scalar]": _mapping_of(_scalar),
     "MasterInfo | None": _optional(_message(MasterInfo)),
     "Completion": _message(Completion),
     "RoundReport": _message(RoundReport),
     "tuple[SitePilot, ...]": _tuple_of(_message(SitePilot)),
+    "tuple[PilotKey, ...]": _tuple_of(_message(PilotKey)),
     "tuple[SiteCompletion, ...]": _tuple_of(_message(SiteCompletion)),
     "tuple[TaskOffer, ...]": _tuple_of(_message(TaskOffer)),
     "tuple[CompletionAnswer, ...]": _tuple_of(_message(CompletionAnswer)),
     "tuple[Pair, ...]": _tuple_of(_message(Pair)),
     "tuple[Placed, ...]": _tuple_of(_message(Placed)),
+    "tuple[Refused, ...]": _tuple_of(_message(Refused)),
     "tuple[Neighbour, ...]": _tuple_of(_message(Neighbour)),
     "tuple[WorkflowStatus, ...]": _tuple_of(_message(WorkflowStatus)),
     "Counts": _mapping_of(_int),

@@ -1,6 +1,6 @@
 """The PilotMonitor of Hasham 2011 §IV-A, pure: how many pilots to send to one site, and the pass.
 
-Seed IV-A, step by step (comments below number the seed's lines):
+Seed IV-A, step by step (comments below number the paper's lines):
  1. recall the site's thresholds and its submitted pilots;
  2. available slots = maxPilots - submitted pilots;  3-4. none left: submit nothing;
  5. the task groups queued in the TQ that can run at this site;

@@ -24,23 +24,20 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
-from glidein_ext.errors import (
-    TaskQueueAuthError,
-    TaskQueueError,
-    TaskQueueForbidden,
-    TaskQueueNotFound,
-    TaskQueueRequestError,
-)
+from glidein_ext.errors import TaskQueueError, tq_http_status
+from glidein_ext.tq.client import protocol as p
 from glidein_ext.tq.client.limits import INT64_MAX
-from glidein_ext.tq.client.protocol import Completion, Registration, to_json
+from glidein_ext.tq.client.protocol import Completion, Registration, TaskAssignment
 from glidein_ext.tq.service import schemas as s
 from glidein_ext.tq.service.api_auth import Pilot, operator_access
 from glidein_ext.tq.service.api_credentials import install as install_credentials
 from glidein_ext.tq.service.api_sites import install as install_sites
-from glidein_ext.tq.service.auth import Authenticator, check_pilot, check_register
+from glidein_ext.tq.service.auth import Authenticator, Principal, check_pilot, check_register
+from glidein_ext.tq.service.costly import CostlyEvaluator
 from glidein_ext.tq.service.courier import OfferBoard
+from glidein_ext.tq.service.fastpath import FastCall, PilotFastPath
 from glidein_ext.tq.service.guard import RequestGuard
 from glidein_ext.tq.service.loops import WatchedLoop
 from glidein_ext.tq.service.settings import TqSettings
@@ -57,22 +54,23 @@ def _one_line(text: str, limit: int = 500) -> str:
     return flat.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def error_answer(exc: Exception) -> JSONResponse:
+    """A TQ error (or a body nested too deeply) as the API answers it (also on the pilots' fast
+    path, ``tq.service.fastpath``)."""
+    if isinstance(exc, RecursionError):
+        return JSONResponse({"detail": "the request body is nested too deeply"}, status_code=422)
+    if isinstance(exc, TaskQueueError):
+        return JSONResponse({"detail": _one_line(str(exc))}, status_code=tq_http_status(exc))
+    raise exc
+
+
 def _translate_errors(app: FastAPI) -> None:
-    """The store's errors as HTTP answers (403, 401, 404, 422, else 503), one line each."""
+    """The store's errors as HTTP answers, one line each: the status of
+    ``glidein_ext.errors.TQ_HTTP_STATUS`` (403, 401, 404, 409, 422, else 503)."""
 
     @app.exception_handler(TaskQueueError)
     async def _translate(_request: Request, exc: TaskQueueError) -> JSONResponse:
-        if isinstance(exc, TaskQueueForbidden):
-            code = 403
-        elif isinstance(exc, TaskQueueAuthError):
-            code = 401
-        elif isinstance(exc, TaskQueueNotFound):
-            code = 404
-        elif isinstance(exc, TaskQueueRequestError):
-            code = 422
-        else:
-            code = 503
-        return JSONResponse({"detail": _one_line(str(exc))}, status_code=code)
+        return error_answer(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -84,12 +82,12 @@ def _translate_errors(app: FastAPI) -> None:
         return JSONResponse({"detail": _one_line("; ".join(found))}, status_code=422)
 
     @app.exception_handler(RecursionError)
-    async def _too_deep(_request: Request, _exc: RecursionError) -> JSONResponse:
-        return JSONResponse({"detail": "the request body is nested too deeply"}, status_code=422)
+    async def _too_deep(_request: Request, exc: RecursionError) -> JSONResponse:
+        return error_answer(exc)
 
 
 async def _stand(board: OfferBoard, pilot_id: int, wait: float) -> bool:
-    """Seed 002 4.2.3: the pilot's request stands as an offer for up to ``wait`` s; True if an
+    """Lee 2003 §4.2.3: the pilot's request stands as an offer for up to ``wait`` s; True if an
     urgent task was pushed to it (it should take again), False when the wait ended."""
     loop = asyncio.get_running_loop()
     pushed = asyncio.Event()
@@ -105,6 +103,98 @@ async def _stand(board: OfferBoard, pilot_id: int, wait: float) -> bool:
     finally:
         board.withdraw(offer)
     return True
+
+
+async def _take(
+    store: Store, costly: CostlyEvaluator, pilot_id: int, cached: list[str] | None
+) -> TaskAssignment | None:
+    """The pilot's costly pairs settled away from the event loop (``tq.service.costly``), then
+    its best task taken."""
+    await costly.settle(pilot_id, store.clock())
+    return store.request(pilot_id, cached)
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": s.ErrorResponse},
+    403: {"model": s.ErrorResponse},
+    404: {"model": s.ErrorResponse},
+}
+
+
+class _Owners:
+    """The credential each pilot registered with, read from the store once per pilot (it never
+    changes): a pilot's call costs no database read for it."""
+
+    KEPT = 200_000  # pilots remembered (a dict entry each); then it starts again
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._owners: dict[int, int | None] = {}
+
+    def owner(self, pilot_id: int) -> int | None:
+        """TaskQueueNotFound for no such pilot."""
+        if pilot_id in self._owners:
+            return self._owners[pilot_id]
+        owner = self.store.pilot_owner(pilot_id)
+        self.remember(pilot_id, owner)
+        return owner
+
+    def remember(self, pilot_id: int, owner: int | None) -> None:
+        """The pilot registered with ``owner`` (its first call costs no read either)."""
+        if len(self._owners) >= self.KEPT:
+            self._owners.clear()
+        self._owners[pilot_id] = owner
+
+    async def own_pilot(self, pilot_id: PilotId, who: Pilot) -> None:
+        """A dependency: the pilot in the path must be the caller's own (registered with its
+        token)."""
+        check_pilot(who, pilot_id, self.owner(pilot_id))
+
+    def owns(self, who: Principal, pilot_id: int) -> bool:
+        """``own_pilot`` for the fast path: TaskQueueNotFound for no such pilot."""
+        return self.owner(pilot_id) == who.credential_id
+
+
+class _PilotCalls:
+    """The pilots' three hot calls, one handler each: the FastAPI routes run them, and the fast
+    path (``tq.service.fastpath``) runs them for a well-formed call (caller, pilot id or None,
+    validated body)."""
+
+    def __init__(
+        self,
+        store: Store,
+        settings: TqSettings,
+        costly: CostlyEvaluator,
+        board: OfferBoard,
+        owners: _Owners,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.costly = costly
+        self.board = board
+        self.owners = owners
+
+    async def register(self, who: Principal, _pilot_id: int | None, body: Any) -> Response:
+        registration = s.message(body, Registration)
+        check_register(who, registration.site, registration.batch_id)
+        answer = self.store.register(registration, who.credential_id)
+        self.owners.remember(answer.pilot_id, who.credential_id)
+        return s.wire(answer)
+
+    async def take(self, _who: Principal, pilot_id: int | None, body: Any) -> Response:
+        assert pilot_id is not None
+        store, costly = self.store, self.costly
+        task = await _take(store, costly, pilot_id, body.cached)
+        deadline = time.monotonic() + min(body.wait, self.settings.offer_max_wait)
+        while task is None and (left := deadline - time.monotonic()) > 0:
+            if not await _stand(self.board, pilot_id, left):
+                break
+            task = await _take(store, costly, pilot_id, body.cached)
+        return s.wire({"task": task})
+
+    async def complete(self, _who: Principal, pilot_id: int | None, body: Any) -> Response:
+        assert pilot_id is not None
+        return s.wire(self.store.complete(pilot_id, s.message(body, Completion)))
 
 
 def create_app(
@@ -124,21 +214,32 @@ def create_app(
     )
     board = courier if courier is not None else OfferBoard(settings.courier_priority)
     app.state.courier = board
+    # regexp and its kin: evaluated in a worker process within a time budget, never on the
+    # event loop (tq.service.costly); whoever runs the app closes it (app.state.costly)
+    costly = app.state.costly = CostlyEvaluator(store.matcher)
 
     operator = [Depends(operator_access)]
-    errors: dict[int | str, dict[str, Any]] = {
-        401: {"model": s.ErrorResponse},
-        403: {"model": s.ErrorResponse},
-        404: {"model": s.ErrorResponse},
-    }
+    errors = _ERRORS
 
-    async def own_pilot(pilot_id: PilotId, who: Pilot) -> None:
-        """The pilot in the path must be the caller's own (registered with its token)."""
-        check_pilot(who, pilot_id, store.pilot_owner(pilot_id))
-
-    mine = [Depends(own_pilot)]
+    owners = _Owners(store)
+    mine = [Depends(owners.own_pilot)]
 
     _translate_errors(app)
+
+    # The pilots' hot calls, run by the FastAPI routes below and, when well formed, by the
+    # fast path (tq.service.fastpath), inside the guard (added before it): caller known, body read
+    calls = _PilotCalls(store, settings, costly, board, owners)
+    app.add_middleware(
+        PilotFastPath,
+        prefix=API,
+        calls={
+            "": FastCall(s.RegisterRequest, calls.register),
+            "request": FastCall(s.TaskRequest, calls.take),
+            "complete": FastCall(s.CompleteRequest, calls.complete),
+        },
+        owns=owners.owns,
+        answer_error=error_answer,
+    )
     authenticator = Authenticator(settings.operator_token, settings.pilot_token, store)
     app.add_middleware(
         RequestGuard,
@@ -161,38 +262,43 @@ def create_app(
         }
         return JSONResponse(body, status_code=503 if stuck else 200)
 
-    @app.post(f"{API}/pilots", responses=errors)
-    async def register(body: s.RegisterRequest, who: Pilot) -> s.RegisterResponse:
+    @app.post(f"{API}/pilots", responses=errors, response_model=s.RegisterResponse)
+    async def register(body: s.RegisterRequest, who: Pilot) -> Response:
         """Register a pilot (Hasham 2011 §IV): its PilotID, and the other pilots on its host (IV-D).
         A credential registers at its own site only."""
-        check_register(who, body.site, body.batch_id)
-        registration = Registration(**{**body.model_dump(), "cached": tuple(body.cached)})
-        answer = store.register(registration, who.credential_id)
-        return s.RegisterResponse.model_validate(to_json(answer))
+        return await calls.register(who, None, body)
 
-    @app.post(f"{API}/pilots/{{pilot_id}}/request", dependencies=mine, responses=errors)
-    async def request(pilot_id: PilotId, body: s.TaskRequest) -> s.TaskResponse:
+    @app.post(
+        f"{API}/pilots/{{pilot_id}}/request",
+        dependencies=mine,
+        responses=errors,
+        response_model=s.TaskResponse,
+    )
+    async def request(pilot_id: PilotId, body: s.TaskRequest) -> Response:
         """Ask for a task (Hasham 2011 §IV-E); ``task`` is null when nothing fits now.  With
         ``wait``, nothing fits: the request stands as an offer an urgent task is pushed to (Lee 2003
         4.2.3, ``tq.service.courier``), answered when one is or when the wait ends."""
-        task = store.request(pilot_id, body.cached)
-        deadline = time.monotonic() + min(body.wait, settings.offer_max_wait)
-        while task is None and (left := deadline - time.monotonic()) > 0:
-            if not await _stand(board, pilot_id, left):
-                break
-            task = store.request(pilot_id, body.cached)
-        return s.TaskResponse.model_validate({"task": to_json(task)})
+        return await calls.take(Principal(pilot=True), pilot_id, body)
 
-    @app.post(f"{API}/pilots/{{pilot_id}}/heartbeat", dependencies=mine, responses=errors)
-    async def heartbeat(pilot_id: PilotId, body: s.HeartbeatRequest) -> s.HeartbeatResponse:
+    @app.post(
+        f"{API}/pilots/{{pilot_id}}/heartbeat",
+        dependencies=mine,
+        responses=errors,
+        response_model=s.HeartbeatResponse,
+    )
+    async def heartbeat(pilot_id: PilotId, body: s.HeartbeatRequest) -> Response:
         """I am alive (Hasham 2011 §IV-D); answers the other live pilots on the same host."""
-        return s.HeartbeatResponse.model_validate(to_json(store.heartbeat(pilot_id, body.cached)))
+        return s.wire(store.heartbeat(pilot_id, body.cached))
 
-    @app.post(f"{API}/pilots/{{pilot_id}}/complete", dependencies=mine, responses=errors)
-    async def complete(pilot_id: PilotId, body: s.CompleteRequest) -> s.CompleteResponse:
+    @app.post(
+        f"{API}/pilots/{{pilot_id}}/complete",
+        dependencies=mine,
+        responses=errors,
+        response_model=s.CompleteResponse,
+    )
+    async def complete(pilot_id: PilotId, body: s.CompleteRequest) -> Response:
         """A task ended; idempotent per (task, attempt)."""
-        completion = Completion(**{**body.model_dump(), "outputs": tuple(body.outputs)})
-        return s.CompleteResponse.model_validate(to_json(store.complete(pilot_id, completion)))
+        return await calls.complete(Principal(pilot=True), pilot_id, body)
 
     @app.delete(f"{API}/pilots/{{pilot_id}}", dependencies=mine, responses=errors)
     async def deregister(pilot_id: PilotId) -> dict[str, bool]:
@@ -205,18 +311,18 @@ def create_app(
         dependencies=operator,
         responses={**errors, 422: {"model": s.ErrorResponse}},
     )
-    def submit(body: dict[str, Any]) -> s.SubmitResponse:
+    def submit(body: dict[str, Any]) -> p.SubmitAnswer:
         """Submit a workflow (the JSON form of a workflow file); all of it or nothing."""
         workflow = parse_workflow(body)
         workflow_id = store.submit(workflow)
         # Lee 2003 4.2.3: urgent tasks with nothing to wait for go to standing offers at once
         board.push(board.urgent(t.priority for t in workflow.tasks if not t.after))
-        return s.SubmitResponse(workflow_id=workflow_id, tasks=len(workflow.tasks))
+        return p.SubmitAnswer(workflow_id=workflow_id, tasks=len(workflow.tasks))
 
-    @app.get(f"{API}/status", dependencies=operator, responses=errors)
-    def status() -> s.StatusResponse:
+    @app.get(f"{API}/status", dependencies=operator, responses=errors, response_model=p.Status)
+    def status() -> Response:
         """Workflows with tasks by state; pilots by site and state."""
-        return s.StatusResponse.model_validate(to_json(store.status()))
+        return s.wire(store.status())
 
     install_sites(app, store, operator)  # Delgado Peris 2014: the master's calls, the counters
     install_credentials(app, store, operator)  # per-pilot credentials (tq.client.credentials)

@@ -17,30 +17,31 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import FastAPI, Path, Request
+from fastapi import FastAPI, Path
 from fastapi.params import Depends
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from glidein_ext.errors import StaleMasterError, TaskQueueForbidden, TaskQueueNotFound
+from glidein_ext.errors import TaskQueueForbidden, TaskQueueNotFound
 from glidein_ext.tq.client.limits import INT64_MAX, MAX_NAME_CHARS
 from glidein_ext.tq.client.protocol import (
     Claim,
-    Completion,
+    ClaimAnswer,
     Pair,
     RoundReport,
     SiteAssign,
+    SiteAssignAnswer,
     SiteCompletion,
     SiteSync,
-    to_json,
+    SiteSyncAnswer,
 )
 from glidein_ext.tq.service.api_auth import Pilot
 from glidein_ext.tq.service.auth import Principal, check_pilot, check_site
 from glidein_ext.tq.service.counters import RunCounters, request_kind
-from glidein_ext.tq.service.schemas import CompleteRequest
+from glidein_ext.tq.service.schemas import CompleteRequest, message, request_model, wire
 from glidein_ext.tq.service.store import Store
 
 API = "/api/v1"
@@ -49,57 +50,65 @@ SiteName = Annotated[str, Path(min_length=1, max_length=MAX_NAME_CHARS)]
 Id = Annotated[int, Field(ge=1, le=INT64_MAX)]
 
 
-class ClaimRequest(BaseModel):
-    """A pilot asks for its site's master role; ``unreachable``: lower-id pilots it could not
-    reach over the DHT."""
-
-    pilot_id: Id
-    unreachable: list[Id] = Field(default_factory=list, max_length=MAX_BULK)
+Epoch = Annotated[int, Field(ge=0, le=INT64_MAX)]
+MAX_PHASES = 16  # a master's round phases in one sync
+Phase = Annotated[str, Field(min_length=1, max_length=20, pattern=r"^[a-z_]+$")]
+Seconds = Annotated[float, Field(ge=0, le=1e9)]
 
 
-class SiteCompletionRequest(BaseModel):
-    pilot_id: Id
-    completion: CompleteRequest
+def _bulk(item: Any) -> Any:
+    """A list of at most MAX_BULK ``item``s."""
+    return Annotated[tuple[item, ...], Field(max_length=MAX_BULK)]
 
 
-class SyncRequest(BaseModel):
-    """The master's bulk call: completions, dead workers, undelivered tasks, tasks wanted."""
-
-    pilot_id: Id
-    epoch: Annotated[int, Field(ge=0, le=INT64_MAX)]
-    completions: list[SiteCompletionRequest] = Field(default_factory=list, max_length=MAX_BULK)
-    dead: list[Id] = Field(default_factory=list, max_length=MAX_BULK)
-    release: list[Id] = Field(default_factory=list, max_length=MAX_BULK)
-    want: Annotated[int, Field(ge=0, le=MAX_BULK)] = 0
-
-
-class PairRequest(BaseModel):
-    task_id: Id
-    pilot_id: Id
-
-
-class RoundRequest(BaseModel):
-    rank_sum: Annotated[float, Field(ge=-1e15, le=1e15)] = 0.0
-    served: Annotated[int, Field(ge=0, le=MAX_BULK)] = 0
-    idle: Annotated[int, Field(ge=0, le=10**7)] = 0
-    offered: Annotated[int, Field(ge=0, le=10**7)] = 0
-    method: Annotated[str, Field(max_length=20)] = ""
-    compared_sum: Annotated[float, Field(ge=-1e15, le=1e15)] = 0.0
-    compared_served: Annotated[int, Field(ge=0, le=MAX_BULK)] = 0
-
-
-class AssignRequest(BaseModel):
-    """The master's round: its pairs, and the round's report for the counters."""
-
-    pilot_id: Id
-    epoch: Annotated[int, Field(ge=0, le=INT64_MAX)]
-    pairs: list[PairRequest] = Field(default_factory=list, max_length=MAX_BULK)
-    round: RoundRequest = Field(default_factory=RoundRequest)
-
-
-def _completion(body: CompleteRequest) -> Completion:
-    data = body.model_dump()
-    return Completion(**{**data, "outputs": tuple(body.outputs)})
+# The master's requests, derived from the protocol's dataclasses (``schemas.request_model``).
+_claim = request_model(
+    "ClaimRequest",
+    Claim,  # ``unreachable``: lower-id pilots it could not reach over the DHT
+    {"pilot_id": Id, "unreachable": _bulk(Id)},
+)
+_site_completion = request_model(
+    "SiteCompletionRequest", SiteCompletion, {"pilot_id": Id, "completion": CompleteRequest}
+)
+_sync = request_model(
+    "SyncRequest",
+    SiteSync,
+    {
+        "pilot_id": Id,
+        "epoch": Epoch,
+        "completions": _bulk(_site_completion),
+        "dead": _bulk(Id),
+        "release": _bulk(Id),
+        "want": Annotated[int, Field(ge=0, le=MAX_BULK)],
+        "pilots": _bulk(Id),  # keys asked, or gone
+        "phases": Annotated[tuple[tuple[Phase, Seconds], ...], Field(max_length=MAX_PHASES)],
+    },
+)
+_pair = request_model("PairRequest", Pair, {"task_id": Id, "pilot_id": Id})
+_round = request_model(
+    "RoundRequest",
+    RoundReport,
+    {
+        "rank_sum": Annotated[float, Field(ge=-1e15, le=1e15)],
+        "served": Annotated[int, Field(ge=0, le=MAX_BULK)],
+        "idle": Annotated[int, Field(ge=0, le=10**7)],
+        "offered": Annotated[int, Field(ge=0, le=10**7)],
+        "method": Annotated[str, Field(max_length=20)],
+        "compared_sum": Annotated[float, Field(ge=-1e15, le=1e15)],
+        "compared_served": Annotated[int, Field(ge=0, le=MAX_BULK)],
+    },
+)
+_assign = request_model(
+    "AssignRequest",
+    SiteAssign,  # the master's round: its pairs, and the round's report for the counters
+    {"pilot_id": Id, "epoch": Epoch, "pairs": _bulk(_pair), "round": _round},
+)
+if TYPE_CHECKING:  # mypy takes a derived model for what it is: a pydantic model
+    ClaimRequest = BaseModel
+    SyncRequest = BaseModel
+    AssignRequest = BaseModel
+else:
+    ClaimRequest, SyncRequest, AssignRequest = _claim, _sync, _assign
 
 
 class RequestCounter:
@@ -134,53 +143,43 @@ def acts_for(store: Store, who: Principal, site: str, pilot_id: int) -> None:
 def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
     """Add the master's calls, the counters and the request-counting middleware to ``app``."""
 
-    @app.exception_handler(StaleMasterError)
-    async def _stale(_request: Request, exc: StaleMasterError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)[:500]}, status_code=409)
-
     app.add_middleware(RequestCounter, counters=store.counters)
 
     conflict: dict[int | str, dict[str, Any]] = {409: {"description": "a stale master"}}
 
     forbidden: dict[int | str, dict[str, Any]] = {403: {"description": "not this caller's"}}
 
-    @app.post(f"{API}/sites/{{site}}/master", responses=forbidden)
-    async def claim(site: SiteName, body: ClaimRequest, who: Pilot) -> dict[str, Any]:
+    @app.post(f"{API}/sites/{{site}}/master", responses=forbidden, response_model=ClaimAnswer)
+    async def claim(site: SiteName, body: ClaimRequest, who: Pilot) -> Response:
         """Claim the site's master role (Delgado Peris 2014 §III.B): granted with a new epoch only
         if the master is gone and the claimant is the lowest-id live pilot."""
-        acts_for(store, who, site, body.pilot_id)
-        answer = store.claim_master(site, Claim(body.pilot_id, tuple(body.unreachable)))
-        return dict(to_json(answer))
+        claim = message(body, Claim)
+        acts_for(store, who, site, claim.pilot_id)
+        answer = store.claim_master(site, claim)
+        return wire(answer)
 
-    @app.post(f"{API}/sites/{{site}}/sync", responses={**conflict, **forbidden})
-    async def sync(site: SiteName, body: SyncRequest, who: Pilot) -> dict[str, Any]:
+    @app.post(
+        f"{API}/sites/{{site}}/sync",
+        responses={**conflict, **forbidden},
+        response_model=SiteSyncAnswer,
+    )
+    async def sync(site: SiteName, body: SyncRequest, who: Pilot) -> Response:
         """The master's bulk call: completions, dead workers, undelivered tasks, runnable
         tasks of the site (``want``); also the site's heartbeat."""
-        acts_for(store, who, site, body.pilot_id)
-        call = SiteSync(
-            pilot_id=body.pilot_id,
-            epoch=body.epoch,
-            completions=tuple(
-                SiteCompletion(item.pilot_id, _completion(item.completion))
-                for item in body.completions
-            ),
-            dead=tuple(body.dead),
-            release=tuple(body.release),
-            want=body.want,
-        )
-        return dict(to_json(store.sync(site, call)))
+        call = message(body, SiteSync)
+        acts_for(store, who, site, call.pilot_id)
+        return wire(store.sync(site, call))
 
-    @app.post(f"{API}/sites/{{site}}/assign", responses={**conflict, **forbidden})
-    async def assign(site: SiteName, body: AssignRequest, who: Pilot) -> dict[str, Any]:
+    @app.post(
+        f"{API}/sites/{{site}}/assign",
+        responses={**conflict, **forbidden},
+        response_model=SiteAssignAnswer,
+    )
+    async def assign(site: SiteName, body: AssignRequest, who: Pilot) -> Response:
         """The master's assignments of a round; each task taken atomically."""
-        acts_for(store, who, site, body.pilot_id)
-        call = SiteAssign(
-            pilot_id=body.pilot_id,
-            epoch=body.epoch,
-            pairs=tuple(Pair(p.task_id, p.pilot_id) for p in body.pairs),
-            round=RoundReport(**body.round.model_dump()),
-        )
-        return dict(to_json(store.assign(site, call)))
+        call = message(body, SiteAssign)
+        acts_for(store, who, site, call.pilot_id)
+        return wire(store.assign(site, call))
 
     @app.get(f"{API}/counters", dependencies=list(operator))
     def counters() -> dict[str, Any]:

@@ -20,7 +20,12 @@ round a distributed master reports.  ``snapshot`` gives, overall and per workflo
 - **rounds and their sum of ranks** (distributed: the master's global rank,
   Delgado Peris 2014 §III.C), and the other assignment method's sum on the same matrices (greedy
   against optimal, same run);
-- each distributed site's **masters**: who got the role, with which epoch, when.
+- each distributed site's **masters**: who got the role, with which epoch, when; and the
+  **phases** of its masters' rounds: seconds in each (wait, sync, broadcast, replies, solve,
+  tq_assign, hand_out, probe), summed over the masters' ``sync`` calls;
+- **refused pairs** of the masters' ``assign`` calls, by reason (``task``: no longer queued;
+  ``pilot``: not a live idle pilot of the site, or given a task already; ``match``: the
+  Requirements, both ways, resources or life do not match).
 
 Only pilot requests count (registration, requests, heartbeats, completions, deregistration, the
 master's calls); operators' calls (submit, status, counters) do not.  The counters live in the TQ
@@ -32,7 +37,7 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +45,7 @@ from typing import Any
 ORIGINS = ("cache", "host", "peer", "se")
 CACHED = ("cache", "host", "peer")
 LOCAL = ("cache", "host")
+MAX_PHASES = 16  # round phase names kept per site
 
 _PILOT_CALLS = (
     ("POST", re.compile(r"^/api/v1/pilots/?$"), "register"),
@@ -74,7 +80,8 @@ def percentile(sorted_values: Sequence[float], fraction: float) -> float | None:
 class _Tally:
     """What is summed for one workflow, or for the whole run."""
 
-    requests: Counter[str] = field(default_factory=Counter)
+    # by kind; fractional while workflows overlap (shared, see RunCounters.on_request)
+    requests: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     origins: Counter[str] = field(default_factory=Counter)
     done: int = 0
     rounds: int = 0
@@ -82,6 +89,7 @@ class _Tally:
     served: int = 0
     compared_sum: float = 0.0
     compared_served: int = 0
+    refused: Counter[str] = field(default_factory=Counter)
 
     def add_round(self, rank_sum: float, served: int, compared: tuple[float, int]) -> None:
         self.rounds += 1
@@ -97,8 +105,8 @@ class _Tally:
         return {
             "tasks": tasks,
             "tasks_done": self.done,
-            "requests": dict(sorted(self.requests.items())),
-            "requests_total": total,
+            "requests": {kind: _count(n) for kind, n in sorted(self.requests.items())},
+            "requests_total": _count(total),
             "requests_per_task": total / tasks if tasks else None,
             "inter_task_delay": {
                 "n": len(gaps),
@@ -115,6 +123,7 @@ class _Tally:
                 "served": self.served,
                 "compared_sum": self.compared_sum,
                 "compared_served": self.compared_served,
+                "refused": dict(sorted(self.refused.items())),
             },
         }
 
@@ -143,13 +152,18 @@ class RunCounters:
         self._runs: dict[int, _Run] = {}
         self._open: dict[int, _Run] = {}
         self._masters: dict[str, list[dict[str, Any]]] = {}
+        self._phases: dict[str, dict[str, float]] = {}  # site: phase: seconds
 
     def on_request(self, kind: str) -> None:
-        """A pilot request arrived (see :func:`request_kind`)."""
+        """A pilot request arrived (see :func:`request_kind`).  While several workflows run, it
+        is shared equally among them (the request does not say whose task it concerns), so the
+        workflows' counts add up to the overall count instead of counting it once for each."""
         with self._lock:
             self._overall.requests[kind] += 1
-            for run in self._open.values():
-                run.tally.requests[kind] += 1
+            if self._open:
+                share = 1 / len(self._open) if len(self._open) > 1 else 1
+                for run in self._open.values():
+                    run.tally.requests[kind] += share
 
     def on_submit(self, workflow_id: int, name: str, tasks: int, now: float) -> None:
         with self._lock:
@@ -196,12 +210,28 @@ class RunCounters:
             for run in self._open.values():
                 run.tally.add_round(rank_sum, served, compared)
 
+    def on_refused(self, reason: str) -> None:
+        """A distributed master's pair the Task Queue refused (``reason``: task, pilot, match)."""
+        with self._lock:
+            self._overall.refused[reason] += 1
+            for run in self._open.values():
+                run.tally.refused[reason] += 1
+
     def on_master(self, site: str, pilot_id: int, epoch: int, now: float) -> None:
         """A pilot got a distributed site's master role (Delgado Peris 2014 §III.B)."""
         with self._lock:
             grants = self._masters.setdefault(site, [])
             grants.append({"pilot_id": pilot_id, "epoch": epoch, "at": now})
             del grants[:-100]
+
+    def on_phases(self, site: str, phases: Iterable[tuple[str, float]]) -> None:
+        """A distributed master's round phases since its last sync, seconds each (at most
+        ``MAX_PHASES`` names kept per site)."""
+        with self._lock:
+            totals = self._phases.setdefault(site, {})
+            for phase, seconds in phases:
+                if phase in totals or len(totals) < MAX_PHASES:
+                    totals[phase] = totals.get(phase, 0.0) + max(0.0, float(seconds))
 
     def snapshot(self, now: float) -> dict[str, Any]:
         """Everything, JSON-ready: ``overall`` and one entry per workflow."""
@@ -224,7 +254,21 @@ class RunCounters:
             overall = self._overall.metrics(self._overall.done, sorted(every_gap))
             overall.update(started_at=self.started_at, uptime=now - self.started_at)
             masters = {site: list(grants) for site, grants in self._masters.items()}
-            return {"overall": overall, "workflows": workflows, "masters": masters}
+            phases = {
+                site: {p: round(v, 3) for p, v in totals.items()}
+                for site, totals in self._phases.items()
+            }
+            return {
+                "overall": overall,
+                "workflows": workflows,
+                "masters": masters,
+                "phases": phases,
+            }
+
+
+def _count(n: float) -> float:
+    """A request count as shown: whole when it is (shares of overlapping workflows are not)."""
+    return int(n) if float(n).is_integer() else round(n, 3)
 
 
 def idle_gaps(spans: Iterable[tuple[float, float]]) -> list[float]:

@@ -1,6 +1,6 @@
 """Courier push (Lee 2003 4.2.3, Job Courier Tuple), pure: idle pilots' standing offers.
 
-The seed's pull strategy (an agent takes a request tuple when it is free) leaves urgent work
+The paper's pull strategy (an agent takes a request tuple when it is free) leaves urgent work
 waiting for the next pull; its courier tuple "represents a slot an agent offers for immediate
 execution", and the factory takes one "when a job needs to be pushed to an agent as quickly as
 possible".  Here an idle pilot whose request found nothing may leave its request standing for a
@@ -9,7 +9,7 @@ or above the ``courier_priority`` setting become runnable, the instance takes th
 oldest first, and wakes them: each offer's request runs the ordinary take again at once (the
 matcher hands out higher priorities first; the take stays transactional, so a task is never
 handed out twice), instead of the task waiting for the pilot's next pull.  Tasks below the
-threshold wait for pulls, as in the seed's hybrid.  An offer that is woken and finds nothing (the
+threshold wait for pulls, as in the paper's hybrid.  An offer that is woken and finds nothing (the
 task went to another pilot, or does not match it) stands again until its wait ends.
 
 ``OfferBoard`` only books offers; waking is a callback the HTTP edge gives (``tq.service.api``).

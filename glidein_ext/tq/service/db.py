@@ -9,6 +9,9 @@ out with a conditional update (see ``glidein_ext.tq.service.store``).
 
 from __future__ import annotations
 
+import os
+import secrets
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,7 @@ MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 # PostgreSQL advisory lock held while migrating: TQ processes starting together on one database
 # upgrade the schema one after the other instead of racing on CREATE TABLE.
 MIGRATION_LOCK = 0x7471_6D69  # "tqmi"
+NAME_CHARS = 63  # PostgreSQL's NAMEDATALEN - 1: application_name is cut there
 
 
 def url_for(database: str) -> str:
@@ -31,6 +35,32 @@ def url_for(database: str) -> str:
     if "://" in database:
         return database
     return f"sqlite:///{Path(database).expanduser().resolve()}"
+
+
+def is_pool_url(url: str) -> bool:
+    """A database several instances can share (PostgreSQL); SQLite is one instance's."""
+    return url.startswith("postgresql")
+
+
+def instance_name() -> str:
+    """This instance's name in a pool (Lee 2003): host, pid and a random tag (unique across
+    restarts); its database sessions carry it (``tq.service.notify``)."""
+    host = socket.gethostname().split(".")[0][:30]
+    return f"tq-{host}-{os.getpid()}-{secrets.token_hex(3)}"[:NAME_CHARS]
+
+
+def named_url(url: str, name: str) -> str:
+    """``url`` whose sessions carry ``application_name=name`` (PostgreSQL only; else as is)."""
+    if not is_pool_url(url):
+        return url
+    parsed = sa.engine.make_url(url).update_query_dict({"application_name": name})
+    return parsed.render_as_string(hide_password=False)
+
+
+def libpq_url(url: sa.engine.URL) -> str:
+    """A SQLAlchemy PostgreSQL URL as psycopg takes it (no driver name, no application name)."""
+    plain = url.set(drivername="postgresql").difference_update_query(["application_name"])
+    return plain.render_as_string(hide_password=False)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -16,8 +16,6 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import psycopg
-
 MONITOR_LOCK = 0x7471_706D  # "tqpm": the PilotMonitor role (db.MIGRATION_LOCK is another key)
 log = logging.getLogger("glidein_ext.tq.manager.monitor")
 
@@ -48,8 +46,14 @@ class AdvisoryLeader:
         conninfo: str,
         name: str,
         key: int = MONITOR_LOCK,
-        connect: Callable[..., Any] = psycopg.connect,
+        connect: Callable[..., Any] | None = None,
     ) -> None:
+        """``connect``: psycopg.connect unless given (psycopg is imported only here: ``tq serve``
+        on SQLite never loads it)."""
+        if connect is None:
+            import psycopg
+
+            connect = psycopg.connect
         self.conninfo = conninfo
         self.name = name
         self.key = key
@@ -59,6 +63,8 @@ class AdvisoryLeader:
 
     def held(self) -> bool:
         """True if this instance holds the role (taking it if it is free); never waits."""
+        import psycopg
+
         try:
             if self._conn is None or self._conn.closed:
                 self._leading = False
@@ -91,6 +97,8 @@ class AdvisoryLeader:
     def close(self) -> None:
         conn, self._conn, self._leading = self._conn, None, False
         if conn is not None:
+            import psycopg
+
             try:
                 conn.close()
             except psycopg.Error as exc:

@@ -14,12 +14,20 @@ memory.
 
 Order of preference among matching tasks: locality hits, the pilot's Rank of the task, the task's
 Rank of the pilot, the task's priority, then first submitted.
+
+Costly expressions (regexp and its kin, ``tq.client.limits.COSTLY_CALL``): with ``defer_costly``
+(the service) a pair of a pilot and a group of which either side calls one is never evaluated
+here; it does not match until ``settle`` gives it a verdict found elsewhere
+(``tq.service.costly``: in a worker process, within a time budget), and ``pending_costly`` lists
+the pairs waiting for one.  Both may be called without the store's lock: they read and write
+single dictionary entries only.
 """
 
 from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,6 +35,7 @@ from dataclasses import dataclass
 import classad2
 
 from glidein_ext import classads
+from glidein_ext.tq.client.limits import COSTLY_CALL
 from glidein_ext.tq.models import MatchSpec, PilotInfo, QueuedTask
 
 
@@ -77,6 +86,12 @@ class Choice:
 
 
 _NO_MATCH = Verdict(False)
+_UNSETTLED = Verdict(False)  # a costly pair without a verdict yet: no match for now (not cached)
+
+
+def costly(*texts: str) -> bool:
+    """Whether an expression among ``texts`` calls regexp or its kin (``COSTLY_CALL``)."""
+    return any(COSTLY_CALL.search(text) for text in texts)
 
 
 class _Group:
@@ -85,7 +100,16 @@ class _Group:
     def __init__(self, spec: MatchSpec) -> None:
         self.spec = spec
         self.ad = task_ad(spec)
+        self.costly = costly(spec.requirements, spec.rank)
         self.order: list[tuple[int, int]] = []
+        self._text: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The group's ad as ClassAd text (for a worker process)."""
+        if self._text is None:
+            self._text = str(self.ad)
+        return self._text
 
     def add(self, task: QueuedTask) -> None:
         bisect.insort(self.order, (-task.priority, task.task_id))
@@ -100,8 +124,11 @@ class _Group:
 class Matcher:
     """The in-memory queue state: groups, the input-file index, pilots and their caches."""
 
-    def __init__(self, wait_for_data: float = 0.0) -> None:
+    def __init__(self, wait_for_data: float = 0.0, defer_costly: bool = False) -> None:
         self.wait_for_data = wait_for_data
+        self.defer_costly = defer_costly  # costly pairs wait for ``settle`` (the module)
+        self._costly_groups: set[str] = set()
+        self._costly_pilots: set[int] = set()
         self._tasks: dict[int, QueuedTask] = {}
         self._groups: dict[str, _Group] = {}
         self._task_group: dict[int, str] = {}
@@ -139,6 +166,8 @@ class Matcher:
         group = self._groups.get(key)
         if group is None:
             group = self._groups[key] = _Group(task.spec)
+            if group.costly:
+                self._costly_groups.add(key)
         group.add(task)
         self._tasks[task.task_id] = task
         self._task_group[task.task_id] = key
@@ -154,6 +183,7 @@ class Matcher:
         group.remove(task)
         if not group.order:
             del self._groups[key]
+            self._costly_groups.discard(key)
             for pilot_id in self._pilots:
                 self._verdicts.pop((pilot_id, key), None)
         for lfn in task.inputs:
@@ -169,6 +199,8 @@ class Matcher:
         self.remove_pilot(pilot.pilot_id)
         self._pilots[pilot.pilot_id] = pilot
         self._pilot_ads[pilot.pilot_id] = pilot_ad(pilot)
+        if costly(pilot.requirements, pilot.rank):
+            self._costly_pilots.add(pilot.pilot_id)
         for lfn in pilot.cached:
             self._holders[lfn].add(pilot.pilot_id)
 
@@ -177,6 +209,7 @@ class Matcher:
         if pilot is None:
             return
         self._pilot_ads.pop(pilot_id, None)
+        self._costly_pilots.discard(pilot_id)
         self._forget_cache(pilot)
         for key in self._groups:
             self._verdicts.pop((pilot_id, key), None)
@@ -208,6 +241,20 @@ class Matcher:
             pilot.cached.add(lfn)
             self._holders[lfn].add(pilot_id)
 
+    def needed_cached(
+        self, pilot_id: int, limit: int, cached: Iterable[str] | None = None
+    ) -> tuple[str, ...] | None:
+        """Of the pilot's cached files (``cached``, or the list held), those a queued task reads,
+        at most ``limit`` (the first found, in no particular order); None for a pilot not held.
+        From the input index: one set lookup per cached file until ``limit`` are found, no
+        query."""
+        pilot = self._pilots.get(pilot_id)
+        if pilot is None:
+            return None
+        index = self._by_input
+        files = pilot.cached if cached is None else cached
+        return tuple(itertools.islice((lfn for lfn in files if lfn in index), limit))
+
     def holders(self, lfn: str) -> set[int]:
         return set(self._holders.get(lfn, ()))
 
@@ -227,6 +274,8 @@ class Matcher:
         if cached is not None:
             return cached
         group = self._groups[key]
+        if self.defer_costly and (group.costly or pilot_id in self._costly_pilots):
+            return _UNSETTLED
         pilot_ad_ = self._pilot_ads[pilot_id]
         self.evaluations += 1
         if classads.symmetric_match(group.ad, pilot_ad_):
@@ -237,6 +286,36 @@ class Matcher:
             found = _NO_MATCH
         self._verdicts[(pilot_id, key)] = found
         return found
+
+    def pending_costly(
+        self, pilot_id: int, now: float, limit: int | None = None
+    ) -> list[tuple[str, str, str]]:
+        """The pilot's costly pairs that fit its resources and have no verdict yet, as (group
+        key, the group's ad text, the pilot's ad text); at most ``limit``."""
+        pilot = self._pilots.get(pilot_id)
+        pilot_ad_ = self._pilot_ads.get(pilot_id)
+        if not self.defer_costly or pilot is None or pilot_ad_ is None:
+            return []
+        keys = list(self._groups) if pilot_id in self._costly_pilots else list(self._costly_groups)
+        remaining = pilot.remaining(now)
+        found: list[tuple[str, str, str]] = []
+        pilot_text: str | None = None
+        for key in keys:
+            group = self._groups.get(key)
+            if group is None or (pilot_id, key) in self._verdicts:
+                continue
+            if not self._fits(group.spec, pilot, remaining):
+                continue
+            pilot_text = pilot_text or str(pilot_ad_)
+            found.append((key, group.text, pilot_text))
+            if limit is not None and len(found) >= limit:
+                break
+        return found
+
+    def settle(self, pilot_id: int, key: str, verdict: Verdict) -> None:
+        """A costly pair's verdict, found elsewhere (``pending_costly``)."""
+        if pilot_id in self._pilots and key in self._groups:
+            self._verdicts[(pilot_id, key)] = verdict
 
     def _fits(self, spec: MatchSpec, pilot: PilotInfo, remaining: float) -> bool:
         return (
@@ -345,8 +424,10 @@ class Matcher:
         remaining = template.remaining(now)
         counts = []
         for group in self._groups.values():
-            if self._fits(group.spec, template, remaining) and classads.symmetric_match(
-                group.ad, ad
-            ):
+            if not self._fits(group.spec, template, remaining):
+                continue
+            # A costly group is counted unevaluated (never on the event loop's GIL): at most
+            # the site's max_pilots more pilots than its tasks could use.
+            if (self.defer_costly and group.costly) or classads.symmetric_match(group.ad, ad):
                 counts.append(len(group.order))
         return counts

@@ -20,21 +20,28 @@ is no listener and nothing to notify.
 from __future__ import annotations
 
 import logging
-import os
-import secrets
-import socket
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import psycopg
-import sqlalchemy as sa
 
 from glidein_ext.errors import TaskQueueError
+from glidein_ext.tq.service.db import NAME_CHARS, instance_name, is_pool_url, libpq_url, named_url
 from glidein_ext.tq.service.store.pool import News, Resync
 
+# The pool's names live in ``tq.service.db`` (``tq serve`` on SQLite never imports psycopg).
+__all__ = [
+    "CHANNEL",
+    "PoolListener",
+    "PoolStore",
+    "instance_name",
+    "is_pool_url",
+    "libpq_url",
+    "named_url",
+    "parse",
+]
 CHANNEL = "glidein_ext_tq"
-NAME_CHARS = 63  # PostgreSQL's NAMEDATALEN - 1: application_name is cut there
 log = logging.getLogger("glidein_ext.tq.pool")
 
 
@@ -44,31 +51,6 @@ class PoolStore(Protocol):
     def absorb(self, news: News) -> None: ...
 
     def resync(self) -> Resync: ...
-
-
-def instance_name() -> str:
-    """This instance's name in the pool: host, pid and a random tag (unique across restarts)."""
-    host = socket.gethostname().split(".")[0][:30]
-    return f"tq-{host}-{os.getpid()}-{secrets.token_hex(3)}"[:NAME_CHARS]
-
-
-def is_pool_url(url: str) -> bool:
-    """A database several instances can share (PostgreSQL); SQLite is one instance's."""
-    return url.startswith("postgresql")
-
-
-def named_url(url: str, name: str) -> str:
-    """``url`` whose sessions carry ``application_name=name`` (PostgreSQL only; else as is)."""
-    if not is_pool_url(url):
-        return url
-    parsed = sa.engine.make_url(url).update_query_dict({"application_name": name})
-    return parsed.render_as_string(hide_password=False)
-
-
-def libpq_url(url: sa.engine.URL) -> str:
-    """A SQLAlchemy PostgreSQL URL as psycopg takes it (no driver name, no application name)."""
-    plain = url.set(drivername="postgresql").difference_update_query(["application_name"])
-    return plain.render_as_string(hide_password=False)
 
 
 def parse(payloads: Iterable[str], own: str) -> News:

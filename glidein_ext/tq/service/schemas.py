@@ -1,16 +1,25 @@
-"""The wire format of the Task Queue API (pydantic models; FastAPI derives OpenAPI from them).
+"""The wire format of the Task Queue API: what FastAPI validates and derives OpenAPI from.
 
-The same shapes as the protocol's dataclasses (``tq.client.protocol``), which the store returns and
-the client parses; the API builds these from them.
+An answer's shape is written once, as the protocol's dataclass (``tq.client.protocol``): the store
+returns it, the client parses it, and the API names it as the call's ``response_model`` (pydantic
+reads dataclasses) and sends it encoded once (``wire``), never validated a second time.  The
+names below (``RegisterResponse`` ...) are those dataclasses.  A request's model is derived from
+its dataclass too (``request_model``: fields, order, defaults), with a bound for every field from
+``tq.client.limits`` that the service enforces before anything is stored; ``message`` turns the
+validated request into the dataclass the store takes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, Any
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
-from pydantic import AfterValidator, BaseModel, Field
+from fastapi.responses import Response
+from pydantic import AfterValidator, BaseModel, Field, create_model
 
+from glidein_ext.tq.client import protocol as p
 from glidein_ext.tq.client.limits import (
     BOUNDS,
     MAX_LFN_BYTES,
@@ -20,6 +29,7 @@ from glidein_ext.tq.client.limits import (
     scalar_problem,
     text_problem,
 )
+from glidein_ext.tq.client.protocol import TaskAssignment, to_json
 
 Scalar = bool | int | float | str
 
@@ -67,133 +77,178 @@ CachedName = Annotated[str, _refuse(lambda v: text_problem(v, 4 * MAX_LFN_BYTES)
 Attributes = Annotated[dict[str, Scalar], _refuse(_attributes)]
 
 
-class RegisterRequest(BaseModel):
-    """Seed IV-E: Host, SE, TTL and resources; plus the pilot's own ClassAd parts."""
-
-    site: Name
-    host: Annotated[Name, Field(max_length=255)]
-    se: Annotated[Text, Field(default="", max_length=255)]
-    cpus: Annotated[int, bounded("cpus")] = 1
-    memory: Annotated[int, bounded("memory"), Field(description="MB")] = 0
-    disk: Annotated[int, bounded("disk"), Field(description="MB")] = 0
-    ttl: Annotated[int | None, bounded("ttl")] = Field(
-        default=None, description="seconds of life left; null: no end"
-    )
-    attributes: Attributes = Field(default_factory=dict)
-    requirements: Expression = "true"
-    rank: Expression = "0"
-    cache_dir: Text = Field(default="", description="where other pilots on the host find its cache")
-    cached: list[CachedName] = Field(default_factory=list)
-    batch_id: Name | None = Field(default=None, description="the batch job that started the pilot")
-    dht_address: Annotated[Text, Field(max_length=300)] | None = Field(
-        default=None, description="host:port of its site-DHT node (Delgado Peris 2014)"
-    )
-    peer_url: Annotated[Text, Field(max_length=300)] | None = Field(
-        default=None, description="its peer file server, http://host:port"
-    )
+def request_model(name: str, kind: type[Any], checks: Mapping[str, Any]) -> type[BaseModel]:
+    """A request's model, derived from the protocol's dataclass ``kind`` (one definition of the
+    shape): its fields, in order, with their defaults; ``checks`` gives each field its bounded
+    type (``tq.client.limits``).  Every field must have one: a field added to the dataclass
+    without a bound is refused here, when the service starts, not accepted unbounded."""
+    names = [item.name for item in dataclasses.fields(kind)]
+    if set(names) != set(checks):
+        missing, extra = sorted(set(names) - set(checks)), sorted(set(checks) - set(names))
+        raise TypeError(f"{name}: no bound for {missing} / no such field {extra} in {kind}")
+    fields: dict[str, Any] = {}
+    for item in dataclasses.fields(kind):
+        if item.default is not dataclasses.MISSING:
+            fields[item.name] = (checks[item.name], item.default)
+        elif item.default_factory is not dataclasses.MISSING:
+            fields[item.name] = (checks[item.name], Field(default_factory=item.default_factory))
+        else:
+            fields[item.name] = (checks[item.name], ...)
+    model: type[BaseModel] = create_model(name, __doc__=kind.__doc__, **fields)
+    _MESSAGES[model] = kind
+    return model
 
 
-class Neighbour(BaseModel):
-    pilot_id: int
-    cache_dir: str
+_MESSAGES: dict[type[BaseModel], type[Any]] = {}  # request model -> the protocol's dataclass
+M = TypeVar("M")
 
 
-class MasterInfo(BaseModel):
-    """A distributed site's master: pilot, DHT address, epoch (Delgado Peris 2014 §III.B)."""
+def message(body: BaseModel, kind: type[M]) -> M:
+    """The protocol's dataclass ``kind`` from a validated request (``request_model``), nested
+    messages included: what the store takes."""
+    if _MESSAGES.get(type(body)) is not kind:
+        raise TypeError(f"{type(body).__name__} is not a request for {kind.__name__}")
+    return cast(M, _message(body))
 
-    pilot_id: int
-    dht_address: str
-    epoch: int
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})  # values taken as they are
 
 
-class RegisterResponse(BaseModel):
-    pilot_id: int
-    heartbeat_interval: int
-    cache_mode: str
-    others: list[Neighbour]
-    # The site DHT (Delgado Peris 2014): its id, live pilots to join through, the site's key (hex).
-    dht_id: str | None = None
-    site_contacts: list[str] = Field(default_factory=list)
-    site_key: str | None = None
-    architecture: str = "pre-dht"
-    master: MasterInfo | None = None
-    master_timeout: int = 10
+def _message(value: Any) -> Any:
+    if type(value) in _PLAIN:
+        return value
+    if isinstance(value, BaseModel):
+        kind = _MESSAGES[type(value)]
+        return kind(**{name: _message(getattr(value, name)) for name in type(value).model_fields})
+    if isinstance(value, tuple) and value and isinstance(value[0], BaseModel):
+        return tuple(_message(item) for item in value)
+    return value
+
+
+Limited = Annotated[float, Field(ge=0, le=1e11)]
+_register = request_model(
+    "RegisterRequest",
+    p.Registration,  # Hasham 2011 §IV-E: Host, SE, TTL and resources; the pilot's ClassAd parts
+    {
+        "site": Name,
+        "host": Annotated[Name, Field(max_length=255)],
+        "se": Annotated[Text, Field(max_length=255)],
+        "cpus": Annotated[int, bounded("cpus")],
+        "memory": Annotated[int, bounded("memory"), Field(description="MB")],
+        "disk": Annotated[int, bounded("disk"), Field(description="MB")],
+        "ttl": Annotated[
+            int | None, bounded("ttl"), Field(description="seconds of life left; null: no end")
+        ],
+        "attributes": Attributes,
+        "requirements": Expression,
+        "rank": Expression,
+        "cache_dir": Annotated[
+            Text, Field(description="where other pilots on the host find its cache")
+        ],
+        "cached": tuple[CachedName, ...],
+        "batch_id": Annotated[
+            Name | None, Field(description="the batch job that started the pilot")
+        ],
+        "dht_address": Annotated[
+            Annotated[Text, Field(max_length=300)] | None,
+            Field(description="host:port of its site-DHT node (Delgado Peris 2014)"),
+        ],
+        "peer_url": Annotated[
+            Annotated[Text, Field(max_length=300)] | None,
+            Field(description="its peer file server, http://host:port"),
+        ],
+    },
+)
+_complete = request_model(
+    "CompleteRequest",
+    p.Completion,
+    {
+        "task_id": Annotated[int, bounded("task_id")],
+        "attempt": Annotated[int, bounded("attempt")],
+        "exit_code": Annotated[int, bounded("exit_code")],
+        "outputs": Annotated[
+            tuple[CachedName, ...], Field(description="declared outputs it produced")
+        ],
+        "report": Annotated[str, Field(max_length=REPORT_CHARS), _refuse(_report)],
+        # the run's counters: when the pilot began and ended the task, where its inputs came from
+        "started_at": Limited | None,
+        "ended_at": Limited | None,
+        "origins": Annotated[
+            dict[Annotated[str, Field(max_length=16)], Annotated[int, Field(ge=0, le=10**6)]],
+            Field(max_length=8, description="inputs by origin"),
+        ],
+    },
+)
+
+if TYPE_CHECKING:  # mypy takes a derived model for what it is: a pydantic model
+    RegisterRequest = BaseModel
+    CompleteRequest = BaseModel
+else:
+    RegisterRequest, CompleteRequest = _register, _complete
 
 
 class TaskRequest(BaseModel):
     """Centralized mode: the pilot's cached files with each request (Hasham 2011 §IV-E)."""
 
     cached: list[CachedName] | None = None
-    # Seed 002 4.2.3 (courier): nothing fits, keep the request open this many seconds as a
+    # Lee 2003 §4.2.3 (courier): nothing fits, keep the request open this many seconds as a
     # standing offer an urgent task is pushed to (capped by the setting offer_max_wait).
     wait: float = Field(default=0.0, ge=0, le=3600)
 
 
-class Assignment(BaseModel):
-    task_id: int
-    attempt: int
-    name: str
-    command: str
-    inputs: list[str]
-    outputs: list[str]
-    max_runtime: int
-    cached_inputs: int
-    request_cpus: int = 1
-    request_memory: int = 0
-    request_disk: int = 0
-
-
 class TaskResponse(BaseModel):
-    task: Assignment | None
+    """A request's answer: the task assigned, or null when nothing fits now."""
+
+    task: TaskAssignment | None
 
 
 class HeartbeatRequest(BaseModel):
     cached: list[CachedName] | None = None
 
 
-class HeartbeatResponse(BaseModel):
-    others: list[Neighbour]
+# The answers: the protocol's dataclasses (one definition of each shape).
+Neighbour = p.Neighbour
+MasterInfo = p.MasterInfo
+RegisterResponse = p.RegisterAnswer
+HeartbeatResponse = p.HeartbeatAnswer
+CompleteResponse = p.CompletionAnswer
+SubmitResponse = p.SubmitAnswer
+WorkflowStatus = p.WorkflowStatus
+StatusResponse = p.Status
+ClaimResponse = p.ClaimAnswer
+SyncResponse = p.SiteSyncAnswer
+AssignResponse = p.SiteAssignAnswer
 
 
-class CompleteRequest(BaseModel):
-    task_id: Annotated[int, bounded("task_id")]
-    attempt: Annotated[int, bounded("attempt")]
-    exit_code: Annotated[int, bounded("exit_code")]
-    outputs: list[CachedName] = Field(
-        default_factory=list, description="declared outputs it produced"
-    )
-    report: Annotated[str, Field(max_length=REPORT_CHARS), _refuse(_report)] = ""
-    # For the run's counters: when the pilot began and ended the task, where its inputs came from.
-    started_at: Annotated[float, Field(ge=0, le=1e11)] | None = None
-    ended_at: Annotated[float, Field(ge=0, le=1e11)] | None = None
-    origins: dict[Annotated[str, Field(max_length=16)], Annotated[int, Field(ge=0, le=10**6)]] = (
-        Field(default_factory=dict, max_length=8, description="inputs by origin")
-    )
+def wire(message: Any) -> Response:
+    """An answer: the protocol's message as JSON, encoded once (the call's ``response_model``
+    describes it in OpenAPI; FastAPI does not validate and encode it again)."""
+    body = _ENCODE(_plain(message))
+    return Response(body.encode(), media_type="application/json")
 
 
-class CompleteResponse(BaseModel):
-    accepted: bool
-    duplicate: bool
-    state: str
+_ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_FIELDS: dict[type[Any], tuple[str, ...]] = {}  # a dataclass's field names, in order
 
 
-class SubmitResponse(BaseModel):
-    workflow_id: int
-    tasks: int
-
-
-class WorkflowStatus(BaseModel):
-    id: int
-    name: str
-    submitted_at: float
-    tasks: dict[str, int] = Field(description="tasks by state, every state listed")
-
-
-class StatusResponse(BaseModel):
-    workflows: list[WorkflowStatus]
-    pilots: dict[str, dict[str, int]] = Field(description="site -> pilot state -> number")
-    completions: int
-    queued_groups: int
+def _plain(message: Any) -> Any:
+    """``protocol.to_json``, the same values, with each dataclass's fields looked up once (an
+    answer is encoded on every call)."""
+    kind = type(message)
+    if kind in _SCALARS:
+        return message
+    names = _FIELDS.get(kind)
+    if names is not None:
+        return {name: _plain(getattr(message, name)) for name in names}
+    if kind is tuple or kind is list:
+        return [_plain(item) for item in message]
+    if kind is dict:
+        return {str(key): _plain(value) for key, value in message.items()}
+    if dataclasses.is_dataclass(message) and not isinstance(message, type):
+        _FIELDS[kind] = tuple(item.name for item in dataclasses.fields(message))
+        return _plain(message)
+    return to_json(message)  # anything else: as the protocol writes it
 
 
 class ErrorResponse(BaseModel):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import socket
@@ -26,7 +27,7 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
 import uvicorn
 from fastapi import Depends, FastAPI
@@ -45,19 +46,24 @@ from glidein_ext.tq.models import Architecture
 from glidein_ext.tq.service.api import API, create_app
 from glidein_ext.tq.service.api_auth import operator_access
 from glidein_ext.tq.service.courier import OfferBoard
-from glidein_ext.tq.service.courier_pool import CourierFeed
-from glidein_ext.tq.service.db import make_engine, migrate, url_for
-from glidein_ext.tq.service.leader import AdvisoryLeader, Leadership, SoleLeader
-from glidein_ext.tq.service.loops import WatchedLoop
-from glidein_ext.tq.service.notify import (
-    PoolListener,
+from glidein_ext.tq.service.db import (
     instance_name,
     is_pool_url,
     libpq_url,
+    make_engine,
+    migrate,
     named_url,
+    url_for,
 )
+from glidein_ext.tq.service.leader import Leadership, SoleLeader
+from glidein_ext.tq.service.loops import WatchedLoop
+from glidein_ext.tq.service.ops import StuckWatch
+from glidein_ext.tq.service.ops import install as install_ops
 from glidein_ext.tq.service.settings import TqSettings
 from glidein_ext.tq.service.store import Store
+
+if TYPE_CHECKING:
+    from glidein_ext.tq.service.notify import PoolListener
 
 log = logging.getLogger("glidein_ext.tq.manager.monitor")
 
@@ -75,7 +81,7 @@ def open_store(
         wait_for_data=settings.wait_for_data,
         heartbeat_timeout=settings.heartbeat_timeout,
         heartbeat_interval=settings.heartbeat_interval,
-        cache_mode=settings.default_architecture,
+        default_architecture=settings.default_architecture,
         architectures={s.site: Architecture(s.architecture) for s in sites if s.architecture},
         master_timeout=settings.master_timeout,
     )
@@ -188,7 +194,7 @@ def build_app(
     store: Store,
     settings: TqSettings,
     monitor: PilotMonitorService | None = None,
-    pool: PoolListener | None = None,
+    pool: PoolListener | None = None,  # tq.service.notify, imported only for a pool
     courier: OfferBoard | None = None,
 ) -> FastAPI:
     """The API plus a lifespan that owns the reaper's, the PilotMonitor's and (in a pool) the
@@ -210,9 +216,12 @@ def build_app(
                 "pool-resync", pool.resync, settings.pool_resync, stuck_after=stuck, log=pool_log
             )
         )
+    watch = StuckWatch(store, settings)  # tq.service.stuck: queued-idle, silent, no progress
+    loops.append(watch.loop)
     app = create_app(
         store, settings, loops, courier
     )  # courier: tq.service.courier, tq.service.courier_pool
+    install_ops(app, store, settings, loops, watch)  # tasks, warnings, masters, /metrics
 
     @app.get(f"{API}/sites", dependencies=[Depends(operator_access)])
     def sites() -> dict[str, Any]:
@@ -237,9 +246,39 @@ def build_app(
                 pool.close()
             if monitor is not None:
                 monitor.leader.close()
+            app.state.costly.close()  # tq.service.costly's worker process
 
     app.router.lifespan_context = lifespan
     return app
+
+
+def hold_sqlite(url: str) -> IO[str] | None:
+    """One ``tq serve`` per SQLite file: an exclusive lock on ``<database>.lock`` (with the
+    holder's pid in it), held while this process runs; ConfigError, one line, if another process
+    holds it.  Two services on one SQLite file would each keep their own queue in memory and
+    hand out each other's tasks blindly (a pool of instances needs PostgreSQL, Lee 2003)."""
+    if not url.startswith("sqlite:///") or url == "sqlite:///:memory:":
+        return None
+    path = Path(url[len("sqlite:///") :] + ".lock")
+    try:
+        handle = open(path, "a+")  # noqa: SIM115 -- held open: the lock lives as long as it
+    except OSError as exc:
+        raise ConfigError(f"cannot open the lock file {path}: {exc.strerror}") from None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        holder = handle.read().strip() or "?"
+        handle.close()
+        raise ConfigError(
+            f"another tq serve (pid {holder}) already serves the database {url[10:]}: stop it "
+            "first (several instances need one PostgreSQL database: docs/tq.md, Pool)"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -259,6 +298,11 @@ def check_tls(settings: TqSettings) -> ssl.SSLContext | None:
     one line, if they cannot be used.  Client certificates are not asked for."""
     if not settings.tls_cert:
         return None
+    if not settings.tls_key and not _holds_key(settings.tls_cert):
+        raise ConfigError(
+            f"the TLS certificate {settings.tls_cert} holds no private key: give its key with "
+            "--tls-key (or put the key in the certificate's file)"
+        )
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
@@ -267,7 +311,37 @@ def check_tls(settings: TqSettings) -> ssl.SSLContext | None:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         files = settings.tls_cert + (f" and {settings.tls_key}" if settings.tls_key else "")
         raise ConfigError(f"cannot use the TLS certificate and key {files}: {reason}") from None
+    names = _names(settings.tls_cert)
+    if names is not None and not names:
+        log.warning(
+            "the TLS certificate %s has no subjectAltName: clients refuse it (a Common Name "
+            "alone is not checked); make it with the service's host names and addresses as "
+            "subjectAltName (docs/tq.md, TLS)",
+            settings.tls_cert,
+        )
     return context
+
+
+def _holds_key(path: str) -> bool:
+    """Whether a PEM file holds a private key (a certificate's file may hold its key too)."""
+    try:
+        with open(path, "rb") as handle:
+            return b"PRIVATE KEY-----" in handle.read(1 << 20)
+    except OSError:
+        return True  # let the TLS library say why it cannot read it
+
+
+def _names(path: str) -> tuple[Any, ...] | None:
+    """The subjectAltName entries of the first certificate in ``path``; None when it cannot be
+    decoded here (then nothing is said)."""
+    decode = getattr(getattr(ssl, "_ssl", None), "_test_decode_cert", None)
+    if decode is None:
+        return None
+    try:
+        decoded = decode(path)
+    except (OSError, ssl.SSLError, ValueError):
+        return None
+    return tuple(decoded.get("subjectAltName", ()))
 
 
 # uvicorn's own context is used (it loads the same files): only AEAD suites with forward secrecy,
@@ -289,11 +363,17 @@ def serve(
     scheme = "https" if tls is not None else "http"
     sites = load_sites(settings.sites) if settings.sites else None
     name = instance_name()
+    sole = hold_sqlite(url_for(settings.database))  # held until this process exits
     store = open_store(settings, sites or (), name)
     pool = None
     leader: Leadership | None = None
     courier = OfferBoard(settings.courier_priority)  # Lee 2003 4.2.3: idle pilots' offers
     if is_pool_url(url_for(settings.database)):
+        # psycopg only for a pool: ``tq serve`` on SQLite never imports it
+        from glidein_ext.tq.service.courier_pool import CourierFeed
+        from glidein_ext.tq.service.leader import AdvisoryLeader
+        from glidein_ext.tq.service.notify import PoolListener
+
         conninfo = libpq_url(store.engine.url)
         # urgent tasks another instance queued are pushed to offers here too
         pool = PoolListener(CourierFeed(store, courier), conninfo, name)
@@ -351,3 +431,5 @@ def serve(
     finally:
         sock.close()
         store.engine.dispose()
+        if sole is not None:
+            sole.close()

@@ -12,7 +12,7 @@ from typing import Any
 
 from glidein_ext.config import load_layers
 from glidein_ext.errors import ConfigError
-from glidein_ext.tq.models import Architecture, CacheMode
+from glidein_ext.tq.models import Architecture
 
 ENV_PREFIX = "GLIDEIN_EXT_TQ_"
 
@@ -45,7 +45,7 @@ class TqSettings:
     wait_for_data: int = 60
     # pre-dht: the TQ tracks caches from reports; centralized: each request sends the cache list.
     # The old name of ``architecture`` (kept: a config that sets it still works).
-    cache_mode: str = CacheMode.PRE_DHT.value
+    cache_mode: str = Architecture.PRE_DHT.value
     # The sites' architecture unless the sites file gives one (Delgado Peris 2014 §IV;
     # docs/architectures.md): pre-dht, centralized or distributed; empty: cache_mode.
     architecture: str = ""
@@ -68,6 +68,13 @@ class TqSettings:
     # pushed at once to an idle pilot's standing offer; a request stands at most offer_max_wait s.
     courier_priority: int = 100
     offer_max_wait: int = 60
+    # Stuck work (tq.service.stuck): seconds between checks; a task queued while idle pilots that
+    # may run it stay idle this long (keep it above wait_for_data); a busy pilot silent this long;
+    # an unfinished workflow with nothing running and no task ended this long.
+    stuck_interval: int = 30
+    stuck_queued_after: int = 300
+    stuck_silent_after: int = 90
+    stuck_stalled_after: int = 1800
 
     def check(self) -> TqSettings:
         for name in (
@@ -79,6 +86,10 @@ class TqSettings:
             "loop_stuck_after",
             "master_timeout",
             "pool_resync",
+            "stuck_interval",
+            "stuck_queued_after",
+            "stuck_silent_after",
+            "stuck_stalled_after",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"setting {name} must be at least 1, got {getattr(self, name)}")
@@ -90,8 +101,8 @@ class TqSettings:
             raise ConfigError(f"setting offer_max_wait must be >= 0, got {self.offer_max_wait}")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"setting port must be 0..65535, got {self.port}")
-        if self.cache_mode not in {m.value for m in CacheMode}:
-            modes = ", ".join(m.value for m in CacheMode)
+        if self.cache_mode not in {m.value for m in Architecture}:
+            modes = ", ".join(m.value for m in Architecture)
             raise ConfigError(f"setting cache_mode must be one of {modes}, got {self.cache_mode!r}")
         if self.architecture and self.architecture not in {a.value for a in Architecture}:
             names = ", ".join(a.value for a in Architecture)

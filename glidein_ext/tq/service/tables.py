@@ -130,6 +130,8 @@ site_state = Table(
     Column("master_id", Integer, nullable=True),
     Column("epoch", Integer, nullable=False),
     Column("master_seen", Float, nullable=True),  # the master's last call
+    # hex; no pilot sees it: each pilot's key derives from it (tq.client.pilotkeys)
+    Column("pilot_secret", String(128), nullable=True),
 )
 
 # One row per accepted completion: the unique key makes counting a completion twice impossible.

@@ -13,7 +13,7 @@ import random
 from glidein_ext.dht.ids import key_id
 from glidein_ext.dht.node import DhtNode
 from glidein_ext.dht.settings import DhtSettings
-from tests.support.dht_testnet import holders, network
+from glidein_ext.testbed.dht_testnet import holders, network
 
 BIG = DhtSettings(rpc_timeout=0.3, max_values_per_key=512)
 KEY = "/store/popular/dataset.root"

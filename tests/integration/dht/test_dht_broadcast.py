@@ -10,7 +10,7 @@ import pytest
 
 from glidein_ext.dht.node import DhtNode
 from glidein_ext.errors import DhtError
-from tests.support.dht_testnet import network
+from glidein_ext.testbed.dht_testnet import network
 
 
 def register_sum(nodes: list[DhtNode]) -> dict[int, int]:

@@ -16,7 +16,7 @@ import time
 
 from glidein_ext.dht.ids import key_id
 from glidein_ext.dht.node import DhtNode
-from tests.support.dht_testnet import FAST, holders, network
+from glidein_ext.testbed.dht_testnet import FAST, holders, network
 
 KEYS = [f"/store/run2/file{i}.root" for i in range(30)]
 

@@ -8,7 +8,7 @@ import random
 
 from glidein_ext.dht.ids import key_id
 from glidein_ext.dht.node import DhtNode
-from tests.support.dht_testnet import holders, network
+from glidein_ext.testbed.dht_testnet import holders, network
 
 KEYS = [f"/store/run1/file{i}" for i in range(10)]
 

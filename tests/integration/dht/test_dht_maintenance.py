@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from glidein_ext.dht.settings import DhtSettings
-from tests.support.dht_testnet import network
+from glidein_ext.testbed.dht_testnet import network
 
 QUICK = DhtSettings(rpc_timeout=0.3, republish_interval=0.05)
 

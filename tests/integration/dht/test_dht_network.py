@@ -10,7 +10,7 @@ import pytest
 from glidein_ext.dht.ids import key_id
 from glidein_ext.dht.node import DhtNode
 from glidein_ext.errors import DhtError
-from tests.support.dht_testnet import SITE_KEY, holders, network
+from glidein_ext.testbed.dht_testnet import SITE_KEY, holders, network
 
 
 async def put_then_get_everything(nodes: list[DhtNode], keys: int, rng: random.Random) -> None:

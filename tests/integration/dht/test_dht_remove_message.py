@@ -1,4 +1,4 @@
-"""Beyond the seed: withdrawing one value (REMOVE) and messages to one node (MESSAGE).
+"""Beyond the paper: withdrawing one value (REMOVE) and messages to one node (MESSAGE).
 
 A pilot withdraws a file's location when the file leaves its cache, so that nobody is sent to a
 copy that is gone; the master and its workers exchange assignments and completions as messages.
@@ -13,7 +13,7 @@ import pytest
 
 from glidein_ext.dht.ids import key_id
 from glidein_ext.errors import DhtError
-from tests.support.dht_testnet import holders, network
+from glidein_ext.testbed.dht_testnet import holders, network
 
 LFN = "/store/w1/step0/f0001.dat"
 

@@ -1,4 +1,4 @@
-"""Authentication, replay protection and robustness against bad datagrams (beyond the seed)."""
+"""Authentication, replay protection and robustness against bad datagrams (beyond the paper)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from glidein_ext.dht import ids
 from glidein_ext.dht.node import DhtNode
 from glidein_ext.dht.protocol import Codec, Kind, WireValue
 from glidein_ext.dht.settings import DhtSettings
-from tests.support.dht_testnet import SITE_KEY, network
+from glidein_ext.testbed.dht_testnet import SITE_KEY, network
 
 
 class Sniffer(asyncio.DatagramProtocol):

@@ -10,7 +10,9 @@ Four glideins of the factory's site user ``vo.pilot`` (2 CPUs each) fill two 4-C
       it to leave, then it drains (still running)
 Then the site's owner ``cms.user`` (far better priority) submits two 2-CPU jobs: one takes G2's
 freed CPUs, and the negotiator preempts G0 (least waste, its rank beaten only by G3, which is
-draining) -- never G3, never G1.  The tests run in file order and share the pools and glideins.
+draining) -- never G3, never G1.  The tests share the pools and glideins.  The first two only
+look (each waits for what it reads); vacating G2, draining G3 and the owner's preemption each need
+the step before, so they are steps of one test, run in that order.
 """
 
 from __future__ import annotations
@@ -193,7 +195,8 @@ def test_site_status_shows_the_real_glideins(site: Site) -> None:
     assert len(victims) == 2 and site.slot(g1) not in victims, proc.stdout
 
 
-def test_vacate_from_another_machine_drains_the_glidein(site: Site) -> None:
+def vacate_from_another_machine_drains_the_glidein(site: Site) -> None:
+    """Step 1: `site vacate` G2 (job-ad path) from this host; its job finishes, it leaves."""
     g2 = site.glideins[2]
     cluster = submit_vo_jobs(site.vo, site.vo_dir, "g2", g2, [VoJob(25, 1, 1)])
     wait_for(
@@ -235,7 +238,8 @@ def test_vacate_from_another_machine_drains_the_glidein(site: Site) -> None:
     assert waiting["JobStatus"] == IDLE and not waiting.get("NumJobStarts")
 
 
-def test_controller_on_another_machine_asks_the_least_waste_glidein(site: Site) -> None:
+def controller_on_another_machine_asks_the_least_waste_glidein(site: Site) -> None:
+    """Step 2: the controller, asked for 2 CPUs, drains G3 (no waste, least valued)."""
     g0, g1, _, g3 = site.glideins
     wait_for(lambda: published(site, [g0, g1, g3]), 30, "PILOT_* of the busy glideins")
     proc = glidein_ext(
@@ -255,7 +259,16 @@ def test_controller_on_another_machine_asks_the_least_waste_glidein(site: Site) 
         return ad if ok else None
 
     wait_for(draining, 30, "G3 draining, as the site pool sees it")
-    assert all(a["GLIDEIN_RetireNow"] is True for a in site.vo.status(g3.vo_constraint()))
+    # The VO pool sees it through the glidein's own startd, on its own schedule: wait for it too.
+    wait_for(
+        lambda: (
+            (ads := site.vo.status(g3.vo_constraint()))
+            and all(a.get("GLIDEIN_RetireNow") is True for a in ads)
+        ),
+        30,
+        "G3's startd in the VO pool showing GLIDEIN_RetireNow",
+        interval=0.5,
+    )
     # A second cycle counts G3 as draining and asks nobody else.
     proc = glidein_ext(
         "site", "controller", "--owner", OWNER.accounting_group, "--cpus", "2",
@@ -264,9 +277,10 @@ def test_controller_on_another_machine_asks_the_least_waste_glidein(site: Site) 
     assert proc.returncode == 0 and "0 chosen" in proc.stderr and "vacated" not in proc.stderr
 
 
-def test_negotiator_preempts_the_least_waste_glidein_never_a_draining_one(site: Site) -> None:
+def negotiator_preempts_the_least_waste_glidein_never_a_draining_one(site: Site) -> None:
+    """Step 3: the owner's two jobs take G2's freed CPUs and preempt G0, never G3 or G1."""
     g0, g1, g2, g3 = site.glideins
-    assert g2.name not in running_glideins(site.box, site.glideins)  # it left (the vacate test)
+    assert g2.name not in running_glideins(site.box, site.glideins)  # it left (step 1)
     assert running_glideins(site.box, site.glideins) == {g0.name, g1.name, g3.name}
     before = {g.name: site.slot(g) for g in (g0, g1, g3)}
     # The site's owner has a far better priority than the opportunistic VO.
@@ -304,3 +318,11 @@ queue 2
     assert preempted is not None and preempted["JobStatus"] == IDLE
     assert preempted["NumJobStarts"] == 1
     assert {site.slot(g) for g in (g1, g3)} == {before[g1.name], before[g3.name]}
+
+
+def test_negotiator_preempts_the_least_waste_glidein_after_a_vacate_and_a_drain(site: Site) -> None:
+    """The site's actions in turn (each step needs the one before, so they are one test): G2 is
+    vacated and leaves, the controller drains G3, then the negotiator preempts G0 for the owner."""
+    vacate_from_another_machine_drains_the_glidein(site)
+    controller_on_another_machine_asks_the_least_waste_glidein(site)
+    negotiator_preempts_the_least_waste_glidein_never_a_draining_one(site)

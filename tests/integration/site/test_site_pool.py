@@ -7,7 +7,8 @@ Pilots (2 CPUs each; values on the command line of tests/integration/site/site_f
   B  USED  512, waste 700, ends in 10 min, obeys .site.ad  (vacated by hand)
   C  USED 1024, waste  10, ends in 30 min, IGNORES .site.ad (hard-killed by the controller)
   D  USED  256, waste  50, ends in 2 h,   frozen heartbeat  (stale)
-The tests run in file order and share the node.
+The tests share the node; each waits for the slots it reads (and for D's heartbeat to go stale
+where it counts), so any of them runs alone.
 """
 
 from __future__ import annotations
@@ -97,13 +98,19 @@ def glidein_ext(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def all_published(box: CondorSandbox, node: SiteNode) -> dict[str, dict[str, Any]] | None:
+def all_published(
+    box: CondorSandbox, node: SiteNode, letters: str = "ABCD", stale: str = ""
+) -> dict[str, dict[str, Any]] | None:
+    """The slots, once those of ``letters`` show their pilot's PILOT_* (and those of ``stale`` a
+    stale heartbeat)."""
     found = slots(box, node)
-    if set(found) == set(PILOTS) and all(
-        a.get("PILOT_USED_FRACTION1k") is not None for a in found.values()
-    ):
-        return found
-    return None
+    if not set(letters) <= set(found):
+        return None
+    if any(found[p].get("PILOT_USED_FRACTION1k") is None for p in letters):
+        return None
+    if any(found[p].get("PILOT_HEARTBEAT_STALE") is not True for p in stale):
+        return None
+    return found
 
 
 def test_each_slot_shows_its_own_pilot(sandbox: CondorSandbox, node: SiteNode) -> None:
@@ -135,7 +142,10 @@ def test_stale_heartbeat_is_flagged(sandbox: CondorSandbox, node: SiteNode) -> N
 
 
 def test_site_status_and_victims(sandbox: CondorSandbox, node: SiteNode, tmp_path: Path) -> None:
-    names = {p: ad["Name"] for p, ad in slots(sandbox, node).items()}
+    found = wait_for(
+        lambda: all_published(sandbox, node, stale="D"), 120, "PILOT_* on all four, D stale"
+    )
+    names = {p: ad["Name"] for p, ad in found.items()}
     ads = tmp_path / "slots.long"
     ads.write_text(
         sandbox.run(
@@ -182,7 +192,7 @@ def test_negotiator_snippet_parses_and_evaluates(sandbox: CondorSandbox, node: S
     assert val("PREEMPTION_REQUIREMENTS").startswith("(True) && ")
     requirements = classad2.ExprTree(val("PREEMPTION_REQUIREMENTS"))
     rank = classad2.ExprTree(val("PREEMPTION_RANK"))
-    found = slots(sandbox, node)
+    found = wait_for(lambda: all_published(sandbox, node), 120, "PILOT_* on all four slots")
     job = classad2.ClassAd({"Owner": "cms", "RequestCpus": 2})
     ranks = {}
     for letter, ad in found.items():
@@ -205,7 +215,7 @@ def test_negotiator_snippet_parses_and_evaluates(sandbox: CondorSandbox, node: S
 
 
 def test_vacate_writes_site_ad_and_the_pilot_drains(sandbox: CondorSandbox, node: SiteNode) -> None:
-    found = slots(sandbox, node)
+    found = wait_for(lambda: all_published(sandbox, node, "B"), 120, "PILOT_* on B's slot")
     b_slot, b_gjid = found["B"]["Name"], found["B"]["GlobalJobId"]
     execute = str(node.host_dir / "execute")
     proc = glidein_ext(
@@ -253,7 +263,10 @@ def test_vacate_writes_site_ad_and_the_pilot_drains(sandbox: CondorSandbox, node
 def test_controller_hard_kills_a_pilot_that_ignores_its_deadline(
     sandbox: CondorSandbox, node: SiteNode
 ) -> None:
-    found = slots(sandbox, node)
+    # C and A published, D stale: C is the least waste of the pilots the controller may ask.
+    found = wait_for(
+        lambda: all_published(sandbox, node, "ACD", stale="D"), 120, "PILOT_* on A, C, D; D stale"
+    )
     c_slot, c_gjid = found["C"]["Name"], found["C"]["GlobalJobId"]
     a_slot = found["A"]["Name"]
     execute = str(node.host_dir / "execute")

@@ -8,13 +8,17 @@ them (REPLY_FETCH, the starter's JOB_EXIT).  Then the site drains one (`site vac
 task finishes, nothing new is fetched, the agent leaves, the site job ends 0), and gives another a
 deadline its task cannot meet (HTCondor vacates the task in time, the Task Queue requeues it and a
 fresh glidein runs it).  The tests run in file order and share the pools, the Task Queue and the
-glideins.  The site is centralized (its pilots join the site DHT); set
-GLIDEIN_EXT_TEST_ARCHITECTURE=distributed to run the same with a master pilot assigning tasks.
+glideins.  Each test runs twice, on a distributed site (its lanes join the site DHT, a master
+pilot's rounds assign the tasks: Delgado Peris 2014 §III.B; a drained glidein's lanes report their
+last tasks before they leave, a lane that is the master in a last sync) and on a centralized one
+(the Task Queue assigns).  Each architecture has its own stack, shared by its three tests and torn
+down (its glideins gone from the VO pool) before the next.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -31,7 +35,7 @@ import pytest
 from glidein_ext.condor import JobStatus
 from glidein_ext.dht.contact import parse_address
 from glidein_ext.dht.node import DhtNode
-from glidein_ext.errors import DhtError
+from glidein_ext.errors import CondorError, DhtError
 from glidein_ext.sandbox.pool import (
     GLIDEIN_BASE_CONFIG,
     HOST_CLIENT_ENV,
@@ -53,12 +57,12 @@ from glidein_ext.sandbox.site import (
     submit_vo_jobs,
     wait_glideins_joined,
 )
+from glidein_ext.testbed.tq_server import TqServer
 from glidein_ext.tq.manager.monitor import SitePolicy, Thresholds, monitor_cycle
 from glidein_ext.tq.manager.pilot_submit import PilotJob, PilotManager
 from glidein_ext.tq.service.db import make_engine
 from glidein_ext.tq.service.store import Store
 from glidein_ext.tq.workflow import generate
-from tests.support.tq_server import TqServer
 
 pytestmark = pytest.mark.condor
 
@@ -191,17 +195,21 @@ def site_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def stack(sandbox: CondorSandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+@pytest.fixture(scope="module", params=["distributed", "centralized"])
+def stack(
+    request: pytest.FixtureRequest,
+    sandbox: CondorSandbox,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Stack]:
     import htcondor2
 
     saved = {k: os.environ.get(k) for k in HOST_CLIENT_ENV}
     os.environ.update(HOST_CLIENT_ENV)  # the host's htcondor2 speaks to the chroot's schedd
     htcondor2.reload_config()
     nodes = start_site_nodes(sandbox, 2, 4, name="tqwn", cron_period=3)
-    # Centralized (Delgado Peris 2014 §IV): the glideins' lanes join the site DHT, the TQ assigns
-    # tasks. GLIDEIN_EXT_TEST_ARCHITECTURE=distributed runs the same with a master pilot's rounds.
-    architecture = os.environ.get("GLIDEIN_EXT_TEST_ARCHITECTURE", "centralized")
+    # Delgado Peris 2014 §IV: the glideins' lanes join the site DHT; distributed: a master
+    # pilot's rounds assign the tasks, centralized: the TQ does.
+    architecture = str(request.param)
     server = TqServer(tmp_path_factory.mktemp("tq"), architecture=architecture).start()
     store = Store(make_engine(server.database))
     store.load()
@@ -232,6 +240,13 @@ def stack(sandbox: CondorSandbox, tmp_path_factory: pytest.TempPathFactory) -> I
     finally:
         stack.vo.remove("GlideinExtVoJob =!= undefined")
         manager.remove(list(store.submissions(SITE)))
+        # The next architecture's stack must not see these glideins' slots: they leave first.
+        with contextlib.suppress(CondorError):
+            wait_for(
+                lambda: not stack.vo.status("GLIDEIN_ExtName =!= undefined") or None,
+                120,
+                "the glideins to leave the VO pool",
+            )
         store.engine.dispose()
         server.stop()
         stop_site_nodes(nodes)

@@ -12,9 +12,9 @@ import pytest
 
 from glidein_ext.errors import CondorError
 from glidein_ext.sandbox.pool import wait_for
+from glidein_ext.testbed.tq_server import TqServer, tq_env
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.protocol import Status
-from tests.support.tq_server import TqServer, tq_env
 
 
 @pytest.fixture

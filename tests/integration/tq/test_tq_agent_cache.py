@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from glidein_ext.testbed.tq_server import TqServer
 from glidein_ext.tq.client.client import TqClient
-from tests.support.tq_server import TqServer
 
 CachedFile = Callable[[Path, str], Path]
 READ = "sh -c 'cat $TQ_INPUTS > /dev/null'"

@@ -14,20 +14,17 @@ from pathlib import Path
 
 import pytest
 
+from glidein_ext.testbed.tq_server import PILOT, TqServer
 from glidein_ext.tq.models import MatchSpec
 from glidein_ext.tq.service.server import open_store
 from glidein_ext.tq.service.settings import TqSettings
 from glidein_ext.tq.workflow import TaskDef, WorkflowDef
 from tests.support.py39 import check_file, find_python39
-from tests.support.tq_server import PILOT, TqServer
 
 ROOT = Path(__file__).resolve().parents[3]
 AGENT_FILES = [
     *sorted((ROOT / "glidein_ext" / "agent").glob("*.py")),
-    *(
-        ROOT / "glidein_ext" / "tq" / f"{name}.py"
-        for name in ("client", "protocol", "limits", "endpoints")
-    ),
+    *sorted((ROOT / "glidein_ext" / "tq" / "client").glob("*.py")),
     *(ROOT / "glidein_ext" / f"{name}.py" for name in ("backoff", "throttle")),
 ]
 

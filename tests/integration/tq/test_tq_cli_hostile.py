@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from glidein_ext.cli import main
-from tests.support.tq_server import OPERATOR, PILOT, TqServer
+from glidein_ext.testbed.tq_server import OPERATOR, PILOT, TqServer
 
 # 462 bytes that expand to 9^9 strings: 28 s and 2.2 GB before MemoryError.
 ALIAS_BOMB = (

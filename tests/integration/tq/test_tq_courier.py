@@ -13,9 +13,9 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from glidein_ext.tq.client.protocol import Assignment, Registration
+from glidein_ext.testbed.tq_server import TqServer
+from glidein_ext.tq.client.protocol import Registration, TaskAssignment
 from tests.support.postgres import pg_server, pg_url
-from tests.support.tq_server import TqServer
 
 __all__ = ["pg_server", "pg_url"]  # fixtures, used by name
 
@@ -35,7 +35,7 @@ def test_an_urgent_task_is_pushed_to_a_standing_offer(
     server = tq_server(courier_priority="100")
     pilot = server.pilot()
     pilot_id = pilot.register(Registration(site="T0", host="wn1")).pilot_id
-    got: list[tuple[float, Assignment | None]] = []
+    got: list[tuple[float, TaskAssignment | None]] = []
 
     def ask() -> None:
         task = pilot.request(pilot_id, wait=30)
@@ -93,7 +93,7 @@ def test_an_urgent_task_submitted_through_another_instance_is_pushed(
     second = tq_server("tq-b", database=pg_url, courier_priority="100")
     pilot = second.pilot()
     pilot_id = pilot.register(Registration(site="T0", host="wn1")).pilot_id
-    got: list[tuple[float, Assignment | None]] = []
+    got: list[tuple[float, TaskAssignment | None]] = []
 
     def ask() -> None:
         task = pilot.request(pilot_id, wait=30)

@@ -1,6 +1,6 @@
 """A distributed site end to end with real processes on 127.0.0.1 (Delgado Peris 2014): pilots join
 the site DHT, the first is the master, tasks run as real subprocesses writing real files, inputs
-come from the peers, the SE sits behind the site's TFC and honours a seed-001 condition, and the
+come from the peers, the SE sits behind the site's TFC and honours a Hasham 2011 condition, and the
 pilots of a Python 3.9 worker node (no numpy, no scipy: greedy) do the same."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from glidein_ext.testbed.site_runs import SiteRun
+from glidein_ext.testbed.tq_server import PILOT, TqServer, tq_env
 from glidein_ext.tq.workflow import generate
 from tests.support.py39 import find_python39
-from tests.support.site_runs import SiteRun
-from tests.support.tq_server import PILOT, TqServer, tq_env
 
 ROOT = Path(__file__).resolve().parents[3]
 STORAGE_XML = """<storage-mapping>
@@ -56,6 +56,8 @@ def test_a_distributed_site_runs_the_seeds_workflows_through_its_tfc_and_a_slow_
     counters = json.loads(shown.stdout)["counters"]  # the run's counters, as operators see them
     assert [w["name"] for w in counters["workflows"]] == ["w1", "w2", "w3"]
     assert counters["masters"]["T2_XX_Test"][0]["epoch"] == 1
+    phases = counters["phases"]["T2_XX_Test"]  # the master's round phases, through its syncs
+    assert phases["broadcast"] > 0 and {"wait", "sync", "solve", "tq_assign"} <= phases.keys()
     for kind, counters in rows.items():
         assert counters["tasks_done"] >= counters["tasks"], kind  # retries count too
         assert counters["requests"].keys() <= {"sync", "assign", "claim"}, kind

@@ -18,9 +18,12 @@ from typing import Any
 import pytest
 
 from glidein_ext.errors import TaskQueueError
+from glidein_ext.testbed.tq_server import OPERATOR, TqServer
 from glidein_ext.tq.client.client import TqClient
 from tests.support.postgres import pg_server, pg_url
-from tests.support.tq_server import OPERATOR, TqServer
+
+# CPU-heavy: runs in one xdist worker with the other heavy tests (tests/conftest.py).
+pytestmark = pytest.mark.heavy
 
 __all__ = ["pg_server", "pg_url"]  # fixtures, used by name
 
@@ -136,7 +139,7 @@ def _hammer(client: TqClient, seconds: float) -> int:
 
 
 def test_a_failing_instance_is_throttled(refusing_server: tuple[str, type[_Refusing]]) -> None:
-    """Seed 002 4.3: a client that keeps failing against an instance slows down."""
+    """Lee 2003 §4.3: a client that keeps failing against an instance slows down."""
     url, handler = refusing_server
     unthrottled = _hammer(TqClient(url, OPERATOR, throttle=False), 1.5)
     seen_unthrottled, handler.calls = handler.calls, 0

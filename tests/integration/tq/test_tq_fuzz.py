@@ -19,13 +19,17 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.core.result import Ok
 
-from tests.support.tq_server import OPERATOR, TqServer
+from glidein_ext.testbed.tq_server import OPERATOR, TqServer
+
+# CPU-heavy: runs in one xdist worker with the other heavy tests (tests/conftest.py).
+pytestmark = pytest.mark.heavy
 
 BUDGET = (
     6000  # cases in all, shared by the operations: about a minute here, whatever the API grows to

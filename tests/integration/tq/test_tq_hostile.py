@@ -21,11 +21,12 @@ import psutil
 import pytest
 
 from glidein_ext.errors import TaskQueueRequestError
+from glidein_ext.testbed.tq_server import OPERATOR, PILOT, TqServer
 from glidein_ext.tq.models import MatchSpec
 from glidein_ext.tq.service.server import open_store
 from glidein_ext.tq.service.settings import TqSettings
 from glidein_ext.tq.workflow import TaskDef, WorkflowDef
-from tests.support.tq_server import OPERATOR, PILOT, TqServer
+from tests.support.procs import child_named
 
 MB = 2**20
 
@@ -115,16 +116,17 @@ def test_a_task_with_unusable_lfns_fails_and_the_pilot_goes_on(
 def test_a_killed_pilots_task_dies_with_it(
     tq_server: Callable[..., TqServer], pilots: Any, wait_until: Callable[..., Any]
 ) -> None:
-    """Item 11: SIGKILL a real `glidein-ext pilot run` running a long task; its task process is
-    gone within a few seconds (parent-death signal), not left to run beside its requeued copy."""
+    """SIGKILL a real `glidein-ext pilot run` running a long task; its task process is gone
+    within a few seconds (parent-death signal), not left to run beside its requeued copy."""
     server = tq_server()
     client = server.operator()
     client.submit({"tasks": [{"name": "long", "command": "sleep 300", "outputs": ["/o/long"]}]})
     pilot = pilots.start(server.url, "victim")
     wait_until(lambda: client.status().workflows[0].tasks["running"] == 1, 30, "the task to start")
     agent = psutil.Process(pilot.pid)
-    task = wait_until(lambda: agent.children(recursive=True), 10, "the task's process")[0]
-    assert task.name() == "sleep"
+    # The task's process is `sleep` once it has exec'd: between fork and exec it is still named
+    # after the agent (python3), so wait for the name, not for a child.
+    task = wait_until(lambda: child_named(agent, "sleep"), 10, "the task's process (sleep)")
     pilot.send_signal(signal.SIGKILL)
     pilot.wait(timeout=10)
     started = time.monotonic()

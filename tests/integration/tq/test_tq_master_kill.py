@@ -10,7 +10,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.site_runs import SiteRun
+import pytest
+
+from glidein_ext.testbed.site_runs import SiteRun
+
+# CPU-heavy: runs in one xdist worker with the other heavy tests (tests/conftest.py).
+pytestmark = pytest.mark.heavy
 
 CHAINS = 50
 

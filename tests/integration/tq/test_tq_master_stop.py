@@ -12,8 +12,13 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
+from glidein_ext.testbed.site_runs import SITE, SiteRun
 from tests.integration.tq.test_tq_master_kill import CHAINS, _workflow
-from tests.support.site_runs import SITE, SiteRun
+
+# CPU-heavy: runs in one xdist worker with the other heavy tests (tests/conftest.py).
+pytestmark = pytest.mark.heavy
 
 
 def test_a_frozen_master_is_superseded_and_no_completion_is_lost(tmp_path: Path) -> None:

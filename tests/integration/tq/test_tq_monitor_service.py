@@ -19,11 +19,11 @@ import pytest
 import yaml
 
 from glidein_ext.sandbox.pool import CondorSandbox, Glidein
+from glidein_ext.testbed.tq_server import OPERATOR, PILOT, TqServer, tq_env
 from glidein_ext.tq.manager.pilot_submit import PilotManager
 from glidein_ext.tq.service.db import make_engine
 from glidein_ext.tq.service.store import Store
 from tests.integration.tq.conftest import CLAIM
-from tests.support.tq_server import OPERATOR, PILOT, TqServer, tq_env
 
 pytestmark = pytest.mark.condor
 POOL = "127.0.0.1:9618"

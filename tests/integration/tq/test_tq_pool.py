@@ -21,6 +21,7 @@ import sqlalchemy as sa
 import yaml
 
 from glidein_ext.errors import StaleMasterError
+from glidein_ext.testbed.tq_server import TqServer
 from glidein_ext.tq.client.protocol import (
     Claim,
     ClaimAnswer,
@@ -36,7 +37,9 @@ from glidein_ext.tq.service.notify import PoolListener, libpq_url, named_url
 from glidein_ext.tq.service.store import Store
 from glidein_ext.tq.workflow import parse_workflow
 from tests.support.postgres import pg_server, pg_url
-from tests.support.tq_server import TqServer
+
+# CPU-heavy: runs in one xdist worker with the other heavy tests (tests/conftest.py).
+pytestmark = pytest.mark.heavy
 
 __all__ = ["pg_server", "pg_url"]  # fixtures, used by name
 
@@ -157,7 +160,7 @@ def test_own_changes_are_not_read_back(instances: Callable[..., Instance]) -> No
 def test_wait_for_data_holds_a_task_for_another_instances_idle_pilot(
     instances: Callable[..., Instance],
 ) -> None:
-    """Seed 001 IV-E across the pool: the pilot caching the input registered through A; B keeps
+    """Hasham 2011 §IV-E across the pool: the pilot caching the input registered through A; B keeps
     the task from a pilot without it while the holder is idle."""
     a = instances("tq-a", wait_for_data=60.0)
     b = instances("tq-b", wait_for_data=60.0)
@@ -194,9 +197,10 @@ def test_wait_for_data_holds_a_task_for_another_instances_idle_pilot(
 def test_a_distributed_masters_calls_hold_across_instances(
     instances: Callable[..., Instance],
 ) -> None:
-    """Seed 000 III.B on a pool: the role and its epoch live in the database, so a master may
+    """Delgado Peris 2014 §III.B on a pool: the role and its epoch live in the database, so a master
+    may
     call any instance, and a stale master is refused by every one."""
-    options = {"cache_mode": Architecture.DISTRIBUTED, "master_timeout": 1.0}
+    options = {"default_architecture": Architecture.DISTRIBUTED, "master_timeout": 1.0}
     a, b = instances("tq-a", **options), instances("tq-b", **options)
     first = a.store.register(Registration(site="S", host="h1", dht_address="10.0.0.1:1"))
     second = b.store.register(Registration(site="S", host="h2", dht_address="10.0.0.2:1"))

@@ -20,11 +20,14 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from glidein_ext.testbed.tq_server import TqServer
 from glidein_ext.tq.service import tables
 from glidein_ext.tq.service.db import make_engine
 from glidein_ext.tq.workflow import generate
 from tests.support.postgres import pg_server, pg_url
-from tests.support.tq_server import TqServer
+
+# CPU-heavy: runs in one xdist worker with the other heavy tests (tests/conftest.py).
+pytestmark = pytest.mark.heavy
 
 __all__ = ["pg_server", "pg_url"]  # fixtures, used by name
 

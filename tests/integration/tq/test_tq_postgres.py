@@ -1,8 +1,8 @@
 """What only PostgreSQL does: migrations under an advisory lock, two stores and two services on one
 database, and the service with real pilots on it.
 
-The store's own suite runs on PostgreSQL too (``tests/unit/tq/test_tq_store.py``).  The server
-comes from ``tests.support.postgres`` (skips without PostgreSQL, fails if
+The store's own suite runs on PostgreSQL too (``tests/unit/tq/service/test_tq_store.py``).  The
+server comes from ``tests.support.postgres`` (skips without PostgreSQL, fails if
 ``GLIDEIN_EXT_REQUIRE_POSTGRES=1``).
 """
 
@@ -17,13 +17,13 @@ import pytest
 import sqlalchemy as sa
 
 from glidein_ext.errors import TaskQueueError
+from glidein_ext.testbed.tq_server import TqServer
 from glidein_ext.tq.client.protocol import Completion, Registration
 from glidein_ext.tq.service import tables
 from glidein_ext.tq.service.db import make_engine, migrate
 from glidein_ext.tq.service.store import Store
 from glidein_ext.tq.workflow import generate, parse_workflow
 from tests.support.postgres import PgServer, pg_server, pg_url
-from tests.support.tq_server import TqServer
 
 __all__ = ["pg_server", "pg_url"]  # fixtures, used by name
 

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from glidein_ext.errors import TaskQueueError
+from glidein_ext.testbed.tls import Pki, make_pki, openssl_available
+from glidein_ext.testbed.tq_server import OPERATOR, TqServer
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.service.db import make_engine
-from tests.support.tls import Pki, make_pki, openssl_available
-from tests.support.tq_server import OPERATOR, TqServer
 
 pytestmark = pytest.mark.skipif(not openssl_available(), reason="needs the openssl command")
 

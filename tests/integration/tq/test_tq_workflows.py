@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from glidein_ext.testbed.tq_server import OPERATOR
 from glidein_ext.tq.workflow import generate
-from tests.support.tq_server import OPERATOR
 
 
 def _tq_status(url: str, token: str) -> subprocess.CompletedProcess[str]:

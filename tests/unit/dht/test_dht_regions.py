@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from glidein_ext.dht.contact import Contact
 from glidein_ext.dht.ids import ID_BITS, ID_SPACE
-from glidein_ext.dht.regions import Assignment, Block, plan, plan_foreign
+from glidein_ext.dht.regions import Block, Delegation, plan, plan_foreign
 from glidein_ext.dht.routing import RoutingTable
 
 
@@ -53,7 +53,7 @@ def test_eight_regions_one_contact_each_and_the_own_region_split_again() -> None
     assert [a.block.prefix_len for a in found] == [3, 3, 3, 3, 3, 3, 3, 6]
     assert len({a.block for a in found}) == 8
     assert all(a.contact.id in a.block for a in found)
-    assert found[-1] == Assignment(contacts[-1], Block(ident("000001"), 6))
+    assert found[-1] == Delegation(contacts[-1], Block(ident("000001"), 6))
 
 
 def test_plan_refuses_a_block_without_us() -> None:
@@ -66,7 +66,7 @@ def test_fallback_hands_the_enclosing_block_to_a_known_contact() -> None:
     # hold nodes, so the whole half 1... goes to the contact in region 4.
     own = 0
     known = contact(ident("100") | 1)
-    assert plan(own, Block.whole(), [known]) == [Assignment(known, Block(1 << 159, 1))]
+    assert plan(own, Block.whole(), [known]) == [Delegation(known, Block(1 << 159, 1))]
 
 
 def test_empty_half_next_to_us_is_trusted_empty() -> None:
@@ -74,7 +74,7 @@ def test_empty_half_next_to_us_is_trusted_empty() -> None:
     # so a sibling with no contact is empty and needs no fallback.
     own = 0
     known = contact(ident("001"))
-    assert plan(own, Block.whole(), [known]) == [Assignment(known, Block(ident("001"), 3))]
+    assert plan(own, Block.whole(), [known]) == [Delegation(known, Block(ident("001"), 3))]
 
 
 def test_skipped_contacts_are_not_used() -> None:
@@ -85,14 +85,14 @@ def test_skipped_contacts_are_not_used() -> None:
 
 def test_foreign_block_goes_whole_to_one_contact_when_a_part_is_unknown() -> None:
     a = contact(ident("1000"))
-    assert plan_foreign(Block(1 << 159, 1), [a]) == [Assignment(a, Block(1 << 159, 1))]
+    assert plan_foreign(Block(1 << 159, 1), [a]) == [Delegation(a, Block(1 << 159, 1))]
     b, c = contact(ident("1100")), contact(ident("1110"))
     d = contact(ident("1010"))
     found = plan_foreign(Block(1 << 159, 1), [a, b, c, d], skip=[c.id])
     assert found == [
-        Assignment(a, Block(ident("100"), 3)),
-        Assignment(d, Block(ident("101"), 3)),
-        Assignment(b, Block(ident("11"), 2)),
+        Delegation(a, Block(ident("100"), 3)),
+        Delegation(d, Block(ident("101"), 3)),
+        Delegation(b, Block(ident("11"), 2)),
     ]
 
 

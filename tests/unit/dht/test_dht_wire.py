@@ -72,7 +72,7 @@ def test_subclasses_and_tuples_travel_as_their_plain_types() -> None:
     class Colour(enum.IntEnum):
         RED = 3
 
-    class Name(str, enum.Enum):  # noqa: UP042 -- the str Enum of Python 3.9 code
+    class Name(str, enum.Enum):
         A = "a"
 
     assert wire.decode(wire.encode([Colour.RED, Name.A, (1, 2), bytearray(b"z")])) == [

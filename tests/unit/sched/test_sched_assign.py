@@ -1,4 +1,4 @@
-"""The master's assignment (Delgado Peris 2014 §III.C) on worked examples: optimal and the seed's
+"""The master's assignment (Delgado Peris 2014 §III.C) on worked examples: optimal and the paper's
 greedy."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ import sys
 import pytest
 
 from glidein_ext.errors import MissingDependencyError, UsageError
-from glidein_ext.sched.assign import Assignment, assign, greedy, optimal, optimal_available
+from glidein_ext.sched.assign import Matching, assign, greedy, optimal, optimal_available
 from glidein_ext.sched.matrix import RankMatrix
 
 X = None  # a pair that is not allowed
 
 
-def both(rows: list[list[float | None]]) -> tuple[Assignment, Assignment]:
+def both(rows: list[list[float | None]]) -> tuple[Matching, Matching]:
     matrix = RankMatrix.from_rows(rows)
     return optimal(matrix), greedy(matrix)
 

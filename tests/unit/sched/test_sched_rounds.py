@@ -172,3 +172,61 @@ def test_a_resent_completion_of_an_earlier_attempt_leaves_the_retry_running() ->
     assert book.workers[7].task == (40, 2)
     book.completed(7, (40, 2), "c40b", now=2.0)
     assert book.workers[7].task is None
+
+
+def test_an_idle_reply_crossing_an_assignment_on_its_way_loses_nothing() -> None:
+    """The master hands tasks out while its next round goes on: a worker that replies idle
+    before its assignment arrived has not lost it (no release, no candidate)."""
+    book = _book()
+    book.join(7, A, now=0.0)
+    book.assigned([(40, 7, 1)], delivering=True)
+    candidates = book.replies([_idle(7, {0: 1.0})])
+    assert candidates.pilots == () and book.take_report(1.0).release == ()
+    assert book.workers[7].task == (40, 1)
+    book.delivered(7)
+    book.start_round(2.0)  # a TaskList sent after the acknowledgement
+    book.replies([_idle(7, {0: 1.0})])  # delivered, and still idle: lost (released)
+    assert book.take_report(2.0).release == (40,)
+
+
+def test_an_idle_reply_formed_before_the_assignment_but_read_after_it_loses_nothing() -> None:
+    """Round 2's TaskList reaches the worker before its round-1 assignment does; the worker
+    acknowledges the assignment, and only then does the master read its (idle) reply: the task
+    is not released (it would run twice), and the worker is no candidate.  The next round's
+    reply, formed after the assignment, counts."""
+    book = _book()
+    book.join(7, A, now=0.0)
+    book.start_round(1.0)
+    book.assigned([(40, 7, 1)], delivering=True)  # round 1 assigns; the hand-out goes on
+    book.start_round(2.0)  # round 2's TaskList goes out; the worker replies idle at once
+    book.delivered(7)  # then the assignment arrives and is acknowledged
+    candidates = book.replies([_idle(7, {0: 1.0}, last=39)])  # the reply is read now
+    assert candidates.pilots == ()
+    assert book.take_report(2.5).release == ()
+    assert book.workers[7].task == (40, 1)
+    book.start_round(3.0)
+    book.replies([Reply(7, 40, 39, 0, {})])  # busy with it: nothing changes
+    assert book.workers[7].task == (40, 1) and book.take_report(3.5).release == ()
+    book.start_round(4.0)  # a later idle reply without its completion: lost, released
+    book.replies([_idle(7, {0: 1.0}, last=39)])
+    assert book.take_report(4.5).release == (40,)
+
+
+def test_an_unanswered_assignment_is_kept_until_the_workers_next_reply_tells() -> None:
+    """No answer to an assignment: the worker may have it.  Not released (it could run twice)
+    until a reply to a later TaskList says the worker is idle without it."""
+    book = _book()
+    book.join(7, A, now=0.0)
+    book.join(8, ("10.0.0.3", 4000), now=0.0)
+    book.start_round(1.0)
+    book.assigned([(40, 7, 1), (41, 8, 1)], delivering=True)
+    book.start_round(2.0)
+    book.unanswered(7)
+    book.unanswered(8)
+    book.replies([_idle(7, last=39), _idle(8, last=39)])  # this round's: may predate it
+    assert book.take_report(2.5).release == ()
+    book.start_round(3.0)
+    book.replies([Reply(7, 40, 39, 0, {}), _idle(8, {0: 1.0}, last=39)])
+    assert book.workers[7].task == (40, 1)  # it had it: kept
+    assert book.take_report(3.5).release == (41,)  # 8 had not: released
+    assert book.workers[8].task is None

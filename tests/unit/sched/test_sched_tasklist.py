@@ -3,6 +3,7 @@ strictness, and sizes against the datagram budget."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import pytest
@@ -92,3 +93,9 @@ def test_every_idle_workers_reply_fits_the_aggregate(repliers: int) -> None:
         for p in range(repliers)
     ]
     assert len(wire.encode(worst)) <= BODY_BUDGET - 64
+
+
+def test_a_busy_worker_reads_all_but_the_tasks() -> None:
+    tasklist = _tasklist(_entries(5))
+    header = decode_tasklist(encode_tasklist(tasklist), with_tasks=False)
+    assert header == dataclasses.replace(tasklist, tasks=())

@@ -1,4 +1,4 @@
-"""Seed 003 in the simulator: the pilots' .pilot.ad from the real core, the real victim choice,
+"""Sfiligoi 2013 in the simulator: the pilots' .pilot.ad from the real core, the real victim choice,
 victims finishing their task and leaving, and the informed policy freeing CPUs sooner."""
 
 from __future__ import annotations
@@ -85,3 +85,24 @@ def test_a_vacate_needs_running_pulling_pilots() -> None:
         SimConfig(architecture="distributed", vacate_cpus=4, vacate_at=10.0)
     with pytest.raises(UsageError, match="victim policy"):
         SimConfig(victim_policy="random")
+
+
+def test_cache_spares_the_pilot_whose_cache_queued_tasks_need_and_counts_rereads() -> None:
+    vacate = _site()
+    vacate.needs = lambda: {1: 700, 2: 0, 3: 0}  # the Task Queue's view at the request
+    files = {1: {"/a"}, 2: {"/b"}, 3: set()}
+    reads = {"/a": 0, "/b": 1}
+    vacate.files_of = lambda pilot_id: files[pilot_id]
+    vacate.se_reads_of = lambda lfn: reads[lfn]
+    vacate.request(60.0, 2, "cache")
+    assert vacate.pilot_ad(1, 60.0)[pilotad.CACHED_INPUT_NEEDED_MB] == 700
+    assert vacate.victims == {3, 2}  # completion would take 1 (ends at 110) instead of 2
+    vacate.left(3, 61.0)
+    vacate.left(2, 151.0)
+    reads["/b"] = 3  # two stage-ins read the victim's file from the SE after it left
+    summary = vacate.summary()
+    assert summary["se_rereads"] == 2 and summary["victims_needed_mb"] == 0
+    informed = _site()
+    informed.needs = lambda: {1: 700, 2: 0, 3: 0}
+    informed.request(60.0, 2, "completion")
+    assert informed.victims == {3, 1} and informed.summary()["victims_needed_mb"] == 700

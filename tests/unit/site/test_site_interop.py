@@ -1,4 +1,4 @@
-"""Interoperability: slot ads fed by the seed's prototype cron (only the prefixed ``.pilot.ad``
+"""Interoperability: slot ads fed by the paper's prototype cron (only the prefixed ``.pilot.ad``
 values, none of our heartbeat attributes) are pilots to ``site status`` and ``site victims``."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from glidein_ext.errors import MissingDependencyError
 from glidein_ext.site.pilots import is_pilot_slot, pilot_from_ad
 from glidein_ext.site.pool import PILOT_CONSTRAINT, pilots_from_file
 
-# condor_status -long of three slots at a site running the seed's cron: two pilots of one VO
+# condor_status -long of three slots at a site running the paper's cron: two pilots of one VO
 # with different waste, and a plain (non-pilot) job.
 SEED_ONLY_ADS = """\
 Name = "slot1_1@wn1.example.org"

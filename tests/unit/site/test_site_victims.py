@@ -104,3 +104,32 @@ def test_unknown_user_counts_as_most_privileged() -> None:
 
 def test_zero_need_chooses_nobody() -> None:
     assert choose_victims([pilot("a", waste1k=0)], {}, 0, Policy.WASTE).victims == ()
+
+
+def test_cache_policy_spares_the_pilots_whose_cache_tasks_still_need() -> None:
+    pilots = [
+        pilot("big", cached_needed_mb=1400, last_exp_job_end=1000),
+        pilot("none", cached_needed_mb=0, last_exp_job_end=9000),
+        pilot("idle", cached_needed_mb=0, used1k=0),  # no job: completes now
+        pilot("small", cached_needed_mb=100, last_exp_job_end=500),
+        pilot("silent", last_exp_job_end=100),  # publishes no value: last
+    ]
+    # The two holding nothing needed first (ties by the completion key: idle, then 9000), then
+    # the least needed (100 MB), then 1400 MB, the silent pilot last.
+    sel = choose_victims(pilots, {}, 20, Policy.CACHE)
+    assert slots(sel.victims) == ["idle", "none", "small", "big", "silent"]
+    assert "CACHED_INPUT_NEEDED_MB 0, LAST_EXP_JOB_END 9000" in sel.victims[1].reason
+    assert "CACHED_INPUT_NEEDED_MB unknown" in sel.victims[4].reason
+    # Two CPUs' worth (4-CPU pilots: 8 CPUs): completion would take "silent" and "small", which
+    # hold needed cache; cache takes the two holding none.
+    assert slots(choose_victims(pilots, {}, 8, Policy.COMPLETION).victims) == ["idle", "silent"]
+    assert slots(choose_victims(pilots, {}, 8, Policy.CACHE).victims) == ["idle", "none"]
+
+
+def test_cache_policy_still_takes_the_least_privileged_user_first() -> None:
+    pilots = [
+        pilot("cms-empty", "cms@site", cached_needed_mb=0),
+        pilot("atlas-full", "atlas@site", cached_needed_mb=5000),
+    ]
+    sel = choose_victims(pilots, PRIO, 4, Policy.CACHE)
+    assert slots(sel.victims) == ["atlas-full"]

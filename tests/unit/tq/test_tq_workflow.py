@@ -1,4 +1,4 @@
-"""Workflow files: one error naming the task and field; the seed's W1/W2/W3 shapes."""
+"""Workflow files: one error naming the task and field; the paper's W1/W2/W3 shapes."""
 
 from __future__ import annotations
 

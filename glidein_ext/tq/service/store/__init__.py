@@ -15,38 +15,19 @@ rows are locked (``SELECT ... FOR UPDATE``) before task rows in every operation,
 another process cannot requeue a task while it is being assigned, and a repeated completion sent
 through two processes is counted once.  SQLite ignores the row locks (it has one writer anyway).
 
-The parts, one concept each, over ``core.StoreCore`` (engine, matcher, lock, transaction):
+The parts, one concept each, sharing ``core.StoreCore`` (engine, matcher, lock, transaction):
 ``workflows`` (submission), ``pilots`` (register, request, heartbeat, deregister, reap),
 ``completions`` (a task's end), ``bookkeeping`` (the PilotMonitor's submissions and site counts),
 ``views`` (status, task rows), ``sites`` (the site DHT and the run's counters, Delgado Peris 2014),
 ``master`` (the distributed architecture's master calls), ``credentials`` (per-pilot
 credentials) and ``pool`` (the matcher kept in step with other instances, Lee 2003).
-``Store`` is all of them over one database.
+``Store`` (``facade``) owns the shared state and composes the parts, each a plain class given
+what it needs; every public method of ``Store`` is one transaction, in which the parts work.
 """
 
 from __future__ import annotations
 
-from glidein_ext.tq.service.store.bookkeeping import MonitorBookkeeping
-from glidein_ext.tq.service.store.completions import Completions
-from glidein_ext.tq.service.store.credentials import CredentialStore
-from glidein_ext.tq.service.store.master import MasterCalls
-from glidein_ext.tq.service.store.pilots import PilotProtocol
-from glidein_ext.tq.service.store.pool import PoolView
-from glidein_ext.tq.service.store.views import StatusViews, TaskRow
-from glidein_ext.tq.service.store.workflows import WorkflowSubmission
-
-
-class Store(
-    MasterCalls,  # the site DHT, the master's calls, the counters (Delgado Peris 2014)
-    CredentialStore,  # per-pilot credentials (tq.client.credentials): over the pilot protocol
-    PilotProtocol,
-    Completions,
-    MonitorBookkeeping,
-    StatusViews,
-    WorkflowSubmission,
-    PoolView,  # a pool of instances on one PostgreSQL database: the matcher follows it
-):
-    """The TQ state machine over a database; every public method is one transaction."""
-
+from glidein_ext.tq.service.store.facade import Store
+from glidein_ext.tq.service.store.views import TaskRow
 
 __all__ = ["Store", "TaskRow"]

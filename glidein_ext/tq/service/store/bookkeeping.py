@@ -11,65 +11,65 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from glidein_ext.tq.manager.monitor import SiteView
 from glidein_ext.tq.models import PilotInfo, PilotState
 from glidein_ext.tq.service import tables as t
-from glidein_ext.tq.service.store.core import StoreCore
+from glidein_ext.tq.service.store.core import StoreCore, Tx
 
 INACTIVE = "inactive"
 
 
-class MonitorBookkeeping(StoreCore):
-    """What the PilotMonitor reads and records; each method is one transaction."""
+class MonitorBookkeeping:
+    """What the PilotMonitor reads and records, in the caller's transaction."""
 
-    def record_submission(self, batch_id: str, site: str) -> None:
-        with self._lock, self._tx() as conn:
-            conn.execute(
-                sa.insert(t.submissions).values(
-                    batch_id=batch_id, site=site, submitted_at=self.clock(), state=INACTIVE
-                )
+    def __init__(self, core: StoreCore) -> None:
+        self.core = core
+
+    def record_submission(self, tx: Tx, batch_id: str, site: str) -> None:
+        tx.conn.execute(
+            sa.insert(t.submissions).values(
+                batch_id=batch_id, site=site, submitted_at=self.core.clock(), state=INACTIVE
             )
+        )
 
-    def submissions(self, site: str) -> dict[str, str]:
+    def submissions(self, conn: Connection, site: str) -> dict[str, str]:
         """Batch id -> inactive, registered or vanished, for every pilot submitted to ``site``."""
-        with self._tx() as conn:
-            query = sa.select(t.submissions.c.batch_id, t.submissions.c.state).where(
-                t.submissions.c.site == site
-            )
-            return {row[0]: row[1] for row in conn.execute(query)}
+        query = sa.select(t.submissions.c.batch_id, t.submissions.c.state).where(
+            t.submissions.c.site == site
+        )
+        return {row[0]: row[1] for row in conn.execute(query)}
 
-    def mark_vanished(self, batch_ids: Iterable[str]) -> None:
+    def mark_vanished(self, tx: Tx, batch_ids: Iterable[str]) -> None:
         """Submitted pilots that left the batch queue without registering; the credentials the
         PilotManager gave their jobs are revoked (nobody should hold them any more)."""
-        now = self.clock()
-        with self._lock, self._tx() as conn:
-            for batch_id in batch_ids:
-                conn.execute(
-                    t.submissions.update()
-                    .where(t.submissions.c.batch_id == batch_id, t.submissions.c.state == INACTIVE)
-                    .values(state="vanished")
-                )
-                conn.execute(
-                    t.credentials.update()
-                    .where(
-                        t.credentials.c.batch_id == batch_id, t.credentials.c.revoked_at.is_(None)
-                    )
-                    .values(revoked_at=now)
-                )
+        now = self.core.clock()
+        conn = tx.conn
+        for batch_id in batch_ids:
+            conn.execute(
+                t.submissions.update()
+                .where(t.submissions.c.batch_id == batch_id, t.submissions.c.state == INACTIVE)
+                .values(state="vanished")
+            )
+            conn.execute(
+                t.credentials.update()
+                .where(t.credentials.c.batch_id == batch_id, t.credentials.c.revoked_at.is_(None))
+                .values(revoked_at=now)
+            )
 
-    def site_view(self, site: str) -> SiteView:
+    def site_view(self, conn: Connection, site: str) -> SiteView:
         """The site's pilots inactive, idle and busy (``queued_groups`` is left empty: see
         ``queued_groups_for``)."""
-        with self._tx() as conn:
-            states: dict[str, int] = dict(
-                conn.execute(
-                    sa.select(t.pilots.c.state, sa.func.count())
-                    .where(t.pilots.c.site == site)
-                    .group_by(t.pilots.c.state)
-                ).all()
-            )
-        inactive = sum(1 for state in self.submissions(site).values() if state == INACTIVE)
+        states: dict[str, int] = dict(
+            conn.execute(
+                sa.select(t.pilots.c.state, sa.func.count())
+                .where(t.pilots.c.site == site)
+                .group_by(t.pilots.c.state)
+            ).all()
+        )
+        submitted = self.submissions(conn, site).values()
+        inactive = sum(1 for state in submitted if state == INACTIVE)
         return SiteView(
             inactive=inactive,
             idle=states.get(PilotState.IDLE.value, 0),
@@ -77,6 +77,6 @@ class MonitorBookkeeping(StoreCore):
         )
 
     def queued_groups_for(self, template: PilotInfo, now: float) -> list[int]:
-        """Queued tasks per match group that a pilot like ``template`` could run."""
-        with self._lock:
-            return self.matcher.queued_groups_for(template, now)
+        """Queued tasks per match group that a pilot like ``template`` could run (the matcher
+        only: the caller holds the store's lock)."""
+        return self.core.matcher.queued_groups_for(template, now)

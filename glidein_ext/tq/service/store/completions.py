@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -22,98 +23,117 @@ from sqlalchemy.engine import Connection
 from glidein_ext.errors import TaskQueueNotFound
 from glidein_ext.tq.client.limits import shorten
 from glidein_ext.tq.client.protocol import Completion, CompletionAnswer
-from glidein_ext.tq.models import CacheMode, PilotState, QueuedTask, TaskState
+from glidein_ext.tq.models import Architecture, PilotState, QueuedTask, TaskState
 from glidein_ext.tq.service import tables as t
-from glidein_ext.tq.service.store.core import StoreCore, chunks, reread_queued
+from glidein_ext.tq.service.store.core import StoreCore, Tx, chunks, reread_queued
+from glidein_ext.tq.service.store.statements import insert_row, row_by_id, update_row
 
 REPORT_CHARS = 4000  # of a task's report (its log's tail) kept in the database
 
+# The request path's statements, built once (``statements``).
+_SEEN = sa.select(t.completions.c.ok).where(
+    t.completions.c.task_id == sa.bindparam("task"),
+    t.completions.c.attempt == sa.bindparam("attempt"),
+)
+_AFTER = sa.select(t.task_after.c.task_id).where(t.task_after.c.after_id == sa.bindparam("done"))
 
-class Completions(StoreCore):
+
+@dataclass(frozen=True)
+class Ended:
+    """What an accepted completion changed, for the site's bookkeeping in the same transaction
+    (``sites``): no row is read again for it."""
+
+    workflow_id: int
+    state: TaskState
+    outputs: tuple[str, ...]  # the task's declared outputs
+    site: str  # the reporting pilot's
+
+
+class Completions:
     """``complete``: the report of a task's end, idempotent per (task, attempt)."""
 
-    def complete(self, pilot_id: int, completion: Completion) -> CompletionAnswer:
+    def __init__(self, core: StoreCore) -> None:
+        self.core = core
+
+    def complete(self, tx: Tx, pilot_id: int, completion: Completion) -> CompletionAnswer:
         """A task's end; idempotent: a repeated or stale report is answered, never counted twice."""
+        return self.complete_ended(tx, pilot_id, completion)[0]
+
+    def complete_ended(
+        self, tx: Tx, pilot_id: int, completion: Completion
+    ) -> tuple[CompletionAnswer, Ended | None]:
+        """``complete``, and what an accepted report changed (None when not accepted)."""
         task_id, attempt, exit_code = completion.task_id, completion.attempt, completion.exit_code
-        now = self.clock()
+        now = self.core.clock()
         newly_queued: list[QueuedTask] = []
-        with self._lock, self._tx() as conn:
-            conn.execute(
-                sa.select(t.pilots.c.id).where(t.pilots.c.id == pilot_id).with_for_update()
-            ).all()
-            task = conn.execute(
-                sa.select(t.tasks).where(t.tasks.c.id == task_id).with_for_update()
-            ).one_or_none()
-            if task is None:
-                raise TaskQueueNotFound(f"no task {task_id}")
-            seen = conn.execute(
-                sa.select(t.completions.c.ok).where(
-                    t.completions.c.task_id == task_id, t.completions.c.attempt == attempt
-                )
-            ).one_or_none()
-            if seen is not None:
-                return CompletionAnswer(accepted=False, duplicate=True, state=task.state)
-            current = (
-                task.state == TaskState.RUNNING.value
-                and task.attempt == attempt
-                and task.pilot_id == pilot_id
-            )
-            if not current:
-                return CompletionAnswer(accepted=False, duplicate=False, state=task.state)
-            declared = json.loads(task.outputs)
-            ok = exit_code == 0 and set(declared) <= set(completion.outputs)
-            clash = _produced_elsewhere(conn, declared) if ok else None
-            ok = ok and clash is None
-            conn.execute(
-                sa.insert(t.completions).values(
-                    task_id=task_id,
-                    attempt=attempt,
-                    pilot_id=pilot_id,
-                    exit_code=exit_code,
-                    ok=int(ok),
-                    at=now,
-                )
-            )
-            pilot_values: dict[str, Any] = {
-                "state": PilotState.IDLE.value,
-                "task_id": None,
-                "last_seen": now,
-            }
-            if clash is not None:
-                state = _clashed(conn, task, clash, completion.report, now)
-            elif ok:
-                newly_queued = _succeeded(conn, task, declared, completion.report, now)
-                if self.cache_mode is CacheMode.PRE_DHT and declared:
-                    prow = conn.execute(
-                        sa.select(t.pilots.c.cached).where(t.pilots.c.id == pilot_id)
-                    ).one()
-                    pilot_values["cached"] = json.dumps(
-                        sorted({*json.loads(prow.cached), *declared})
-                    )
-                state = TaskState.DONE
-            else:
-                state, newly_queued = _failed(conn, task, exit_code, completion.report, now)
-            conn.execute(t.pilots.update().where(t.pilots.c.id == pilot_id).values(pilot_values))
-        with self._lock:  # the matcher: the pool's listener updates it too (tq.service.notify)
+        conn = tx.conn
+        pilot = row_by_id(conn, t.pilots, pilot_id, locked=True)
+        task = row_by_id(conn, t.tasks, task_id, locked=True)
+        if task is None:
+            raise TaskQueueNotFound(f"no task {task_id}")
+        current = (
+            task.state == TaskState.RUNNING.value
+            and task.attempt == attempt
+            and task.pilot_id == pilot_id
+        )
+        if not current or pilot is None:
+            # An accepted report moves its task out of this (running, attempt, pilot) in the
+            # same transaction as it is recorded: only a report that is not current can be a
+            # repeat, so only then is the completions' table asked.
+            seen = conn.execute(_SEEN, {"task": task_id, "attempt": attempt}).one_or_none()
+            duplicate = seen is not None
+            return CompletionAnswer(accepted=False, duplicate=duplicate, state=task.state), None
+        declared = json.loads(task.outputs)
+        ok = exit_code == 0 and set(declared) <= set(completion.outputs)
+        clash = _produced_elsewhere(conn, declared) if ok else None
+        ok = ok and clash is None
+        insert_row(
+            conn,
+            t.completions,
+            {
+                "task_id": task_id,
+                "attempt": attempt,
+                "pilot_id": pilot_id,
+                "exit_code": exit_code,
+                "ok": int(ok),
+                "at": now,
+            },
+        )
+        pilot_values: dict[str, Any] = {
+            "state": PilotState.IDLE.value,
+            "task_id": None,
+            "last_seen": now,
+        }
+        if clash is not None:
+            state = _clashed(conn, task, clash, completion.report, now)
+        elif ok:
+            newly_queued = _succeeded(conn, task, declared, completion.report, now)
+            if self.core.default_architecture is Architecture.PRE_DHT and declared:
+                cached = {*json.loads(pilot.cached), *declared}
+                pilot_values["cached"] = json.dumps(sorted(cached))
+            state = TaskState.DONE
+        else:
+            state, newly_queued = _failed(conn, task, exit_code, completion.report, now)
+        update_row(conn, t.pilots, pilot_id, pilot_values)
+
+        def ended() -> None:
             for item in newly_queued:
-                self.admit_task(item)
-            self.matcher.set_idle(pilot_id, True)
-            if ok and self.cache_mode is CacheMode.PRE_DHT:
-                self.matcher.add_cached(pilot_id, declared)
-        return CompletionAnswer(accepted=True, duplicate=False, state=state.value)
+                self.core.admit_task(item)
+            self.core.matcher.set_idle(pilot_id, True)
+            if ok and self.core.default_architecture is Architecture.PRE_DHT:
+                self.core.matcher.add_cached(pilot_id, declared)
+
+        tx.after_commit(ended)
+        answer = CompletionAnswer(accepted=True, duplicate=False, state=state.value)
+        return answer, Ended(task.workflow_id, state, tuple(declared), pilot.site)
 
 
 def _succeeded(
     conn: Connection, task: Any, declared: Sequence[str], report: str, now: float
 ) -> list[QueuedTask]:
     """Done: its outputs exist now; the waiting tasks this releases."""
-    conn.execute(
-        t.tasks.update()
-        .where(t.tasks.c.id == task.id)
-        .values(
-            state=TaskState.DONE.value, exit_code=0, report=report[:REPORT_CHARS], finished_at=now
-        )
-    )
+    done = {"state": TaskState.DONE.value, "exit_code": 0, "report": report[:REPORT_CHARS]}
+    update_row(conn, t.tasks, task.id, {**done, "finished_at": now})
     if declared:
         conn.execute(
             sa.insert(t.files),
@@ -187,11 +207,7 @@ def _release(
                 sa.select(t.task_inputs.c.task_id).where(t.task_inputs.c.lfn.in_(chunk))
             ).scalars()
         )
-    candidates.update(
-        conn.execute(
-            sa.select(t.task_after.c.task_id).where(t.task_after.c.after_id == done_id)
-        ).scalars()
-    )
+    candidates.update(conn.execute(_AFTER, {"done": done_id}).scalars())
     released: list[QueuedTask] = []
     for task_id in sorted(candidates):
         # Locked: of two completions (in two processes) providing its last inputs, the

@@ -1,7 +1,9 @@
 """What every part of the store shares: the database, the matcher, the one lock, the transaction.
 
 ``StoreCore`` holds the engine, the in-memory Matcher and the lock that serialises this TQ
-process's operations; ``transaction`` is the one way into the database (SQLAlchemy errors become
+process's operations, and runs one piece of work in one transaction: ``write`` (under the lock;
+what the work left for after the commit, ``Tx.after_commit``, runs then, still under the lock)
+or ``read``.  ``Transaction`` is the one way into the database (SQLAlchemy errors become
 TaskQueueError).  The row readers turn database rows into the matcher's values.
 
 Start-up never fails on one row: a row the matcher cannot take (stored by an older TQ that checked
@@ -19,20 +21,29 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, CursorResult, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from glidein_ext.errors import TaskQueueError, TaskQueueNotFound
-from glidein_ext.tq.models import CacheMode, MatchSpec, PilotInfo, PilotState, QueuedTask, TaskState
+from glidein_ext.tq.models import (
+    Architecture,
+    MatchSpec,
+    PilotInfo,
+    PilotState,
+    QueuedTask,
+    TaskState,
+)
 from glidein_ext.tq.service import tables as t
 from glidein_ext.tq.service.matcher import Matcher
+from glidein_ext.tq.service.store.statements import row_by_id
 
 ACTIVE = (PilotState.IDLE.value, PilotState.BUSY.value)
 CHUNK = 500  # values per IN (...) clause
 log = logging.getLogger("glidein_ext.tq.service.store")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -47,8 +58,24 @@ class SkippedRow:
         return asdict(self)
 
 
+class Tx:
+    """One transaction's connection, and what the matcher and the counters learn once it has
+    committed (``after_commit``: run in order, under the store's lock; never if it rolled back)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self._after: list[Callable[[], None]] = []
+
+    def after_commit(self, action: Callable[[], None]) -> None:
+        self._after.append(action)
+
+    def committed(self) -> None:
+        for action in self._after:
+            action()
+
+
 class StoreCore:
-    """The state the store's parts share; each public method of a part is one transaction."""
+    """The state the store's parts share, and the one way to run work in a transaction."""
 
     def __init__(
         self,
@@ -57,35 +84,48 @@ class StoreCore:
         wait_for_data: float = 60.0,
         heartbeat_timeout: float = 120.0,
         heartbeat_interval: int = 30,
-        cache_mode: CacheMode = CacheMode.PRE_DHT,
+        default_architecture: Architecture = Architecture.PRE_DHT,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.engine = engine
         self.heartbeat_timeout = heartbeat_timeout
         self.heartbeat_interval = heartbeat_interval
-        self.cache_mode = cache_mode
+        self.default_architecture = default_architecture
         self.clock = clock
         self.matcher = Matcher(wait_for_data)
         self.skipped: dict[tuple[str, int], SkippedRow] = {}  # by (table, id)
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()
 
-    def load(self) -> None:
+    def write(self, work: Callable[[Tx], R]) -> R:
+        """``work`` in one transaction, under the lock; then what it left for after the commit."""
+        with self.lock:
+            with Transaction(self.engine) as conn:
+                tx = Tx(conn)
+                result = work(tx)
+            tx.committed()
+        return result
+
+    def read(self, work: Callable[[Connection], R]) -> R:
+        """``work`` (which only reads) in one transaction, without the lock."""
+        with Transaction(self.engine) as conn:
+            return work(conn)
+
+    def load(self, conn: Connection) -> None:
         """Rebuild the matcher from the database; live pilots get a fresh heartbeat grace.
 
         A row the matcher cannot take is skipped and reported (``skipped``), never fatal."""
         now = self.clock()
-        with self._lock, self._tx() as conn:
-            conn.execute(
-                t.pilots.update()
-                .where(t.pilots.c.state.in_(ACTIVE), t.pilots.c.last_seen < now)
-                .values(last_seen=now)
-            )
-            for row in conn.execute(sa.select(t.pilots).where(t.pilots.c.state.in_(ACTIVE))):
-                self.admit_pilot(row)
-            for row in conn.execute(
-                sa.select(t.tasks).where(t.tasks.c.state == TaskState.QUEUED.value)
-            ):
-                self._admit("tasks", row.id, functools.partial(_add_task_row, self.matcher, row))
+        conn.execute(
+            t.pilots.update()
+            .where(t.pilots.c.state.in_(ACTIVE), t.pilots.c.last_seen < now)
+            .values(last_seen=now)
+        )
+        for row in conn.execute(sa.select(t.pilots).where(t.pilots.c.state.in_(ACTIVE))):
+            self.admit_pilot(row)
+        for row in conn.execute(
+            sa.select(t.tasks).where(t.tasks.c.state == TaskState.QUEUED.value)
+        ):
+            self._admit("tasks", row.id, functools.partial(_add_task_row, self.matcher, row))
 
     def admit_pilot(self, row: Any) -> bool:
         """Hand a pilot's row to the matcher (a pilot registered through another TQ process on
@@ -110,9 +150,6 @@ class StoreCore:
                 "skipping %s row %d, which the matcher cannot take: %s", table, row_id, reason
             )
             self.skipped[(table, row_id)] = SkippedRow(table, row_id, reason)
-
-    def _tx(self) -> Transaction:
-        return Transaction(self.engine)
 
 
 class Transaction:
@@ -215,9 +252,7 @@ def chunks(values: Sequence[str]) -> Iterable[list[str]]:
 
 def locked_pilot(conn: Connection, pilot_id: int) -> Any:
     """The pilot's row, locked (pilot rows before task rows, always), or None."""
-    return conn.execute(
-        sa.select(t.pilots).where(t.pilots.c.id == pilot_id).with_for_update()
-    ).one_or_none()
+    return row_by_id(conn, t.pilots, pilot_id, locked=True)
 
 
 def live_pilot(conn: Connection, pilot_id: int) -> Any:

@@ -8,8 +8,9 @@ a pilot that left is dropped, one that turned idle or busy is flagged so, a new 
 cache list is read (its ad rebuilt only if what it registered changed).  This instance's own
 news is skipped, except a queued task its matcher lacks (dropped by an older notification that
 arrived after this instance requeued it).  ``resync`` does the same for the whole queue (the
-safety net: a notification lost with a broken connection).  Both work under the store's lock,
-so a change this process commits cannot slip between a read and the matcher's update.
+safety net: a notification lost with a broken connection).  Both work under the store's lock
+(``Store.absorb``, ``Store.resync``), so a change this process commits cannot slip between a read
+and the matcher's update.
 
 A stale entry is harmless: a task the matcher still holds but another instance took is refused
 by the take (``state = 'queued'``) and dropped; only a missing queued task would delay work, and
@@ -53,77 +54,77 @@ class News:
     pilots: dict[int, tuple[str, bool, bool]] = field(default_factory=dict)
 
 
-class PoolView(StoreCore):
-    """The matcher kept in step with the database that other instances also write."""
+class PoolView:
+    """The matcher kept in step with the database that other instances also write; the caller
+    holds the store's lock."""
 
-    def absorb(self, news: News) -> None:
-        """Make the matcher agree with what other instances changed: re-read only what the
-        notification cannot say (a queued task not held, a new pilot, a changed cache)."""
-        if not news.tasks and not news.pilots:
-            return
-        with self._lock:
-            read_tasks = []
-            for task_id, (state, own) in news.tasks.items():
-                if state == TaskState.QUEUED.value:
-                    if task_id not in self.matcher:
-                        read_tasks.append(task_id)  # released, requeued, or dropped too early
-                elif not own:
-                    self.matcher.remove_task(task_id)  # taken or ended elsewhere
-            read_pilots = []
-            for pilot_id, (state, own, reread) in news.pilots.items():
-                held = self.matcher.pilot(pilot_id) is not None
-                if state not in ACTIVE:
-                    if not own:
-                        self.matcher.remove_pilot(pilot_id)
-                elif not held or (reread and not own):
-                    read_pilots.append(pilot_id)
-                elif not own:
-                    self.matcher.set_idle(pilot_id, state == PilotState.IDLE.value)
-            if read_tasks or read_pilots:
-                self._reread(sorted(read_tasks), sorted(read_pilots))
+    def __init__(self, core: StoreCore) -> None:
+        self.core = core
 
-    def _reread(self, tasks: Sequence[int], pilots: Sequence[int]) -> None:
-        with self._tx() as conn:
-            for chunk in _chunks(tasks):
-                rows = conn.execute(sa.select(t.tasks).where(t.tasks.c.id.in_(chunk))).all()
-                queued = {row.id: row for row in rows if row.state == TaskState.QUEUED.value}
-                for task_id in chunk:
-                    row = queued.get(task_id)
-                    if row is None:
-                        self.matcher.remove_task(task_id)
-                    else:
-                        self.admit_task(queued_task(row))
-            for chunk in _chunks(pilots):
-                rows = conn.execute(sa.select(t.pilots).where(t.pilots.c.id.in_(chunk))).all()
-                live = {row.id: row for row in rows if row.state in ACTIVE}
-                for pilot_id in chunk:
-                    row = live.get(pilot_id)
-                    if row is None:
-                        self.matcher.remove_pilot(pilot_id)
-                    else:
-                        self._refresh_pilot(row)
+    def absorb(self, news: News) -> tuple[list[int], list[int]]:
+        """Make the matcher agree with what other instances changed; what it must re-read (the
+        tasks, the pilots), because the notification cannot say it (a queued task not held, a
+        new pilot, a changed cache)."""
+        read_tasks = []
+        for task_id, (state, own) in news.tasks.items():
+            if state == TaskState.QUEUED.value:
+                if task_id not in self.core.matcher:
+                    read_tasks.append(task_id)  # released, requeued, or dropped too early
+            elif not own:
+                self.core.matcher.remove_task(task_id)  # taken or ended elsewhere
+        read_pilots = []
+        for pilot_id, (state, own, reread) in news.pilots.items():
+            held = self.core.matcher.pilot(pilot_id) is not None
+            if state not in ACTIVE:
+                if not own:
+                    self.core.matcher.remove_pilot(pilot_id)
+            elif not held or (reread and not own):
+                read_pilots.append(pilot_id)
+            elif not own:
+                self.core.matcher.set_idle(pilot_id, state == PilotState.IDLE.value)
+        return sorted(read_tasks), sorted(read_pilots)
 
-    def resync(self) -> Resync:
+    def reread(self, conn: Connection, tasks: Sequence[int], pilots: Sequence[int]) -> None:
+        """These tasks and pilots, read from the database into the matcher."""
+        for chunk in _chunks(tasks):
+            rows = conn.execute(sa.select(t.tasks).where(t.tasks.c.id.in_(chunk))).all()
+            queued = {row.id: row for row in rows if row.state == TaskState.QUEUED.value}
+            for task_id in chunk:
+                row = queued.get(task_id)
+                if row is None:
+                    self.core.matcher.remove_task(task_id)
+                else:
+                    self.core.admit_task(queued_task(row))
+        for chunk in _chunks(pilots):
+            rows = conn.execute(sa.select(t.pilots).where(t.pilots.c.id.in_(chunk))).all()
+            live = {row.id: row for row in rows if row.state in ACTIVE}
+            for pilot_id in chunk:
+                row = live.get(pilot_id)
+                if row is None:
+                    self.core.matcher.remove_pilot(pilot_id)
+                else:
+                    self._refresh_pilot(row)
+
+    def resync(self, conn: Connection) -> Resync:
         """The whole queue and every live pilot, re-read (the safety net of notification)."""
-        with self._lock, self._tx() as conn:
-            queued = set(
-                conn.execute(
-                    sa.select(t.tasks.c.id).where(t.tasks.c.state == TaskState.QUEUED.value)
-                ).scalars()
-            )
-            held = self.matcher.task_ids()
-            for task_id in held - queued:
-                self.matcher.remove_task(task_id)
-            missing = sorted(queued - held)
-            for row in _rows(conn, t.tasks, missing):
-                if row.state == TaskState.QUEUED.value:
-                    self.admit_task(queued_task(row))
-            live = conn.execute(sa.select(t.pilots).where(t.pilots.c.state.in_(ACTIVE))).all()
-            known = self.matcher.pilot_ids()
-            for pilot_id in known - {row.id for row in live}:
-                self.matcher.remove_pilot(pilot_id)
-            for row in live:
-                self._refresh_pilot(row)
+        queued = set(
+            conn.execute(
+                sa.select(t.tasks.c.id).where(t.tasks.c.state == TaskState.QUEUED.value)
+            ).scalars()
+        )
+        held = self.core.matcher.task_ids()
+        for task_id in held - queued:
+            self.core.matcher.remove_task(task_id)
+        missing = sorted(queued - held)
+        for row in _rows(conn, t.tasks, missing):
+            if row.state == TaskState.QUEUED.value:
+                self.core.admit_task(queued_task(row))
+        live = conn.execute(sa.select(t.pilots).where(t.pilots.c.state.in_(ACTIVE))).all()
+        known = self.core.matcher.pilot_ids()
+        for pilot_id in known - {row.id for row in live}:
+            self.core.matcher.remove_pilot(pilot_id)
+        for row in live:
+            self._refresh_pilot(row)
         return Resync(
             tasks_added=len(missing),
             tasks_dropped=len(held - queued),
@@ -134,17 +135,17 @@ class PoolView(StoreCore):
     def _refresh_pilot(self, row: Any) -> None:
         """A live pilot's row into the matcher: its idle flag and cache list; its ad rebuilt
         only when what it registered differs (rebuilding drops its cached verdicts)."""
-        held = self.matcher.pilot(row.id)
+        held = self.core.matcher.pilot(row.id)
         if held is None:
-            self.admit_pilot(row)
+            self.core.admit_pilot(row)
             return
         info = pilot_info(row)
         if _registered(held) != _registered(info):
-            self.admit_pilot(row)
+            self.core.admit_pilot(row)
             return
-        self.matcher.set_idle(info.pilot_id, info.idle)
+        self.core.matcher.set_idle(info.pilot_id, info.idle)
         if held.cached != info.cached:
-            self.matcher.set_cache(info.pilot_id, info.cached)
+            self.core.matcher.set_cache(info.pilot_id, info.cached)
 
 
 def _registered(info: PilotInfo) -> tuple[object, ...]:

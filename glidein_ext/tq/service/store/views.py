@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from glidein_ext.tq.client.protocol import Status, WorkflowStatus
 from glidein_ext.tq.models import PilotState, TaskState
@@ -39,53 +40,54 @@ class TaskRow:
     finished_at: float | None
 
 
-class StatusViews(StoreCore):
-    """Read-only views; each is one transaction."""
+class StatusViews:
+    """Read-only views, in the caller's transaction."""
 
-    def status(self) -> Status:
+    def __init__(self, core: StoreCore) -> None:
+        self.core = core
+
+    def status(self, conn: Connection) -> Status:
         """Workflows with their tasks by state; pilots by site and state."""
-        with self._tx() as conn:
-            counts: dict[int, Counter[str]] = {}
-            for wf_id, state, n in conn.execute(
-                sa.select(t.tasks.c.workflow_id, t.tasks.c.state, sa.func.count()).group_by(
-                    t.tasks.c.workflow_id, t.tasks.c.state
-                )
-            ):
-                counts.setdefault(wf_id, Counter())[state] = n
-            workflows = tuple(
-                WorkflowStatus(
-                    id=row.id,
-                    name=row.name,
-                    submitted_at=row.submitted_at,
-                    tasks={s.value: counts.get(row.id, Counter())[s.value] for s in TaskState},
-                )
-                for row in conn.execute(sa.select(t.workflows).order_by(t.workflows.c.id))
+        counts: dict[int, Counter[str]] = {}
+        for wf_id, state, n in conn.execute(
+            sa.select(t.tasks.c.workflow_id, t.tasks.c.state, sa.func.count()).group_by(
+                t.tasks.c.workflow_id, t.tasks.c.state
             )
-            pilots: dict[str, dict[str, int]] = {}
-            for site, state, n in conn.execute(
-                sa.select(t.pilots.c.site, t.pilots.c.state, sa.func.count()).group_by(
-                    t.pilots.c.site, t.pilots.c.state
-                )
-            ):
-                pilots.setdefault(site, {})[state] = n
-            for site, _state, n in conn.execute(
-                sa.select(t.submissions.c.site, t.submissions.c.state, sa.func.count())
-                .where(t.submissions.c.state == "inactive")
-                .group_by(t.submissions.c.site, t.submissions.c.state)
-            ):
-                pilots.setdefault(site, {})[PilotState.INACTIVE.value] = n
-            completions = conn.execute(sa.select(sa.func.count()).select_from(t.completions))
-            return Status(
-                workflows=workflows,
-                pilots=pilots,
-                completions=completions.scalar_one(),
-                queued_groups=self.matcher.group_count,
+        ):
+            counts.setdefault(wf_id, Counter())[state] = n
+        workflows = tuple(
+            WorkflowStatus(
+                id=row.id,
+                name=row.name,
+                submitted_at=row.submitted_at,
+                tasks={s.value: counts.get(row.id, Counter())[s.value] for s in TaskState},
             )
+            for row in conn.execute(sa.select(t.workflows).order_by(t.workflows.c.id))
+        )
+        pilots: dict[str, dict[str, int]] = {}
+        for site, state, n in conn.execute(
+            sa.select(t.pilots.c.site, t.pilots.c.state, sa.func.count()).group_by(
+                t.pilots.c.site, t.pilots.c.state
+            )
+        ):
+            pilots.setdefault(site, {})[state] = n
+        for site, _state, n in conn.execute(
+            sa.select(t.submissions.c.site, t.submissions.c.state, sa.func.count())
+            .where(t.submissions.c.state == "inactive")
+            .group_by(t.submissions.c.site, t.submissions.c.state)
+        ):
+            pilots.setdefault(site, {})[PilotState.INACTIVE.value] = n
+        completions = conn.execute(sa.select(sa.func.count()).select_from(t.completions))
+        return Status(
+            workflows=workflows,
+            pilots=pilots,
+            completions=completions.scalar_one(),
+            queued_groups=self.core.matcher.group_count,
+        )
 
-    def task_rows(self) -> list[TaskRow]:
+    def task_rows(self, conn: Connection) -> list[TaskRow]:
         """Every task, in id order."""
-        with self._tx() as conn:
-            rows = conn.execute(sa.select(t.tasks).order_by(t.tasks.c.id)).all()
+        rows = conn.execute(sa.select(t.tasks).order_by(t.tasks.c.id)).all()
         return [_task_row(row._mapping) for row in rows]
 
 

@@ -1,0 +1,189 @@
+"""The CMS global pool's size (100 sites, 150,000 pilots, 1,000,000 tasks): how many Task Queue
+instances pre-DHT, centralized and distributed need to keep the first burst under a minute and
+the median inter-task delay under a second, at today's per-call cost and at the 1 ms targeted
+(``sim.gridscale``, an aggregate model: the event simulator cannot run this size).
+
+The runs are the check of the model: the event simulator (``sim.engine``, one Task Queue server)
+at a size it runs in seconds, each architecture once, beside the model's prediction for the same
+size and cost (``validation.csv``).  The report then evaluates the model at the pool's size for
+every cost and number of instances (``grid.csv``), finds the fewest instances that meet both
+targets (``needed.csv``), and draws them (``gridscale_instances.png``) with the first burst and
+the delay against the number of instances (``gridscale_curves.png``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from glidein_ext.sim.calibration import CostModel
+from glidein_ext.sim.config import SimConfig, Storage
+from glidein_ext.sim.engine import SimResult
+from glidein_ext.sim.experiments.base import Job, rows_of, write_csv
+from glidein_ext.sim.experiments.plots import DPI, _pyplot, bars
+from glidein_ext.sim.gridscale import (
+    ARCHITECTURES,
+    CALL_COSTS,
+    DELAY_TARGET,
+    FIRST_BURST_TARGET,
+    SQLITE_MEASURED,
+    Estimate,
+    Scale,
+    estimate,
+    instances_needed,
+)
+
+POOL = Scale()  # 100 sites, 150,000 pilots, 1,000,000 tasks
+VALIDATION = SimConfig(workflow="w1", sites=2, storage=Storage(0.0, 0.0))
+COMPARED = ("requests_per_task", "delay_median", "first_burst")
+
+
+def _validation_size(quick: bool) -> tuple[int, int]:
+    """(pilots, tasks) of the event simulator's runs."""
+    return (200, 600) if quick else (1500, 5000)
+
+
+INSTANCES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+
+
+def gridscale_jobs(quick: bool, seed: int) -> list[Job]:
+    pilots, tasks = _validation_size(quick)
+    return [
+        Job(
+            {"architecture": arch, "pilots": pilots, "tasks": tasks, "seed": seed},
+            VALIDATION.replace(architecture=arch, pilots=pilots, tasks=tasks, seed=seed),
+        )
+        for arch in ARCHITECTURES
+    ]
+
+
+def _row(cost_name: str, found: Estimate) -> dict[str, Any]:
+    return {
+        "cost": cost_name,
+        "call_ms": found.call_cost * 1000,
+        "architecture": found.architecture,
+        "instances": found.instances,
+        "calls_per_s": found.calls_per_s,
+        "utilization": found.utilization,
+        "idle_utilization": found.idle_utilization,
+        "requests_per_task": found.requests_per_task,
+        "delay_median": _finite(found.delay_median),
+        "first_burst": _finite(found.first_burst),
+        "meets": "yes" if found.meets else "no",
+    }
+
+
+def _finite(value: float) -> float | None:
+    return None if math.isinf(value) else value
+
+
+def gridscale_report(
+    results: list[tuple[Job, SimResult]], out: Path, costs: CostModel
+) -> list[str]:
+    notes: list[str] = []
+    # 1. The model against the event simulator at a size both run.
+    write_csv(out / "runs.csv", rows_of(results))
+    checks = []
+    for job, result in results:
+        config = job.config
+        model = estimate(
+            Scale.from_config(config, config.costs.call), config.architecture, 1, costs
+        )
+        predicted = {
+            "requests_per_task": model.requests_per_task,
+            "delay_median": model.delay_median,
+            "first_burst": model.first_burst,
+        }
+        for metric in COMPARED:
+            checks.append(
+                {
+                    "architecture": config.architecture,
+                    "pilots": config.pilots,
+                    "tasks": config.tasks,
+                    "metric": metric,
+                    "simulated": result.summary.get(metric),
+                    "model": predicted[metric],
+                }
+            )
+    write_csv(out / "validation.csv", checks)
+    # 2. The model at the pool's size.
+    grid = [
+        _row(name, estimate(POOL.with_cost(cost), arch, k, costs))
+        for name, cost in CALL_COSTS.items()
+        for arch in ARCHITECTURES
+        for k in INSTANCES
+    ]
+    write_csv(out / "grid.csv", grid)
+    needed: list[dict[str, Any]] = []
+    for name, cost in CALL_COSTS.items():
+        for arch in ARCHITECTURES:
+            found = instances_needed(POOL.with_cost(cost), arch, costs)
+            if found is None:
+                needed.append({"cost": name, "architecture": arch, "instances": None})
+                notes.append(f"{arch} at {name}: no number of instances meets the targets")
+                continue
+            needed.append(_row(name, found))
+            notes.append(
+                f"{arch} at {name}: {found.instances} instance(s) "
+                f"(first burst {found.first_burst:.1f} s, median delay "
+                f"{found.delay_median:.2f} s, {found.calls_per_s:,.0f} calls/s, "
+                f"{found.requests_per_task:.2f} calls per task)"
+            )
+    write_csv(out / "needed.csv", needed)
+    for arch in ARCHITECTURES:  # SQLite: one instance at 435 calls/s (2.3 ms), no more
+        alone = estimate(POOL.with_cost(1 / SQLITE_MEASURED), arch, 1, costs)
+        notes.append(
+            f"{arch} on one SQLite instance ({SQLITE_MEASURED:.0f} calls/s): first burst "
+            f"{_show(alone.first_burst)}, median delay {_show(alone.delay_median)}"
+        )
+    _figures(out, needed, grid)
+    return notes
+
+
+def _show(value: float) -> str:
+    return "never (saturated)" if math.isinf(value) else f"{value:.2f} s"
+
+
+def _figures(out: Path, needed: Sequence[dict[str, Any]], grid: Sequence[dict[str, Any]]) -> None:
+    by = {(r["cost"], r["architecture"]): r.get("instances") for r in needed}
+    bars(
+        out / "gridscale_instances.png",
+        f"TQ instances for first burst < 60 s, median delay < 1 s ({POOL.pilots:,} pilots)",
+        "instances (model)",
+        list(ARCHITECTURES),
+        {
+            name: ([by.get((name, arch)) for arch in ARCHITECTURES], [0.0] * len(ARCHITECTURES))
+            for name in CALL_COSTS
+        },
+        log=True,
+    )
+    plt = _pyplot()
+    fig, axes = plt.subplots(2, 1, figsize=(7.5, 6.4), sharex=True)
+    panels = (
+        (axes[0], "first_burst", "first burst (s)", FIRST_BURST_TARGET),
+        (axes[1], "delay_median", "median inter-task delay (s)", DELAY_TARGET),
+    )
+    styles = {"pre-dht": "-", "centralized": ":", "distributed": "--"}
+    for ax, metric, label, target in panels:
+        for name in CALL_COSTS:
+            for arch in ARCHITECTURES:
+                points = [
+                    (r["instances"], r[metric])
+                    for r in grid
+                    if r["cost"] == name and r["architecture"] == arch and r[metric] is not None
+                ]
+                if points:
+                    xs, ys = zip(*points, strict=True)
+                    ax.plot(xs, ys, styles[arch], marker=".", label=f"{arch}, {name}")
+        ax.axhline(target, color="black", linewidth=1, linestyle="--")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_ylabel(label, fontsize=8)
+    axes[0].legend(fontsize=6, ncol=3)
+    axes[1].set_xlabel("Task Queue instances")
+    axes[0].set_title("The model at the CMS global pool's size, by per-call cost", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out / "gridscale_curves.png", dpi=DPI)
+    plt.close(fig)

@@ -1,0 +1,229 @@
+"""A site of real pilots on 127.0.0.1 running the paper's workflows (Delgado Peris 2014 §IV), for
+the architectures test and benchmark.
+
+``SiteRun`` starts ``tq serve --architecture A`` and ``processes`` pilot processes of
+``glidein-ext pilot run --pilots N`` (several pilots per process share one event loop, each task
+a real subprocess writing real files), waits until every pilot registered, then runs workflows
+one at a time (``run_workflow``: submit, wait until every task ended) and reads the Task Queue's
+counters.  ``first_alone`` starts one pilot in a process of its own before the others: it
+registers first, so it is the master of a distributed site (the master-kill test kills it).
+``sites``: the sites the processes belong to, in turn (one Task Queue, one SE for all).
+``rows`` and ``table`` turn counters into the comparison table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from glidein_ext.sandbox.pool import stop_process
+from glidein_ext.testbed.tq_server import TqServer, tq_env
+from glidein_ext.tq.client.client import TqClient
+from glidein_ext.tq.workflow import generate
+
+SITE = "T2_XX_Test"
+
+
+@dataclass
+class SiteRun:
+    """One site of ``pilots`` pilots over ``processes`` processes, one architecture."""
+
+    directory: Path
+    architecture: str
+    pilots: int
+    processes: int = 4
+    pilot_args: Sequence[str] = ()
+    tq_args: Sequence[str] = ()
+    first_alone: bool = False
+    sites: Sequence[str] = (SITE,)
+    register_timeout: float = 120.0
+    server: TqServer | None = None
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def se_dir(self) -> Path:
+        return self.directory / "se"
+
+    @property
+    def operator(self) -> TqClient:
+        assert self.server is not None
+        return self.server.operator(timeout=60)
+
+    def __enter__(self) -> SiteRun:
+        shutil.rmtree(self.directory, ignore_errors=True)
+        self.se_dir.mkdir(parents=True)
+        self.server = TqServer(
+            self.directory / "tq",
+            args=["--architecture", self.architecture, *self.tq_args],
+            # Pilots heartbeat once a minute, as for long jobs: the runs compare the requests
+            # each architecture makes per task, not a heartbeat that falls in one run or not.
+            heartbeat_interval="60",
+            heartbeat_timeout="300",
+        ).start()
+        try:
+            counts = self._split()
+            first = 0
+            for index, count in enumerate(counts):
+                self.procs.append(self._start(index, count, first))
+                first += count
+                if self.first_alone and index == 0:
+                    self.wait_live(1)
+            self.wait_live(self.pilots)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _split(self) -> list[int]:
+        rest = self.pilots - (1 if self.first_alone else 0)
+        per = [rest // self.processes + (i < rest % self.processes) for i in range(self.processes)]
+        return ([1] if self.first_alone else []) + [n for n in per if n]
+
+    def _start(self, index: int, count: int, first: int) -> subprocess.Popen[bytes]:
+        assert self.server is not None
+        workdir = self.directory / "pilots" / f"proc{index}"
+        workdir.mkdir(parents=True)
+        log = open(self.directory / f"pilots-{index}.log", "wb")  # noqa: SIM115 (closed below)
+        command = [
+            *(sys.executable, "-m", "glidein_ext", "pilot", "run"),
+            *("--tq", self.server.url, "--site", self.sites[index % len(self.sites)]),
+            *("--workdir", str(workdir)),
+            *("--se-dir", str(self.se_dir), "--min-free-mb", "1", "--host", f"wn{index}"),
+            *("--pilots", str(count), "--poll", "1", "--poll-max", "4"),
+            *("--cache-min-threshold", "0"),
+            *("--cache-max-space", "200M", "-v"),
+            *self.pilot_args,
+        ]
+        process = subprocess.Popen(
+            command, env=tq_env(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+        log.close()
+        return process
+
+    def live(self) -> int:
+        status = self.operator.status()
+        found = [status.pilots.get(site, {}) for site in self.sites]
+        return sum(site.get("idle", 0) + site.get("busy", 0) for site in found)
+
+    def wait_live(self, count: int) -> None:
+        deadline = time.monotonic() + self.register_timeout
+        while self.live() < count:
+            for process in self.procs:
+                if process.poll() is not None:
+                    raise AssertionError(f"a pilot process exited: {self.logs()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.live()} of {count} pilots registered: {self.logs()}")
+            time.sleep(0.3)
+
+    def logs(self, tail: int = 3000) -> str:
+        texts = [
+            p.read_text(errors="replace")[-tail:] for p in sorted(self.directory.glob("*.log"))
+        ]
+        assert self.server is not None
+        return "\n".join([*texts, self.server.log()[-tail:]])
+
+    def run_workflow(
+        self, kind: str, scale: float, sleep: float = 0.5, size: int = 0, timeout: float = 300
+    ) -> dict[str, Any]:
+        """Submit W1/W2/W3, wait until all its tasks ended; its counters."""
+        answer = self.operator.submit(generate(kind, scale, size, sleep))
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.operator.status()
+            (workflow,) = [w for w in status.workflows if w.id == answer.workflow_id]
+            ended = workflow.tasks["done"] + workflow.tasks["failed"]
+            if ended == sum(workflow.tasks.values()):
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{kind} did not finish: {workflow.tasks}\n{self.logs()}")
+            time.sleep(0.3)
+        return self.workflow_counters(answer.workflow_id)
+
+    def workflow_counters(self, workflow_id: int) -> dict[str, Any]:
+        counters = self.operator.call("GET", "/api/v1/counters")
+        (found,) = [w for w in counters["workflows"] if w["id"] == workflow_id]
+        return dict(found)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        for process in self.procs:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+        for process in self.procs:
+            stop_process(process, [(signal.SIGTERM, 60), (signal.SIGKILL, 30)])
+        if self.server is not None:
+            self.server.stop()
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the comparison table."""
+
+    architecture: str
+    workflow: str
+    tasks: int
+    requests_per_task: float
+    kinds: dict[str, int]
+    delay_median: float | None
+    delay_p99: float | None
+    cache_hit: float | None
+    local_hit: float | None
+    turnaround: float | None
+    rank_sum: float
+    compared_sum: float  # the other assignment method on the same rank matrices
+    served: int
+    compared_served: int
+
+
+def row(architecture: str, counters: dict[str, Any]) -> Row:
+    delay = counters["inter_task_delay"]
+    return Row(
+        architecture,
+        counters["name"],
+        counters["tasks"],
+        counters["requests_per_task"],
+        counters["requests"],
+        delay["median"],
+        delay["p99"],
+        counters["cache_hit_ratio"],
+        counters["local_hit_ratio"],
+        counters["turnaround"],
+        counters["rounds"]["rank_sum"],
+        counters["rounds"]["compared_sum"],
+        counters["rounds"]["served"],
+        counters["rounds"]["compared_served"],
+    )
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def table(rows: Sequence[Row]) -> str:
+    """The comparison table, one line per (architecture, workflow)."""
+    head = (
+        f"{'architecture':<12} {'wf':<3} {'tasks':>5} {'req/task':>8} {'delay p50':>9} "
+        f"{'delay p99':>9} {'cache hit':>9} {'local hit':>9} {'turnaround':>10}  requests by kind"
+    )
+    lines = [head]
+    for r in rows:
+        kinds = " ".join(f"{k}={v}" for k, v in sorted(r.kinds.items()))
+        lines.append(
+            f"{r.architecture:<12} {r.workflow:<3} {r.tasks:>5} {r.requests_per_task:>8.2f} "
+            f"{_fmt(r.delay_median):>9} {_fmt(r.delay_p99):>9} {_fmt(r.cache_hit):>9} "
+            f"{_fmt(r.local_hit):>9} {_fmt(r.turnaround, 1):>10}  {kinds}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,106 @@
+"""One pilot's costly Requirements cannot stall the Task Queue (``tq.service.costly``).
+
+A crafted ``regexp`` runs ~0.15 s per call in classad2, which holds the GIL: before, a pilot whose
+Requirements called it was matched on the event loop against each task group in turn, and every
+other call, ``/healthz`` included, waited seconds.  Now such pairs are evaluated in a worker
+process within a time budget, and an expression may call regexp at most ``MAX_COSTLY_CALLS`` times.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from glidein_ext.testbed.tq_server import OPERATOR, PILOT, TqServer
+from glidein_ext.tq.client.client import TqClient
+from glidein_ext.tq.client.limits import MAX_COSTLY_CALLS
+from glidein_ext.tq.client.protocol import Registration
+
+GROUPS = 20
+# PCRE backtracks on this until its match limit: ~0.15 s per call, whatever the pilot's site
+SLOW = 'regexp("^(([a-z])+.)+[A-Z]([a-z])+$", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!")'
+
+
+def _health(url: str) -> float:
+    """Seconds one ``GET /healthz`` took (it must answer 200)."""
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    start = time.perf_counter()
+    try:
+        conn.request("GET", "/healthz")
+        answer = conn.getresponse()
+        answer.read()
+    finally:
+        conn.close()
+    assert answer.status == 200
+    return time.perf_counter() - start
+
+
+def _post(url: str, path: str, body: Any, token: str) -> tuple[int, str]:
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    try:
+        conn.request(
+            "POST",
+            path,
+            json.dumps(body),
+            {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+        answer = conn.getresponse()
+        return answer.status, answer.read().decode()
+    finally:
+        conn.close()
+
+
+def test_a_pilot_with_costly_requirements_does_not_stall_the_service(
+    tq_server: Callable[..., TqServer],
+) -> None:
+    server = tq_server()
+    operator = TqClient(server.url, OPERATOR, throttle=False)
+    tasks = [
+        {"name": f"t{i}", "command": "true", "requirements": f"TARGET.Memory >= {i}"}
+        for i in range(GROUPS)  # one match group each
+    ]
+    operator.submit({"name": "groups", "tasks": tasks})
+    pilots = TqClient(server.url, PILOT, throttle=False)
+    slow = " || ".join([SLOW] * 2)  # ~0.3 s per group: ~6 s for the 20 groups on the event loop
+    abuser = pilots.register(
+        Registration(site="S", host="bad", memory=100, requirements=slow)
+    ).pilot_id
+
+    took: list[float] = []
+
+    def abuse() -> None:
+        start = time.perf_counter()
+        for _ in range(3):
+            assert pilots.request(abuser) is None  # its Requirements never match
+        took.append(time.perf_counter() - start)
+
+    thread = threading.Thread(target=abuse)
+    thread.start()
+    health: list[float] = []
+    while thread.is_alive():
+        health.append(_health(server.url))
+        time.sleep(0.02)
+    thread.join()
+    assert max(health) < 1.0, f"/healthz waited {max(health):.2f} s"  # nobody else waits ...
+    assert len(health) >= 20
+    assert took and took[0] > 1.0  # ... while the abuse did cost its own requests time
+    # the service still serves the others: a plain pilot gets a task at once
+    plain = pilots.register(Registration(site="S", host="good", memory=100)).pilot_id
+    assert pilots.request(plain) is not None
+
+
+def test_more_costly_calls_than_the_bound_are_refused(tq_server: Callable[..., TqServer]) -> None:
+    server = tq_server()
+    requirements = " || ".join([SLOW] * (MAX_COSTLY_CALLS + 1))
+    body = {"site": "S", "host": "h", "requirements": requirements}
+    code, text = _post(server.url, "/api/v1/pilots", body, PILOT)
+    assert code == 422 and "regexp" in text, text
+    task = {"name": "t", "command": "true", "rank": requirements}
+    code, text = _post(server.url, "/api/v1/workflows", {"tasks": [task]}, OPERATOR)
+    assert code == 422 and "regexp" in text, text

@@ -1,0 +1,118 @@
+"""The master's answer to a worker's ``done`` (Delgado Peris 2014 §III.B): "held" until the Task
+Queue has the completion, then ``"synced"``, so that the worker keeps resending it until then (a
+master that steps down holding it loses nothing).  Every message travels sealed with the worker's
+key for the master's epoch (``agent.messages``)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, cast
+
+from glidein_ext.agent import messages
+from glidein_ext.agent.master import MasterRole
+from glidein_ext.dht.node import DhtNode
+from glidein_ext.errors import TaskQueueError
+from glidein_ext.tq.client import pilotkeys
+from glidein_ext.tq.client.client import TqClient
+from glidein_ext.tq.client.protocol import Completion, SitePilot, SiteSyncAnswer
+
+EPOCH = 3
+KEY = pilotkeys.epoch_key(pilotkeys.pilot_key(b"s" * 32, "T2_XX_Test", 7), EPOCH)
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.handlers: dict[str, Any] = {}
+
+    def register_message(self, kind: str, handler: Any) -> None:
+        self.handlers[kind] = handler
+
+
+def _master() -> tuple[MasterRole, _Node]:
+    node = _Node()
+    role = MasterRole(
+        cast(DhtNode, node),
+        cast(TqClient, None),
+        "T2_XX_Test",
+        1,
+        EPOCH,
+        window=0.1,
+        period=1.0,
+        heartbeat=2.0,
+    )
+    role.install([SitePilot(7, "127.0.0.1:4007", key=KEY.hex())])
+    return role, node
+
+
+def _send(node: _Node, kind: str, body: Any) -> Any:
+    """A worker's sealed message and the value of the master's sealed answer (None: none)."""
+    payload = messages.seal(KEY, kind, 7, EPOCH, body, time.time())
+    answer = node.handlers[kind](payload, 7, None)
+    if answer is None:
+        return None
+    return messages.open_answer(KEY, kind, payload[2], answer)
+
+
+def test_done_is_answered_held_then_synced_and_none_once_stepped_down() -> None:
+    role, node = _master()
+    body = messages.encode_done(7, Completion(40, 1, 0))
+    assert _send(node, messages.DONE, body) is True  # held: not at the Task Queue yet
+    report = role.book.take_report(1.0)
+    assert [c.task_id for _, c in report.completions] == [40]
+    assert _send(node, messages.DONE, body) is True  # in flight
+    role.book.reported()
+    assert _send(node, messages.DONE, body) == messages.DONE_SYNCED  # the worker may forget it
+    role.active = False
+    assert _send(node, messages.DONE, body) is None  # not the master any more
+
+
+class _Tq:
+    """The Task Queue's ``sync``, recorded; the first ``fail`` calls fail."""
+
+    def __init__(self, fail: int = 0) -> None:
+        self.calls: list[Any] = []
+        self.fail = fail
+
+    def sync(self, site: str, call: Any) -> Any:
+        self.calls.append(call)
+        if len(self.calls) <= self.fail:
+            raise TaskQueueError("the Task Queue is away")
+        return SiteSyncAnswer()
+
+
+def test_a_leaving_master_syncs_the_completions_it_holds_before_the_role_ends() -> None:
+    """A worker's completion (acknowledged, held) and the master's own reach the Task Queue in
+    the leaving master's last sync (retried once after a failure); then the role is over."""
+    role, node = _master()
+    tq = _Tq(fail=1)
+    role.client = cast(TqClient, tq)
+    assert _send(node, messages.DONE, messages.encode_done(7, Completion(40, 1, 0))) is True
+    role.local_done(1, Completion(41, 1, 0))  # the master pilot's own last task
+    role.book.dead(7)
+    assert asyncio.run(role.close(5.0)) is True
+    assert len(tq.calls) == 2  # the first failed: everything carried again
+    last = tq.calls[-1]
+    assert sorted(c.completion.task_id for c in last.completions) == [40, 41]
+    assert last.dead == (7,) and last.want == 0
+    assert not role.active
+    assert asyncio.run(role.close(5.0)) is False  # once
+
+
+def test_the_round_phases_ride_the_next_sync_that_gets_through() -> None:
+    role, _ = _master()
+    tq = _Tq(fail=1)
+    role.client = cast(TqClient, tq)
+    role.timings = {"sync": 0.5, "solve": 0.25}
+    role._account(0, 0, 0, 0)
+
+    async def sync() -> Any:
+        return await role._sync(role.book.take_report(time.monotonic()), 0)
+
+    assert asyncio.run(sync()) is None  # failed: the phases are kept
+    role.timings = {"sync": 0.5}
+    role._account(0, 0, 0, 0)
+    assert asyncio.run(sync()) == []
+    assert dict(tq.calls[1].phases) == {"sync": 1.0, "solve": 0.25}
+    asyncio.run(sync())
+    assert tq.calls[2].phases == ()  # counted once

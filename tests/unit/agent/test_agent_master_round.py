@@ -1,0 +1,176 @@
+"""One master round driven with doubles for the DHT node and the Task Queue (Delgado Peris 2014
+§III.B-C): its phases are timed (``MasterRole.timings``, ``phase_totals``), the tasks are handed
+out sealed with each worker's key while the round ends, and the TaskList wait follows the recent
+broadcasts."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, cast
+
+import pytest
+
+from glidein_ext.agent import messages
+from glidein_ext.agent.master import (
+    BROADCAST_FLOOR,
+    PHASES,
+    REFUSED_BURST,
+    REFUSED_PERIOD,
+    MasterRole,
+)
+from glidein_ext.dht.broadcaster import BroadcastResult
+from glidein_ext.dht.node import DhtNode
+from glidein_ext.sched.ranking import Ranking
+from glidein_ext.sched.tasklist import encode_reply
+from glidein_ext.tq.client import pilotkeys
+from glidein_ext.tq.client.client import TqClient
+from glidein_ext.tq.client.protocol import (
+    Placed,
+    Refused,
+    SiteAssign,
+    SiteAssignAnswer,
+    SitePilot,
+    SiteSync,
+    SiteSyncAnswer,
+    TaskOffer,
+)
+
+SITE = "T2_XX_Test"
+EPOCH = 2
+
+
+def key(pilot: int) -> bytes:
+    return pilotkeys.epoch_key(pilotkeys.pilot_key(b"k" * 32, SITE, pilot), EPOCH)
+
+
+class _Node:
+    address = ("127.0.0.1", 4001)
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, Any] = {}
+        self.sent: list[tuple[int, Any]] = []
+        self.waits: list[float] = []
+
+    def register_message(self, kind: str, handler: Any) -> None:
+        self.handlers[kind] = handler
+
+    async def broadcast(self, topic: str, payload: Any, timeout: float) -> BroadcastResult:
+        self.waits.append(timeout)
+        replies = [encode_reply(p, 0, 0, Ranking({0: 1.0, 1: 0.5}, 2)) for p in (7, 8)]
+        return BroadcastResult([r for reply in replies for r in reply], True, 0.01)
+
+    async def message(self, address: Any, kind: str, payload: Any, timeout: Any = None) -> Any:
+        pilot = address[1] - 4000
+        envelope = messages.unseal(payload, kind)
+        assert messages.authentic(key(pilot), kind, envelope)  # sealed with that worker's key
+        self.sent.append((pilot, messages.decode_assign(envelope.body)[1].task_id))
+        return messages.seal_answer(key(pilot), kind, envelope.nonce, True)
+
+    async def ping(self, address: Any) -> Any:
+        return True
+
+
+class _Client:
+    def sync(self, site: str, call: SiteSync) -> SiteSyncAnswer:
+        offers = tuple(TaskOffer(t, f"t{t}", "true", (), (), 60) for t in (40, 41))
+        return SiteSyncAnswer(offers[: call.want], (), 2)
+
+    def assign(self, site: str, call: SiteAssign) -> SiteAssignAnswer:
+        return SiteAssignAnswer(tuple(Placed(p.task_id, p.pilot_id, 1) for p in call.pairs))
+
+
+def test_a_round_is_timed_phase_by_phase_and_hands_out_sealed() -> None:
+    node = _Node()
+    role = MasterRole(
+        cast(DhtNode, node),
+        cast(TqClient, _Client()),
+        SITE,
+        1,
+        EPOCH,
+        window=0.1,
+        period=1.0,
+        heartbeat=5.0,
+        method="greedy",
+    )
+    role.install([SitePilot(p, f"127.0.0.1:{4000 + p}", key=key(p).hex()) for p in (7, 8)])
+
+    async def one_round() -> None:
+        await role._round(time.monotonic())
+        await asyncio.gather(*role._handing)
+
+    asyncio.run(one_round())
+    assert sorted(node.sent) == [(7, 40), (8, 41)] or sorted(node.sent) == [(7, 41), (8, 40)]
+    assert set(role.timings) == set(PHASES) - {"hand_out"}
+    assert all(seconds >= 0 for seconds in role.timings.values())
+    assert role.timed_rounds == 1 and role.phase_totals["hand_out"] > 0
+    assert all(not w.delivering for w in role.book.workers.values())
+
+
+def test_the_tasklist_wait_follows_the_recent_broadcasts() -> None:
+    role = MasterRole(
+        cast(DhtNode, _Node()),
+        cast(TqClient, _Client()),
+        SITE,
+        1,
+        EPOCH,
+        window=0.1,
+        period=1.0,
+        heartbeat=5.0,
+        broadcast_timeout=4.0,
+    )
+    assert role._broadcast_wait() == 4.0  # nothing known yet: the configured timeout
+    role._broadcasts.extend([0.05] * 10)
+    assert role._broadcast_wait() == BROADCAST_FLOOR
+    role._broadcasts.extend([0.4] * 10)
+    assert abs(role._broadcast_wait() - 1.2) < 1e-9
+    role._broadcasts.extend([8.0] * 3)  # timed out: twice the wait
+    assert role._broadcast_wait() == 4.0
+
+
+class _Refusing(_Client):
+    def assign(self, site: str, call: SiteAssign) -> SiteAssignAnswer:
+        first, *rest = call.pairs
+        refused = tuple(Refused(p.task_id, p.pilot_id, "the pilot runs task 9") for p in rest)
+        return SiteAssignAnswer((Placed(first.task_id, first.pilot_id, 1),), refused)
+
+
+def test_each_refused_pair_is_logged_once_and_the_log_is_rate_limited(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    node = _Node()
+    role = MasterRole(
+        cast(DhtNode, node),
+        cast(TqClient, _Refusing()),
+        SITE,
+        1,
+        EPOCH,
+        window=0.1,
+        period=1.0,
+        heartbeat=5.0,
+        method="greedy",
+    )
+    role.install([SitePilot(p, f"127.0.0.1:{4000 + p}", key=key(p).hex()) for p in (7, 8)])
+
+    async def one_round() -> None:
+        await role._round(time.monotonic())
+        await asyncio.gather(*role._handing)
+
+    with caplog.at_level(logging.INFO, logger="glidein_ext.agent.master"):
+        asyncio.run(one_round())
+    lines = [r.getMessage() for r in caplog.records if "refused task" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].endswith(": the pilot runs task 9"), lines
+    assert len(node.sent) == 1  # the refused pair is not handed out
+    caplog.clear()
+    many = [Refused(t, 7, "task is done, not queued") for t in range(REFUSED_BURST + 5)]
+    with caplog.at_level(logging.INFO, logger="glidein_ext.agent.master"):
+        now = time.monotonic()  # the round's period still
+        role.log_refused(many, now)
+        role.log_refused(many[:1], now + REFUSED_PERIOD)  # a new period: the count first
+    messages_ = [r.getMessage() for r in caplog.records]
+    refused = [m for m in messages_ if "refused task" in m]
+    assert len(refused) == REFUSED_BURST  # the round's line, 19 more, then 1 in the new period
+    assert any(
+        m.startswith(f"master: {len(many) - REFUSED_BURST + 1} more refused") for m in messages_
+    )

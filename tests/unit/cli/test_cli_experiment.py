@@ -1,0 +1,119 @@
+"""`glidein-ext experiment`: the list, one-line usage errors with exit 2, and a small run."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+from importlib.machinery import ModuleSpec
+from pathlib import Path
+
+import pytest
+
+from glidein_ext.cli import main
+
+
+def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        main(args)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_list_names_every_experiment_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(["experiment", "--list"], capsys)
+    assert code == 0
+    names = [line.split()[0] for line in out.splitlines()]
+    assert "seed000-scaling" in names and "seed001-cache" in names
+    assert len(names) == len(set(names)) >= 7
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["experiment", "nope", "--out", "x"], "unknown experiment 'nope'"),
+        (["experiment", "seed001-cache"], "--out DIR is required"),
+        (["experiment"], "name an experiment"),
+        (["experiment", "seed001-cache", "--out", "x", "--seed", "-1"], "--seed"),
+        (["experiment", "seed001-cache", "--out", "x", "--seed", "one"], "seed"),
+    ],
+)
+def test_bad_names_and_options_are_one_line_and_exit_2(
+    args: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _run(args, capsys)
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert says in err
+    assert "Traceback" not in err
+    assert len([line for line in lines if "rror" in line]) == 1
+
+
+def test_a_quick_experiment_writes_its_tables(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "cache"
+    args = ["experiment", "seed001-cache", "--quick", "--reference-costs", "--out", str(out)]
+    code, stdout, _ = _run(args, capsys)
+    assert code == 0, stdout
+    with (out / "summary.csv").open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {(r["workflow"], r["scheme"]) for r in rows} == {
+        (w, c) for w in ("w1", "w2", "w3") for c in ("C1", "C2", "C3")
+    }
+    assert (out / "fig12_cache_hit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "C2" in stdout
+
+
+def test_without_matplotlib_the_command_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, package: str | None = None) -> ModuleSpec | None:
+        return None if name == "matplotlib" else real(name, package)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    code, _, err = _run(["experiment", "seed001-cache", "--out", str(tmp_path / "x")], capsys)
+    assert code != 0
+    assert "glidein-ext[experiments]" in err and "Traceback" not in err
+    assert len([line for line in err.splitlines() if line.strip()]) == 1
+    assert not (tmp_path / "x").exists()  # refused before anything was written
+
+
+def test_progress_lines_come_at_the_first_run_then_every_period_and_at_the_end() -> None:
+    from glidein_ext.cli.experiment import ProgressLine
+
+    now = [0.0]
+    said: list[str] = []
+    progress = ProgressLine("x", 5, said.append, every=10.0, clock=lambda: now[0])
+    for at in (2.0, 5.0, 13.0, 14.0, 20.0):
+        now[0] = at
+        progress.advance(1)
+    assert said == [
+        "x: 1/5 runs, 2 s, about 8 s left",
+        "x: 3/5 runs, 13 s, about 9 s left",
+        "x: 5/5 runs, 20 s",
+    ]
+
+
+def test_a_run_whose_stderr_is_not_a_terminal_prints_progress_lines(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "glidein_ext", "experiment", "seed001-cache", "--quick"),
+            *("--reference-costs", "--out", str(tmp_path / "o")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "seed001-cache: 1/" in done.stderr
+    total = done.stderr.split("seed001-cache: 1/")[1].split()[0]
+    assert f"seed001-cache: {total}/{total} runs" in done.stderr

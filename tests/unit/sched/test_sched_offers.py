@@ -1,0 +1,87 @@
+"""What the Task Queue offers a distributed site (``sched.offers``): Requirements, where a task
+whose inputs were made at several sites goes, and local-first order."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+
+from glidein_ext.sched.offers import Made, Member, Offers, Runnable, choose_offers
+
+ANY = "any"
+ONLY_B = "site-b"  # a group whose Requirements only B's pilots meet
+
+PILOTS = (
+    Member(1, "A", idle=True),
+    Member(2, "A", idle=False),
+    Member(3, "B", idle=True),
+    Member(4, "B", idle=False),
+)
+
+
+def _matches(pilot_id: int, group: Hashable) -> bool:
+    return group == ANY or (group == ONLY_B and pilot_id in (3, 4))
+
+
+def _offers(
+    site: str,
+    queued: list[Runnable],
+    made: Mapping[str, Made] | None = None,
+    members: tuple[Member, ...] = PILOTS,
+    want: int = 10,
+    now: float = 0.0,
+    hold: float = 60.0,
+) -> Offers:
+    return choose_offers(site, want, queued, made or {}, members, _matches, now, hold)
+
+
+def test_a_task_is_offered_only_to_sites_with_a_pilot_it_matches() -> None:
+    queued = [Runnable(10, ONLY_B), Runnable(11, ANY)]
+    assert _offers("A", queued) == Offers((11,), 1, 0)
+    assert _offers("B", queued).task_ids == (10, 11)
+
+
+def test_a_merge_with_one_input_made_at_each_site_is_offered_to_both() -> None:
+    made = {"fa": Made("A", 2), "fb": Made("B", 4)}
+    merge = [Runnable(20, ANY, ("fa", "fb"))]
+    assert _offers("A", merge, made).task_ids == (20,)
+    assert _offers("B", merge, made).task_ids == (20,)
+
+
+def test_a_task_goes_to_the_site_holding_most_of_its_input_bytes() -> None:
+    made = {"f1": Made("A", 2, 100), "f2": Made("A", 2, 100), "f3": Made("B", 4, 150)}
+    task = [Runnable(30, ANY, ("f1", "f2", "f3"))]
+    assert _offers("A", task, made).task_ids == (30,)
+    assert _offers("B", task, made) == Offers((), 0, 0)  # A has an idle pilot: it waits for A
+    by_size = {"f1": Made("A", 2, 100), "f3": Made("B", 4, 150)}
+    assert _offers("B", [Runnable(31, ANY, ("f1", "f3"))], by_size).task_ids == (31,)
+    assert _offers("A", [Runnable(31, ANY, ("f1", "f3"))], by_size).task_ids == ()
+
+
+def test_it_goes_elsewhere_when_the_holding_site_has_no_idle_pilot_or_after_the_hold() -> None:
+    made = {"f": Made("A", 2)}
+    task = [Runnable(40, ANY, ("f",), since=100.0)]
+    busy_a = (Member(1, "A", False), Member(2, "A", False), Member(3, "B", True))
+    assert _offers("B", task, made, members=busy_a).task_ids == (40,)
+    assert _offers("B", task, made, now=150.0).task_ids == ()
+    assert _offers("B", task, made, now=160.0).task_ids == (40,)  # waited 60 s: any site
+
+
+def test_a_holding_site_no_pilot_of_which_matches_does_not_keep_it() -> None:
+    made = {"f": Made("A", 2)}
+    assert _offers("B", [Runnable(50, ONLY_B, ("f",))], made).task_ids == (50,)
+    gone = (Member(3, "B", True),)  # A's pilots are gone: B gets it at once
+    assert _offers("B", [Runnable(51, ANY, ("f",))], made, members=gone).task_ids == (51,)
+
+
+def test_tasks_whose_inputs_an_idle_pilot_of_the_site_made_come_first() -> None:
+    made = {"f1": Made("A", 1), "f2": Made("A", 2)}  # pilot 1 idle, pilot 2 busy
+    queued = [
+        Runnable(1, ANY),
+        Runnable(2, ANY),
+        Runnable(3, ANY, ("f2",)),
+        Runnable(4, ANY, ("f1",)),
+        Runnable(5, ANY, (), priority=1),
+    ]
+    offers = _offers("A", queued, made, want=3)
+    assert offers == Offers((5, 4, 1), 5, 1)  # priority, then local, then age
+    assert _offers("A", queued, made, want=0) == Offers((), 5, 0)

@@ -1,0 +1,84 @@
+"""The protocol's messages read from JSON: a malformed answer is one clear error naming the call
+and the field (the round trip through the API is in ``test_tq_api.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from glidein_ext.errors import TaskQueueError
+from glidein_ext.tq.client.client import TqClient
+from glidein_ext.tq.client.protocol import (
+    CompletionAnswer,
+    HeartbeatAnswer,
+    Neighbour,
+    RegisterAnswer,
+    Registration,
+    Status,
+    TaskAssignment,
+    WorkflowStatus,
+    parse,
+    to_json,
+)
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        ({"task": {"task_id": 1}}, "TaskAssignment: field 'attempt': missing"),
+        (
+            {"task": {"task_id": "1"}},
+            "TaskAssignment: field 'task_id': expected an integer, got str",
+        ),
+        ({}, "TaskResponse: missing field 'task'"),
+        ([], "TaskResponse: expected a JSON object, got list"),
+    ],
+)
+def test_malformed_answer_is_a_task_queue_error(
+    monkeypatch: pytest.MonkeyPatch, answer: Any, message: str
+) -> None:
+    client = TqClient("http://127.0.0.1:1", "pi")
+    monkeypatch.setattr(client, "call", lambda *args: answer)
+    with pytest.raises(TaskQueueError, match="malformed answer") as info:
+        client.request(1)
+    assert str(info.value).startswith("http://127.0.0.1:1/api/v1/pilots/1/request: ")
+    assert message in str(info.value)
+
+
+def test_readers_refuse_wrong_types() -> None:
+    with pytest.raises(ValueError, match="'accepted': expected a boolean, got int"):
+        parse(CompletionAnswer, {"accepted": 1, "duplicate": False, "state": "done"})
+    with pytest.raises(ValueError, match="'pilot_id': expected an integer, got a boolean"):
+        parse(Neighbour, {"pilot_id": True, "cache_dir": ""})
+    with pytest.raises(ValueError, match="field 'inputs': expected a string, got int"):
+        parse(
+            TaskAssignment, {"task_id": 1, "attempt": 1, "name": "n", "command": "c", "inputs": [1]}
+        )
+    nested = {"workflows": [], "pilots": {"S": {"idle": "1"}}, "completions": 0}
+    with pytest.raises(ValueError, match="Status: field 'pilots': 'S': 'idle': expected an int"):
+        parse(Status, {**nested, "queued_groups": 0})
+
+
+def test_defaults_may_be_missing_or_null_and_json_round_trips() -> None:
+    # an older TQ's extra field (``cache_mode``) is ignored
+    old = {"pilot_id": 3, "heartbeat_interval": 30, "cache_mode": "x", "architecture": "x"}
+    answer = parse(RegisterAnswer, old)
+    assert answer == RegisterAnswer(3, 30, architecture="x")
+    sent = {**to_json(answer), "dht_id": None, "site_contacts": None}
+    assert parse(RegisterAnswer, sent) == answer
+    status = Status((WorkflowStatus(1, "w", 5, {"done": 2}),), {"S": {"idle": 1}}, 2, 0)
+    assert parse(Status, to_json(status)) == status
+    wire = to_json(Registration(site="S", host="h", cached=("/a",), attributes={"Cpus": 2}))
+    assert wire["cached"] == ["/a"] and wire["attributes"] == {"Cpus": 2} and wire["ttl"] is None
+
+
+def test_the_heartbeats_needed_files_are_optional_both_ways() -> None:
+    """An older Task Queue says nothing (None: unknown, not "nothing needed"); an older pilot
+    ignores the field."""
+    assert parse(HeartbeatAnswer, {"others": []}) == HeartbeatAnswer((), None)
+    new = HeartbeatAnswer((Neighbour(2, "/c"),), ("/a", "/b"))
+    assert parse(HeartbeatAnswer, to_json(new)) == new
+    assert parse(HeartbeatAnswer, {"needed_cached": []}).needed_cached == ()
+    with pytest.raises(ValueError, match="needed_cached"):
+        parse(HeartbeatAnswer, {"needed_cached": [1]})

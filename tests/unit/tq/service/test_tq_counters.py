@@ -1,0 +1,123 @@
+"""The run's counters (Delgado Peris 2014 §IV), driven synchronously."""
+
+from __future__ import annotations
+
+import pytest
+
+from glidein_ext.tq.service.counters import (
+    MAX_PHASES,
+    RunCounters,
+    idle_gaps,
+    percentile,
+    request_kind,
+)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kind"),
+    [
+        ("POST", "/api/v1/pilots", "register"),
+        ("POST", "/api/v1/pilots/12/request", "request"),
+        ("POST", "/api/v1/pilots/12/heartbeat", "heartbeat"),
+        ("POST", "/api/v1/pilots/12/complete", "complete"),
+        ("DELETE", "/api/v1/pilots/12", "deregister"),
+        ("POST", "/api/v1/sites/T2_CH_CERN/master", "claim"),
+        ("POST", "/api/v1/sites/T2_CH_CERN/sync", "sync"),
+        ("POST", "/api/v1/sites/T2_CH_CERN/assign", "assign"),
+        ("GET", "/api/v1/status", None),
+        ("POST", "/api/v1/workflows", None),
+        ("GET", "/api/v1/counters", None),
+        ("GET", "/api/v1/pilots/12", None),
+        ("POST", "/api/v1/pilots/12/request/x", None),
+    ],
+)
+def test_pilot_requests_are_told_from_operators_calls(
+    method: str, path: str, kind: str | None
+) -> None:
+    assert request_kind(method, path) == kind
+
+
+def test_percentiles_and_gaps() -> None:
+    values = sorted(float(v) for v in range(1, 101))
+    assert percentile(values, 0.5) == 50.0 and percentile(values, 0.99) == 99.0
+    assert percentile([], 0.5) is None
+    # Out of order, as a master reports in bulk; an overlap (several slots) counts 0.
+    assert idle_gaps([(10.0, 12.0), (0.0, 5.0), (5.5, 9.0), (11.0, 13.0)]) == [0.5, 1.0, 0.0]
+
+
+def test_a_workflows_window_counts_its_requests_delays_hits_and_rounds() -> None:
+    counters = RunCounters(now=0.0)
+    counters.on_request("register")  # before the workflow: overall only
+    counters.on_submit(1, "w1", tasks=2, now=10.0)
+    for kind in ("request", "request", "complete", "heartbeat", "sync"):
+        counters.on_request(kind)
+    counters.on_round(rank_sum=16.5, served=2, compared=(15.0, 2))
+    counters.on_completion(1, 7, 10.0, 12.0, {"cache": 1, "se": 1, "bogus": 5})
+    counters.on_completion(1, 7, 12.5, 14.0, {"peer": 2})
+    counters.on_finish(1, now=14.2)
+    counters.on_request("deregister")  # after it: overall only
+    snap = counters.snapshot(now=20.0)
+    (wf,) = snap["workflows"]
+    assert wf["requests"] == {"complete": 1, "heartbeat": 1, "request": 2, "sync": 1}
+    assert wf["requests_per_task"] == 2.5
+    assert wf["inter_task_delay"]["n"] == 1
+    assert wf["inter_task_delay"]["median"] == pytest.approx(0.5)
+    assert wf["inputs"] == {"cache": 1, "host": 0, "peer": 2, "se": 1}
+    assert wf["cache_hit_ratio"] == 0.75 and wf["local_hit_ratio"] == 0.25
+    assert wf["turnaround"] == pytest.approx(4.2)
+    assert wf["rounds"] == {
+        "n": 1,
+        "rank_sum": 16.5,
+        "served": 2,
+        "compared_sum": 15.0,
+        "compared_served": 2,
+        "refused": {},
+    }
+    overall = snap["overall"]
+    assert overall["requests_total"] == 7 and overall["tasks_done"] == 2
+    assert overall["requests_per_task"] == 3.5
+
+
+def test_refused_pairs_are_counted_by_reason_overall_and_per_open_workflow() -> None:
+    counters = RunCounters()
+    counters.on_submit(1, "w", 2, 0.0)
+    counters.on_refused("match")
+    counters.on_refused("match")
+    counters.on_refused("task")
+    snap = counters.snapshot(1.0)
+    assert snap["overall"]["rounds"]["refused"] == {"match": 2, "task": 1}
+    assert snap["workflows"][0]["rounds"]["refused"] == {"match": 2, "task": 1}
+
+
+def test_masters_are_listed() -> None:
+    counters = RunCounters()
+    counters.on_master("T2", 3, 1, now=5.0)
+    counters.on_master("T2", 5, 2, now=9.0)
+    assert [m["pilot_id"] for m in counters.snapshot(10.0)["masters"]["T2"]] == [3, 5]
+
+
+def test_overlapping_workflows_share_requests_instead_of_counting_them_twice() -> None:
+    counters = RunCounters(now=0.0)
+    counters.on_submit(1, "w1", tasks=2, now=1.0)
+    counters.on_request("complete")  # w1 alone: all of it
+    counters.on_submit(2, "w2", tasks=2, now=2.0)
+    for _ in range(4):
+        counters.on_request("complete")  # both running: half each
+    counters.on_finish(1, now=3.0)
+    counters.on_request("complete")  # w2 alone
+    snap = counters.snapshot(now=4.0)
+    by_id = {wf["id"]: wf for wf in snap["workflows"]}
+    assert by_id[1]["requests"] == {"complete": 3}
+    assert by_id[2]["requests"] == {"complete": 3}
+    total = sum(wf["requests_total"] for wf in snap["workflows"])
+    assert total == snap["overall"]["requests_total"] == 6
+
+
+def test_round_phases_are_summed_per_site_and_their_names_bounded() -> None:
+    counters = RunCounters()
+    counters.on_phases("T2", [("sync", 0.5), ("solve", 0.25)])
+    counters.on_phases("T2", [("sync", 1.0)])
+    counters.on_phases("T3", [(f"p{i}", 1.0) for i in range(40)])
+    phases = counters.snapshot(1.0)["phases"]
+    assert phases["T2"] == {"sync": 1.5, "solve": 0.25}
+    assert len(phases["T3"]) == MAX_PHASES
