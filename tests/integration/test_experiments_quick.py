@@ -106,8 +106,14 @@ def test_quick_experiment(name: str, tmp_path: Path) -> None:
             "requests_per_task",
             "delay_median",
             "first_burst",
+            "local_hit",
         }
         assert all(v["met"] in ("yes", "no") for v in verdicts)
+        # The distributed master offers local work first: W1's inputs are read from the pilots'
+        # own caches (target 0.95) even at the quick size.
+        w1_local = [v for v in verdicts if v["metric"] == "local_hit" and v["workflow"] == "w1"]
+        assert w1_local
+        assert all(v["met"] == "yes" for v in w1_local), w1_local
     if name == "seed003-vacate":
         with (out / "rereads.csv").open(encoding="utf-8") as handle:
             cells = list(csv.DictReader(handle))
