@@ -47,8 +47,8 @@ FLAG_READ_ONLY = 1
 
 
 class Kind(IntEnum):
-    """Message kinds; the six RPCs of the issue, the broadcast's upward reply, the withdrawal of
-    a value and a message to one node."""
+    """Message kinds: the six RPCs (Kademlia's four, LEAVE and BROADCAST), the broadcast's upward
+    reply, the withdrawal of a value and a message to one node."""
 
     PING = 1
     STORE = 2

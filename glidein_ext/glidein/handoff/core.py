@@ -15,7 +15,7 @@ removed or held it, or its starter vanished: not the task's fault, the lane give
 ``cancelled`` -- it never started (the glidein retires, the agent stops, the startd refused it
 again and again).
 
-Room (Sfiligoi 2013's "no new job starts" and the issue's "ask only when the startd has room"):
+Room (Sfiligoi 2013's "no new job starts"; a lane asks only when the startd has room):
 every fetch from a free slot tells what the slot has left; ``room`` is those CPUs less the ones held
 by
 tasks not yet handed out and by lanes asking for a task right now.  A lane asks the
