@@ -9,16 +9,15 @@ process within a time budget, and an expression may call regexp at most ``MAX_CO
 from __future__ import annotations
 
 import http.client
-import json
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from glidein_ext.testbed.tq_server import OPERATOR, PILOT, TqServer
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.limits import MAX_COSTLY_CALLS
 from glidein_ext.tq.client.protocol import Registration
+from tests.support.rawhttp import post_json
 
 GROUPS = 20
 # PCRE backtracks on this until its match limit: ~0.15 s per call, whatever the pilot's site
@@ -38,22 +37,6 @@ def _health(url: str) -> float:
         conn.close()
     assert answer.status == 200
     return time.perf_counter() - start
-
-
-def _post(url: str, path: str, body: Any, token: str) -> tuple[int, str]:
-    host, port = url.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=60)
-    try:
-        conn.request(
-            "POST",
-            path,
-            json.dumps(body),
-            {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-        )
-        answer = conn.getresponse()
-        return answer.status, answer.read().decode()
-    finally:
-        conn.close()
 
 
 def test_a_pilot_with_costly_requirements_does_not_stall_the_service(
@@ -99,8 +82,8 @@ def test_more_costly_calls_than_the_bound_are_refused(tq_server: Callable[..., T
     server = tq_server()
     requirements = " || ".join([SLOW] * (MAX_COSTLY_CALLS + 1))
     body = {"site": "S", "host": "h", "requirements": requirements}
-    code, text = _post(server.url, "/api/v1/pilots", body, PILOT)
+    code, text = post_json(server.url, "/api/v1/pilots", body, PILOT, timeout=60)
     assert code == 422 and "regexp" in text, text
     task = {"name": "t", "command": "true", "rank": requirements}
-    code, text = _post(server.url, "/api/v1/workflows", {"tasks": [task]}, OPERATOR)
+    code, text = post_json(server.url, "/api/v1/workflows", {"tasks": [task]}, OPERATOR, timeout=60)
     assert code == 422 and "regexp" in text, text

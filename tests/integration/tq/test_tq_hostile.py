@@ -7,8 +7,6 @@ unauthenticated bodies read whole, a killed pilot's task left running.
 
 from __future__ import annotations
 
-import http.client
-import json
 import signal
 import socket
 import threading
@@ -27,24 +25,9 @@ from glidein_ext.tq.service.server import open_store
 from glidein_ext.tq.service.settings import TqSettings
 from glidein_ext.tq.workflow import TaskDef, WorkflowDef
 from tests.support.procs import child_named
+from tests.support.rawhttp import post_json
 
 MB = 2**20
-
-
-def _post(url: str, path: str, body: Any, token: str) -> tuple[int, str]:
-    host, port = url.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        conn.request(
-            "POST",
-            path,
-            json.dumps(body),
-            {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-        )
-        answer = conn.getresponse()
-        return answer.status, answer.read().decode()
-    finally:
-        conn.close()
 
 
 def test_bad_requests_are_422_and_the_tq_restarts_on_its_database(
@@ -53,10 +36,10 @@ def test_bad_requests_are_422_and_the_tq_restarts_on_its_database(
     """Item 1: the two requests seen storing rows that kept `tq serve` from restarting."""
     server = tq_server()
     task = {"name": "t", "command": "true", "max_runtime": 10**30}
-    code, text = _post(server.url, "/api/v1/workflows", {"tasks": [task]}, OPERATOR)
+    code, text = post_json(server.url, "/api/v1/workflows", {"tasks": [task]}, OPERATOR)
     assert code == 422 and "max_runtime" in text, text
     pilot = {"site": "S", "host": "h", "requirements": "TARGET.Site == "}
-    code, text = _post(server.url, "/api/v1/pilots", pilot, PILOT)
+    code, text = post_json(server.url, "/api/v1/pilots", pilot, PILOT)
     assert code == 422 and "requirements" in text, text
     server.kill(signal.SIGKILL)
     server.start()
