@@ -2,7 +2,9 @@
 
 Matching follows HTCondor: two ads match when each one's ``Requirements`` evaluates to true with the
 other as TARGET (``symmetricMatch``).  ``Rank`` is a number; undefined, error or a non-number ranks
-0.0, and a boolean ranks 1.0 or 0.0, as the negotiator treats them.
+0.0, and a boolean ranks 1.0 or 0.0, as the negotiator treats them.  An unscoped name is MY's
+attribute, else TARGET's, as in HTCondor's daemons (``matchmaking_semantics``): a job's
+``Memory >= 2000`` reads the machine's Memory.
 """
 
 from __future__ import annotations
@@ -16,6 +18,17 @@ from glidein_ext.errors import ClassAdError
 
 ClassAd = classad2.ClassAd
 Scalar = Union[bool, int, float, str]
+_SEMANTICS_SET = [False]
+
+
+def matchmaking_semantics() -> None:
+    """Resolve unscoped names as HTCondor's daemons do: MY's attribute, else TARGET's.  The ClassAd
+    library holds this process-wide and turns it on the first time it reads an old-syntax ad
+    (``condor_status -long``, a ``.job.ad``): set here on purpose, once, so that every match in
+    the process -- classad2's and the Task Queue's compiled evaluator -- resolves alike."""
+    if not _SEMANTICS_SET[0]:
+        list(classad2.parseAds("GlideinExtMatchmaking = true\n"))
+        _SEMANTICS_SET[0] = True
 
 
 def parse_expr(text: str, what: str = "expression") -> classad2.ExprTree:
@@ -50,15 +63,19 @@ def parse_ad(text: str) -> classad2.ClassAd:
 
 def symmetric_match(left: classad2.ClassAd, right: classad2.ClassAd) -> bool:
     """HTCondor's match: both Requirements are true against each other."""
+    matchmaking_semantics()
     return bool(left.symmetricMatch(right))
 
 
 def rank(my: classad2.ClassAd, target: classad2.ClassAd) -> float:
     """``my``'s Rank of ``target``: a float, 0.0 when absent, undefined or not a number."""
+    matchmaking_semantics()
     expr = my.lookup("Rank") if "Rank" in my else None
     if expr is None:
         return 0.0
     value = expr.eval(scope=my, target=target)
+    if isinstance(value, classad2.Value):  # UNDEFINED or ERROR: an IntEnum, not a number
+        return 0.0
     if isinstance(value, bool):
         return 1.0 if value else 0.0
     if isinstance(value, (int, float)):

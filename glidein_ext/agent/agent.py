@@ -369,6 +369,9 @@ class PilotAgent:
                 "window": c.round_window,
                 "period": c.round_period,
                 "heartbeat": max(0.5, self.answer.master_timeout / 3),
+                # A worker is dead after the silence a master is allowed (a failed probe and
+                # missed rounds alone are a busy process, not a death).
+                "grace": max(3 * c.round_period, float(self.answer.master_timeout)),
                 "method": c.assignment,
                 "broadcast_timeout": c.broadcast_timeout,
             },

@@ -16,12 +16,9 @@ limited), and the rounds' phase timings ride the next ``sync`` to the Task Queue
 call refused as stale (another pilot holds the role) ends the role; a
 call refused for its credential (revoked) ends the pilot.
 
-The workers' messages are sealed with each worker's key for this master's epoch
-(``agent.messages``, ``tq.client.pilotkeys``): a message that is not, or that replays a nonce or
-falls outside the time window, is ignored, so no pilot speaks for another.  The keys come with the
-claim's answer and, for pilots met later, with ``sync`` (a message from a pilot whose key has not
-come yet waits for it); ``sync`` also names the roster's pilots the Task Queue no longer has
-(revoked, gone), which the master drops and tells to leave (``end``).
+The workers' hello/done/bye messages, sealed with each worker's key for this master's epoch,
+are taken by ``agent.inbox`` (the keys come with the claim's answer and with ``sync``); the
+hand-outs of assigned tasks and the probes of suspects run beside the rounds in ``agent.handout``.
 
 The role is one task on the process's event loop, owned by the pilot's worker; the Task Queue's
 blocking client runs in the loop's executor.  Python 3.9 + standard library, except that the
@@ -39,11 +36,11 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from glidein_ext.agent import messages
+from glidein_ext.agent.handout import HandOut
+from glidein_ext.agent.inbox import WorkerInbox
 from glidein_ext.dht import wire
 from glidein_ext.dht.node import DhtNode
 from glidein_ext.dht.protocol import BODY_BUDGET
-from glidein_ext.dht.replay import ReplayGuard, Verdict
 from glidein_ext.errors import (
     DhtError,
     MissingDependencyError,
@@ -78,7 +75,6 @@ from glidein_ext.tq.client.protocol import (
     SiteCompletion,
     SitePilot,
     SiteSync,
-    TaskAssignment,
     TaskOffer,
 )
 
@@ -87,10 +83,6 @@ log = logging.getLogger("glidein_ext.agent.master")
 TASKLIST_BUDGET = BODY_BUDGET - 256  # the broadcast's own fields
 REPLY_BUDGET = int(BODY_BUDGET * 0.85)  # the aggregated replies, in one datagram at the root
 TOPIC = "tasklist"
-REPLAY_WINDOW = 60.0  # seconds a sealed message's time may differ from ours (the DHT's window)
-HELD_PER_PILOT = 4  # messages kept from a pilot whose key has not come yet (the latest)
-HELD_PILOTS = 4096  # pilots whose messages wait for their key, at most
-_REFUSED: Any = object()
 # A round's phases, timed (the master's log and ``MasterRole.phase_totals``): the wait from the
 # first event to the round (batching, and the end of the round before), the Task Queue's sync,
 # the TaskList broadcast with its replies, reading the replies, solving the rank matrix (and the
@@ -132,6 +124,7 @@ class MasterRole:
         window: float,
         period: float,
         heartbeat: float,
+        grace: float = 0.0,
         method: str = DEFAULT_METHOD,
         broadcast_timeout: float = 2.0,
         on_step_down: Callable[[str], None] = lambda reason: None,
@@ -145,22 +138,22 @@ class MasterRole:
         self.broadcast_timeout = broadcast_timeout
         self.on_step_down = on_step_down
         self.book = RoundBook(
-            pilot_id, window=window, period=period, heartbeat=heartbeat, now=time.monotonic()
+            pilot_id,
+            window=window,
+            period=period,
+            heartbeat=heartbeat,
+            grace=grace,
+            now=time.monotonic(),
         )
         self.rank_sums: list[float] = []  # one per round that assigned (reports, tests)
         self.active = True
         self._wake: asyncio.Event | None = None
         self._offers: dict[int, TaskOffer] = {}
-        self.keys: dict[int, bytes] = {}  # each worker's key with this epoch
-        self.guard = ReplayGuard(REPLAY_WINDOW)
-        self._held: dict[int, list[tuple[str, messages.Envelope]]] = {}  # awaiting their key
-        self._roster_checked = time.monotonic()
         self.timings: dict[str, float] = {}  # the last round's phases, seconds (PHASES)
         self.phase_totals = dict.fromkeys(PHASES, 0.0)  # over every round of the role
         self.timed_rounds = 0
         self._more = False  # the last sync left runnable tasks unasked for
         self._broadcasts: deque[float] = deque(maxlen=BROADCAST_SAMPLES)  # their durations
-        self._handing: set[asyncio.Future[None]] = set()  # hand-outs in flight (owned here)
         self._closing = False  # the pilot leaves: a last sync, then the role ends
         self._closed_clean = False  # the last sync got through
         self._unsent_phases: dict[str, float] = {}  # phase seconds the Task Queue lacks
@@ -168,163 +161,28 @@ class MasterRole:
         self._refused_logged = 0  # the lines logged in it,
         self._refused_quiet = 0  # and the pairs not logged
         self._ended: asyncio.Event | None = None  # set when :meth:`run` returns
+        # The workers' messages and keys; the hand-outs and probes in flight.
+        self.inbox = WorkerInbox(node, self.book, epoch, poke=self._poke, active=self._active)
+        self.handout = HandOut(
+            node, self.book, epoch, self.inbox, poke=self._poke, handed=self._handed
+        )
 
-    # --- the workers' messages (on the event loop) ----------------------------------------------
+    # --- the workers' messages (on the event loop: ``agent.inbox``) ---------------------------
 
     def install(self, pilots: Sequence[SitePilot] = ()) -> None:
         """Take the messages of a master; ``pilots``: the site's live pilots at a takeover."""
-        now = time.monotonic()
-        for pilot in pilots:
-            try:
-                host, _, port = pilot.dht_address.rpartition(":")
-                address = (host.strip("[]"), int(port))
-            except ValueError:
-                continue
-            task = None
-            if pilot.task_id is not None:
-                task = (pilot.task_id, pilot.attempt or 0)
-            if pilot.key:
-                try:
-                    self.keys[pilot.pilot_id] = bytes.fromhex(pilot.key)
-                except ValueError:
-                    log.warning("master: the Task Queue sent pilot %s a bad key", pilot.pilot_id)
-            self.book.join(pilot.pilot_id, address, now, task)
-        self.node.register_message(messages.HELLO, self._on_hello)
-        self.node.register_message(messages.DONE, self._on_done)
-        self.node.register_message(messages.BYE, self._on_bye)
+        self.inbox.install(pilots)
+
+    def local_done(self, pilot_id: int, completion: Completion) -> None:
+        """A completion, from a worker or from this pilot's own last task."""
+        self.inbox.local_done(pilot_id, completion)
 
     def _poke(self) -> None:
         if self._wake is not None:
             self._wake.set()
 
-    def _on_hello(self, payload: Any, _sender: int, _address: Any) -> Any:
-        return self._receive(messages.HELLO, payload)
-
-    def _on_done(self, payload: Any, _sender: int, _address: Any) -> Any:
-        return self._receive(messages.DONE, payload)
-
-    def _on_bye(self, payload: Any, _sender: int, _address: Any) -> Any:
-        return self._receive(messages.BYE, payload)
-
-    def _receive(self, kind: str, payload: Any) -> Any:
-        """A worker's sealed message: its sealed answer, ``"pending"`` (its key has not come:
-        checked then), or None (not the master of the epoch it was sealed for, or refused)."""
-        if not self.active:
-            return None
-        try:
-            envelope = messages.unseal(payload, kind)
-        except ValueError as exc:
-            log.info("master: malformed %s: %s", kind, exc)
-            return None
-        if envelope.epoch != self.epoch:
-            return None  # sealed for another master
-        key = self.keys.get(envelope.pilot_id)
-        if key is None:
-            self._hold(kind, envelope)
-            return messages.PENDING
-        value = self._accept(kind, envelope, key)
-        if value is _REFUSED:
-            return None
-        return messages.seal_answer(key, kind, envelope.nonce, value)
-
-    def _hold(self, kind: str, envelope: messages.Envelope) -> None:
-        held = self._held.get(envelope.pilot_id)
-        if held is None:
-            if len(self._held) >= HELD_PILOTS:
-                return
-            held = self._held[envelope.pilot_id] = []
-        held.append((kind, envelope))
-        del held[:-HELD_PER_PILOT]
-        self.book.trigger(time.monotonic())  # a Task Queue call brings the key
-        self._poke()
-
-    def _accept(self, kind: str, envelope: messages.Envelope, key: bytes) -> Any:
-        """Check a sealed message (key, nonce, time) and act on it; its answer, or _REFUSED."""
-        pilot_id = envelope.pilot_id
-        if not messages.authentic(key, kind, envelope):
-            log.warning("master: a %s sealed as pilot %s is not: ignored", kind, pilot_id)
-            return _REFUSED
-        verdict = self.guard.check(pilot_id, envelope.nonce, envelope.stamp, time.time())
-        if verdict is not Verdict.FRESH:
-            log.warning("master: a %s of pilot %s is %s: ignored", kind, pilot_id, verdict.value)
-            return _REFUSED
-        try:
-            return self._act(kind, pilot_id, envelope.body)
-        except ValueError as exc:
-            log.info("master: malformed %s of pilot %s: %s", kind, pilot_id, exc)
-            return _REFUSED
-
-    def _act(self, kind: str, pilot_id: int, body: Any) -> Any:
-        """An authentic message of ``pilot_id``; ValueError if its body names another pilot."""
-        if kind == messages.HELLO:
-            hello = messages.decode_hello(body)
-            if hello.pilot_id != pilot_id:
-                raise ValueError(f"hello names pilot {hello.pilot_id}")
-            task = (hello.task_id, hello.attempt) if hello.task_id else None
-            self.book.join(pilot_id, hello.address, time.monotonic(), task)
-            self._poke()
-            return [self.epoch]
-        if kind == messages.DONE:
-            reporter, completion = messages.decode_done(body)
-            if reporter != pilot_id:
-                raise ValueError(f"done names pilot {reporter}")
-            self.local_done(pilot_id, completion)
-            if self.book.synced((completion.task_id, completion.attempt)):
-                return messages.DONE_SYNCED  # the worker stops resending it
-            return True
-        if kind == messages.BYE:
-            if body != [pilot_id]:
-                raise ValueError("bye names another pilot")
-            self.book.leave(pilot_id)
-            return True
-        raise ValueError(f"unknown message {kind!r}")
-
-    def local_done(self, pilot_id: int, completion: Completion) -> None:
-        """A completion, from a worker or from this pilot's own last task."""
-        key = (completion.task_id, completion.attempt)
-        if self.book.completed(pilot_id, key, completion, time.monotonic()):
-            self._poke()
-
-    def _asked(self, now: float) -> tuple[int, ...]:
-        """The pilots the next ``sync`` asks about: those whose key has not come, and now and
-        then (each ``heartbeat``) the whole roster (the Task Queue names those it no longer
-        has)."""
-        asked = set(self._held)
-        if now - self._roster_checked >= self.book.heartbeat:
-            self._roster_checked = now
-            asked.update(self.book.workers)
-        return tuple(sorted(asked))
-
-    async def _learn(self, keys: Sequence[Any], gone: Sequence[int]) -> None:
-        """The Task Queue's answer about the pilots asked: keys (their held messages are checked
-        now), and pilots it no longer has (dropped, and told to leave)."""
-        for item in keys:
-            try:
-                key = bytes.fromhex(item.key)
-            except ValueError:
-                continue
-            self.keys[item.pilot_id] = key
-            for kind, envelope in self._held.pop(item.pilot_id, []):
-                self._accept(kind, envelope, key)
-        ending = []
-        for pilot_id in gone:
-            self._held.pop(pilot_id, None)
-            worker = self.book.workers.get(pilot_id)
-            self.book.leave(pilot_id)
-            known = self.keys.pop(pilot_id) if pilot_id in self.keys else None
-            if worker is not None and known is not None:
-                log.info("master: pilot %s is no live pilot of the site any more", pilot_id)
-                ending.append(self._end(worker.address, pilot_id, known))
-        if ending:
-            await asyncio.gather(*ending)
-
-    async def _end(self, address: tuple[str, int], pilot_id: int, key: bytes) -> None:
-        body = ["the Task Queue no longer has this pilot"]
-        payload = messages.seal(key, messages.END, pilot_id, self.epoch, body, time.time())
-        try:
-            await self.node.message(address, messages.END, payload, timeout=1.0)
-        except DhtError:
-            log.info("master: pilot %s did not answer its end", pilot_id)
+    def _active(self) -> bool:
+        return self.active
 
     # --- the rounds ------------------------------------------------------------------------------
 
@@ -346,8 +204,7 @@ class MasterRole:
                 self.timed_rounds,
                 ", ".join(f"{p} {self.phase_totals[p]:.1f} s" for p in PHASES),
             )
-            for handing in list(self._handing):
-                handing.cancel()
+            self.handout.cancel()
             ended.set()
 
     async def close(self, timeout: float = CLOSE_TIMEOUT) -> bool:
@@ -375,8 +232,8 @@ class MasterRole:
 
     async def _last_sync(self) -> bool:
         """The leaving master's last call (tried a few times); True when it got through."""
-        if self._handing:
-            await asyncio.wait(list(self._handing), timeout=CLOSE_TIMEOUT / 2)
+        if self.handout.handing:
+            await asyncio.wait(list(self.handout.handing), timeout=CLOSE_TIMEOUT / 2)
         for _ in range(3):
             report = self.book.take_report(time.monotonic())
             if not (report.completions or report.dead or report.release):
@@ -400,6 +257,7 @@ class MasterRole:
             if self._closing:
                 self._closed_clean = await self._last_sync()
                 self.active = False
+                await self.inbox.resign(self.book.successors())
                 return
             now = time.monotonic()
             if self.book.round_due(now):
@@ -425,7 +283,7 @@ class MasterRole:
             dead=report.dead,
             release=report.release,
             want=want,
-            pilots=self._asked(time.monotonic()),
+            pilots=self.inbox.asked(time.monotonic()),
             phases=tuple((p, round(v, 6)) for p, v in self._unsent_phases.items() if v > 0),
         )
         try:
@@ -441,10 +299,11 @@ class MasterRole:
             self.book.unreported(report)
             return None
         self.book.reported()
+        self.book.supply(answer.queued)  # nothing runnable: the idle rounds slow down
         for phase, seconds in call.phases:  # the Task Queue has these (counted since)
             self._unsent_phases[phase] -= seconds
         if answer.keys or answer.gone:
-            await self._learn(answer.keys, answer.gone)
+            await self.inbox.learn(answer.keys, answer.gone)
         # More runnable than asked for: another round, if a worker is left idle (after this
         # round's assignment, see _round; a round for busy workers only costs a call).
         self._more = answer.queued > len(answer.tasks)
@@ -462,7 +321,7 @@ class MasterRole:
         self.timings = {"wait": max(0.0, now - (self.book.first_event or now))}
         want = self.book.start_round(now)
         offers: list[TaskOffer] = []
-        if want or self._held or self.book.call_due(now):
+        if want or self.inbox.held or self.book.call_due(now):
             got = await self._sync(self.book.take_report(now), want)
             if not self.active:
                 return
@@ -505,7 +364,7 @@ class MasterRole:
         if self._more and self.book.idle():
             self.book.trigger(time.monotonic())
         mark = time.monotonic()
-        await self._probe_suspects()
+        await self.handout.probe_suspects()
         self._lap("probe", mark)
         idle_replies = sum(1 for reply in replies if reply.idle)
         self._account(len(offered), len(candidates.pilots), idle_replies, len(replies))
@@ -602,9 +461,7 @@ class MasterRole:
         by_id = {offer.task_id: offer for offer in offered}
         self._lap("tq_assign", mark)
         # Handed out while the next round goes on: the book knows they are on their way.
-        handing = asyncio.ensure_future(self._hand_out([(by_id[t], p, a) for t, p, a in placed]))
-        self._handing.add(handing)
-        handing.add_done_callback(self._handing.discard)
+        self.handout.start([(by_id[t], p, a) for t, p, a in placed])
 
     def log_refused(self, refused: Sequence[Refused], now: float) -> None:
         """One line per pair the Task Queue refused (the task, the pilot, why), at most
@@ -632,72 +489,10 @@ class MasterRole:
                 item.reason,
             )
 
-    async def _hand_out(self, items: list[tuple[TaskOffer, int, int]]) -> None:
-        started = time.monotonic()
-        await asyncio.gather(*(self._deliver(offer, p, a) for offer, p, a in items))
-        seconds = time.monotonic() - started
+    def _handed(self, seconds: float) -> None:
+        """A round's hand-outs ended after ``seconds`` (beside the next round): its phase."""
         self.phase_totals["hand_out"] += seconds
         self._unsent_phases["hand_out"] = self._unsent_phases.get("hand_out", 0.0) + seconds
-        log.info("master: %d task(s) handed out in %.3f s", len(items), seconds)
-
-    async def _deliver(self, offer: TaskOffer, pilot_id: int, attempt: int) -> None:
-        worker = self.book.workers.get(pilot_id)
-        task = TaskAssignment(
-            offer.task_id,
-            attempt,
-            offer.name,
-            offer.command,
-            offer.inputs,
-            offer.outputs,
-            offer.max_runtime,
-            0,
-            offer.request_cpus,
-            offer.request_memory,
-            offer.request_disk,
-        )
-        body = messages.encode_assign(self.epoch, task)
-        key = self.keys.get(pilot_id)
-        unanswered = False  # sent, and no answer came: the worker may have it
-        for _ in range(3):
-            if worker is None or key is None:
-                break
-            if worker.task != (offer.task_id, attempt):
-                return  # it ran it already (its completion came): the first try got there
-            payload = messages.seal(key, messages.ASSIGN, pilot_id, self.epoch, body, time.time())
-            unanswered = True
-            try:
-                answer = await self.node.message(worker.address, messages.ASSIGN, payload)
-                value = messages.open_answer(key, messages.ASSIGN, payload[2], answer)
-            except DhtError:
-                continue
-            except ValueError:  # not the worker's answer (a forgery, or an old pilot)
-                continue
-            if value is True:
-                self.book.delivered(pilot_id)
-                return
-            unanswered = False
-            break  # refused: busy with another task, or it knows a newer master
-        if unanswered:  # released, it could run twice: its next reply tells
-            log.info(
-                "master: pilot %s did not answer task %s's assignment", pilot_id, offer.task_id
-            )
-            self.book.unanswered(pilot_id)
-            return
-        log.info("master: task %s did not reach pilot %s; released", offer.task_id, pilot_id)
-        self.book.undelivered(offer.task_id, pilot_id)
-
-    async def _probe_suspects(self) -> None:
-        """Ping the suspects, all at once (a dead one costs a timeout, not one each)."""
-        suspects = self.book.suspects()
-        if not suspects:
-            return
-        answers = await asyncio.gather(*(self.node.ping(w.address) for w in suspects))
-        for worker, answer in zip(suspects, answers):
-            if answer is None:
-                log.info("master: pilot %s is dead", worker.pilot_id)
-                self.book.dead(worker.pilot_id)
-            else:
-                self.book.alive(worker.pilot_id)
 
     def _step_down(self, reason: str) -> None:
         log.warning("master: pilot %s steps down: %s", self.pilot_id, reason)

@@ -43,6 +43,7 @@ from glidein_ext.errors import DhtError
 from glidein_ext.tq.client.protocol import Completion, TaskAssignment
 
 HELLO, ASSIGN, DONE, BYE, END = "hello", "assign", "done", "bye", "end"
+RESIGN = "resign"  # a leaving master to its successors: the role is free, claim it now
 DONE_SYNCED = "synced"  # the answer to a ``done`` the Task Queue has
 PENDING = "pending"  # the master has not the sender's key yet: checked after its next sync
 NONCE_BYTES = 12

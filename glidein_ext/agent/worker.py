@@ -9,8 +9,9 @@ On the process's event loop (owned here, cancelled at the end):
   its ranks of the TaskList (``sched.ranking.Ranker``: ClassAd Requirements and Rank, its cached
   inputs, its remaining life; the best ``limit``) through the aggregation tree;
 - the ``assign`` message: the task is queued for the pilot's thread;
-- the election: a silent master is probed; when it is dead, the successors claim the role at the
-  Task Queue in turn; the winner runs :class:`~glidein_ext.agent.master.MasterRole`.
+- the election (``agent.election``): a silent master is probed; when it is dead, the successors
+  claim the role at the Task Queue in turn; the winner runs
+  :class:`~glidein_ext.agent.master.MasterRole`.
 
 In the pilot's thread (:meth:`DistributedWorker.run_tasks`): wait for an assignment, run it
 (``agent.executor``), publish the cache's changes in the DHT, report the completion to the master
@@ -22,7 +23,7 @@ it makes a last sync first (:meth:`MasterRole.close`), as a worker it resends it
 master says the Task Queue has it (``STOP_GRACE`` at most), before it deregisters.
 
 What the worker and its master tell each other is sealed with the key that only this pilot and
-the master of that epoch hold (``agent.messages``, ``tq.client.pilotkeys``): an assignment or an
+the master of that epoch hold (``agent.masterlink``, ``tq.client.pilotkeys``): an assignment or an
 ``end`` that is not, or that replays a nonce, is refused, and an answer that is not is no answer
 (only the real master can say the Task Queue has a completion).  A master's ``end`` (the Task
 Queue no longer has this pilot: its credential was revoked) makes the pilot leave.
@@ -33,7 +34,6 @@ Python 3.9, standard library only.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import math
 import queue
@@ -44,31 +44,24 @@ from collections.abc import Callable
 from typing import Any
 
 from glidein_ext.agent import messages
+from glidein_ext.agent.election import Election, view_of
 from glidein_ext.agent.executor import TaskExecutor
 from glidein_ext.agent.loopthread import LoopThread
 from glidein_ext.agent.master import TOPIC, MasterRole
-from glidein_ext.agent.sitenet import SiteNetwork, parse_address
+from glidein_ext.agent.masterlink import MasterLink
+from glidein_ext.agent.sitenet import SiteNetwork
 from glidein_ext.cache.need import NeededFiles, needed_files
-from glidein_ext.dht.replay import ReplayGuard, Verdict
-from glidein_ext.errors import DhtError, TaskQueueAuthError, TaskQueueError, TaskQueueNotFound
-from glidein_ext.sched.election import Action, MasterView, Succession
+from glidein_ext.errors import DhtError
+from glidein_ext.sched.election import MasterView, Succession
 from glidein_ext.sched.outbox import Outbox
 from glidein_ext.sched.ranking import Ranker, TaskEntry, WorkerState
 from glidein_ext.sched.tasklist import combine, decode_tasklist, encode_reply
-from glidein_ext.tq.client import pilotkeys
 from glidein_ext.tq.client.client import TqClient
-from glidein_ext.tq.client.protocol import (
-    Claim,
-    Completion,
-    MasterInfo,
-    RegisterAnswer,
-    TaskAssignment,
-)
+from glidein_ext.tq.client.protocol import Completion, RegisterAnswer, TaskAssignment
 
 log = logging.getLogger("glidein_ext.agent.worker")
 RESEND_AFTER = 3.0  # seconds before a completion no master said the Task Queue has is resent
 STOP_GRACE = 10.0  # seconds a stopping pilot keeps trying to report its last task
-REPLAY_WINDOW = 60.0  # seconds a sealed message's time may differ from ours (the DHT's window)
 
 
 class DistributedWorker:
@@ -114,7 +107,18 @@ class DistributedWorker:
             patience=max(3 * float(answer.master_timeout), 10.0),
             now=time.monotonic(),
         )
-        self.addresses: dict[int, tuple[str, int]] = {}  # successors' DHT addresses
+        self.election = Election(
+            pilot_id=self.pilot_id,
+            site=site,
+            client=client,
+            net=net,
+            succession=self.succession,
+            stop=stop,
+            on_lost=on_lost,
+            meet=self._meet,
+            adopt=self._adopt,
+            become_master=self._become_master,
+        )
         self.master: MasterRole | None = None
         self.assignments: queue.Queue[TaskAssignment] = queue.Queue()
         self.current: tuple[int, int] | None = None  # (task, attempt) running or reporting
@@ -128,9 +132,7 @@ class DistributedWorker:
         self._first_master = answer.master
         if not answer.pilot_key:
             raise DhtError("the Task Queue gave this pilot no key (an older Task Queue?)")
-        self.key = bytes.fromhex(answer.pilot_key)
-        self._epoch_keys: dict[int, bytes] = {}
-        self.guard = ReplayGuard(REPLAY_WINDOW)  # the masters' sealed messages
+        self.link = MasterLink(net, self.pilot_id, bytes.fromhex(answer.pilot_key))
 
     # --- start and end ---------------------------------------------------------------------
 
@@ -141,12 +143,13 @@ class DistributedWorker:
         node.register_broadcast(TOPIC, self._on_tasklist, combine)
         node.register_message(messages.ASSIGN, self._on_assign)
         node.register_message(messages.END, self._on_end)
-        self.loop.spawn(self._elect(), name=f"election-{self.pilot_id}")
+        node.register_message(messages.RESIGN, self._on_resign)
+        self.loop.spawn(self.election.run(), name=f"election-{self.pilot_id}")
         master = self._first_master
         if master is not None and master.pilot_id == self.pilot_id:
             self.loop.run(self._become_master(master.epoch, ()))
         elif master is not None:
-            self.loop.run(self._adopt(_view(master)))
+            self.loop.run(self._adopt(view_of(master)))
 
     def leave(self) -> None:
         """A normal exit: tell the master (bye), stop the master role if held."""
@@ -166,7 +169,7 @@ class DistributedWorker:
         node = self.net.node
         if view is not None and view.pilot_id != self.pilot_id and node is not None:
             try:
-                await self._request(view, messages.BYE, [self.pilot_id], timeout=0.5)
+                await self.link.request(view, messages.BYE, [self.pilot_id], timeout=0.5)
             except DhtError:
                 log.info("the master did not answer our bye")
 
@@ -189,52 +192,6 @@ class DistributedWorker:
                 len(self.outbox),
             )
 
-    # --- sealing ----------------------------------------------------------------------------
-
-    def _key_for(self, epoch: int) -> bytes:
-        """The key this pilot shares with the master of ``epoch``."""
-        key = self._epoch_keys.get(epoch)
-        if key is None:
-            if len(self._epoch_keys) > 64:
-                self._epoch_keys.clear()
-            key = self._epoch_keys[epoch] = pilotkeys.epoch_key(self.key, epoch)
-        return key
-
-    async def _request(
-        self, view: MasterView, kind: str, body: Any, timeout: float | None = None
-    ) -> Any:
-        """Send the master a sealed message: its answer's value, None (not the master) or
-        ``"pending"``; DhtError when no (sealed) answer came."""
-        node = self.net.node
-        if node is None:
-            raise DhtError("the site network is not joined")
-        key = self._key_for(view.epoch)
-        payload = messages.seal(key, kind, self.pilot_id, view.epoch, body, time.time())
-        answer = await node.message(view.address, kind, payload, timeout=timeout)
-        if answer is None or answer == messages.PENDING:
-            return answer
-        try:
-            return messages.open_answer(key, kind, payload[2], answer)
-        except ValueError as exc:
-            raise DhtError(f"{exc} (from {view.address})") from exc
-
-    def _opened(self, kind: str, payload: Any) -> tuple[messages.Envelope, bytes] | None:
-        """A master's sealed message to this pilot, checked (key, nonce, time); None if not."""
-        try:
-            envelope = messages.unseal(payload, kind)
-        except ValueError as exc:
-            log.info("malformed %s: %s", kind, exc)
-            return None
-        key = self._key_for(envelope.epoch)
-        if envelope.pilot_id != self.pilot_id or not messages.authentic(key, kind, envelope):
-            log.warning("pilot %s: a %s not sealed by a master: ignored", self.pilot_id, kind)
-            return None
-        verdict = self.guard.check(envelope.epoch, envelope.nonce, envelope.stamp, time.time())
-        if verdict is not Verdict.FRESH:
-            log.warning("pilot %s: a %s that is %s: ignored", self.pilot_id, kind, verdict.value)
-            return None
-        return envelope, key
-
     # --- the event loop's side --------------------------------------------------------------
 
     def _on_tasklist(self, payload: Any) -> Any:
@@ -251,7 +208,7 @@ class DistributedWorker:
         successors = [pilot for pilot, _ in tasklist.successors]
         if not self.succession.heard(view, time.monotonic(), successors):
             return None  # a stale master's TaskList
-        self.addresses.update(dict(tasklist.successors))
+        self.election.addresses.update(dict(tasklist.successors))
         if learn and self.needed is not None:  # sizes: the cache's (the TaskList has none)
             wanted = {f.lfn for entry in tasklist.tasks for f in entry.inputs}
             held = ((e.lfn, e.size) for e in self.net.cache.store.entries())
@@ -274,7 +231,7 @@ class DistributedWorker:
         return encode_reply(self.pilot_id, 0, self.last_done, ranking)
 
     def _on_assign(self, payload: Any, _sender: int, _address: Any) -> Any:
-        opened = self._opened(messages.ASSIGN, payload)
+        opened = self.link.opened(messages.ASSIGN, payload)
         if opened is None:
             return False
         envelope, key = opened
@@ -290,7 +247,7 @@ class DistributedWorker:
     def _on_end(self, payload: Any, _sender: int, _address: Any) -> Any:
         """The master says the Task Queue no longer has this pilot (its credential was revoked,
         or it was found dead): its task is requeued already; the pilot leaves."""
-        opened = self._opened(messages.END, payload)
+        opened = self.link.opened(messages.END, payload)
         if opened is None:
             return False
         envelope, key = opened
@@ -302,6 +259,19 @@ class DistributedWorker:
         )
         self.on_lost()
         return messages.seal_answer(key, messages.END, envelope.nonce, True)
+
+    def _on_resign(self, payload: Any, _sender: int, _address: Any) -> Any:
+        """The master leaves (its last sync made): the election starts now, the first
+        successor claiming at once (the Task Queue grants it once the master deregistered)."""
+        opened = self.link.opened(messages.RESIGN, payload)
+        if opened is None:
+            return False
+        envelope, key = opened
+        known = self.succession.master
+        if known is not None and known.epoch == envelope.epoch:
+            log.info("pilot %s: the master of epoch %s leaves", self.pilot_id, envelope.epoch)
+            self.succession.forget(time.monotonic())
+        return messages.seal_answer(key, messages.RESIGN, envelope.nonce, True)
 
     def _take(self, epoch: int, task: TaskAssignment) -> bool:
         known = self.succession.master
@@ -330,7 +300,7 @@ class DistributedWorker:
         task, attempt = self.current or (0, 0)
         hello = messages.Hello(self.pilot_id, node.address, task, attempt)
         try:
-            answer = await self._request(view, messages.HELLO, messages.encode_hello(hello))
+            answer = await self.link.request(view, messages.HELLO, messages.encode_hello(hello))
         except DhtError:
             return  # the election loop probes a silent master
         if answer is None:
@@ -352,7 +322,7 @@ class DistributedWorker:
             for key, completion in items:
                 self.outbox.sent(key, now)
                 try:
-                    answer = await self._request(view, messages.DONE, self._done(completion))
+                    answer = await self.link.request(view, messages.DONE, self._done(completion))
                 except DhtError:
                     return  # kept: resent later
                 if answer is None:
@@ -364,68 +334,6 @@ class DistributedWorker:
 
     def _done(self, completion: Completion) -> list[Any]:
         return messages.encode_done(self.pilot_id, completion)
-
-    async def _elect(self) -> None:
-        """Probe a silent master; claim the role when it is dead and it is this pilot's turn."""
-        while not self.stop.is_set():
-            now = time.monotonic()
-            action = self.succession.next_action(now)
-            if action is Action.PROBE:
-                await self._probe()
-            elif action is Action.CLAIM:
-                await self._claim()
-            else:
-                await asyncio.sleep(min(0.5, max(0.05, self.succession.waiting_for(now))))
-
-    async def _probe(self) -> None:
-        view, node = self.succession.master, self.net.node
-        if view is None or node is None:
-            return
-        if await node.ping(view.address) is None:
-            log.info("pilot %s: the master (pilot %s) is silent", self.pilot_id, view.pilot_id)
-            self.succession.probe_failed(time.monotonic())
-        else:  # alive, but its TaskLists miss us: make ourselves known, and say hello again
-            self.succession.probe_answered(time.monotonic())
-            self.net.refresh()
-            await self._meet(view, resend=False)
-
-    async def _claim(self) -> None:
-        node = self.net.node
-        if node is None:
-            return
-        unreachable = []
-        for pilot in self.succession.successors:
-            if pilot >= self.pilot_id:
-                break
-            address = self.addresses.get(pilot)
-            if address is None or await node.ping(address) is None:
-                unreachable.append(pilot)
-        claim = Claim(self.pilot_id, tuple(unreachable))
-        loop = asyncio.get_running_loop()
-        try:
-            answer = await loop.run_in_executor(
-                None, functools.partial(self.client.claim_master, self.site, claim)
-            )
-        except TaskQueueNotFound:
-            log.warning("pilot %s: the Task Queue forgot it; stopping", self.pilot_id)
-            self.on_lost()
-            return
-        except TaskQueueAuthError as exc:  # revoked: its task is requeued already
-            log.warning("pilot %s: the Task Queue refuses it (%s); stopping", self.pilot_id, exc)
-            self.on_lost()
-            return
-        except TaskQueueError as exc:
-            log.warning("pilot %s: claiming the master role failed: %s", self.pilot_id, exc)
-            return
-        if answer.granted and answer.master is not None:
-            await self._become_master(answer.master.epoch, answer.pilots)
-            return
-        dead = self.succession.master
-        named = answer.master
-        if named is not None and (dead is None or named.epoch > dead.epoch):
-            await self._adopt(_view(named))  # another pilot took it
-        # Else the Task Queue still hears the master we found dead (its timeout has not run
-        # out) or a lower-id pilot should claim: the claim is retried shortly.
 
     async def _become_master(self, epoch: int, pilots: Any) -> None:
         node = self.net.node
@@ -528,7 +436,7 @@ class DistributedWorker:
             return False
         self.outbox.sent(key, time.monotonic())
         try:
-            answer = await self._request(view, messages.DONE, self._done(completion))
+            answer = await self.link.request(view, messages.DONE, self._done(completion))
         except DhtError:
             return False
         if answer is None:  # not the master any more
@@ -538,7 +446,3 @@ class DistributedWorker:
             self.outbox.acked(key)
             return True
         return answer is True
-
-
-def _view(master: MasterInfo) -> MasterView:
-    return MasterView(master.pilot_id, parse_address(master.dht_address), master.epoch)

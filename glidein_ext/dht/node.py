@@ -217,10 +217,12 @@ class DhtNode:
             await self.refresh(force=True)
         return len(answered)
 
-    async def ping(self, address: Address) -> Contact | None:
-        """PING an address whose id we may not know; the contact that answered, if any."""
+    async def ping(self, address: Address, timeout: float | None = None) -> Contact | None:
+        """PING an address whose id we may not know; the contact that answered (within
+        ``timeout``, ``rpc_timeout`` by default), if any."""
+        wait = self.settings.rpc_timeout if timeout is None else timeout
         try:
-            msg = await self._rpc.request(address, Kind.PING, [], self.settings.rpc_timeout)
+            msg = await self._rpc.request(address, Kind.PING, [], wait)
         except RpcTimeout:
             return None
         contact = Contact(msg.sender, *address)

@@ -1,7 +1,7 @@
 """Which queued tasks the Task Queue offers a distributed site's master (Delgado Peris 2014
 §III.B: the Task Queue selects the tasks by site; the master matches them to its pilots), pure.
 
-The Task Queue (``tq.service.store.master``) and the simulator (``sim.taskqueue``) both call
+The Task Queue (``tq.service.store.offers``) and the simulator (``sim.taskqueue``) both call
 :func:`choose_offers`; this module decides, they only gather its inputs.
 
 - **Requirements.** A site is offered only the tasks whose Requirements match, both ways, at least

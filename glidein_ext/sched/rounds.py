@@ -16,14 +16,19 @@ What it keeps:
   until that completion arrives; it is no candidate meanwhile, and if the completion has not come
   ``patience`` seconds later the task is released (the Task Queue requeues it and frees the
   pilot), so the master and the Task Queue always converge;
-- **dead workers** (missed ``miss_limit`` rounds in a row and did not answer a probe) and **tasks
-  to release** (assigned but never delivered, or lost by a worker), for the next Task Queue call;
+- **dead workers** (missed ``miss_limit`` rounds in a row, did not answer a probe, and unheard for
+  ``grace`` seconds: a worker gets the time a master gets before another takes over, so a busy
+  process under load is no death) and **tasks to release** (assigned but never delivered, or
+  lost by a worker), for the next Task Queue call;
 - **when** a round is due: events (a completion, a worker joined or went idle, more tasks at the
   Task Queue) start a batching ``window`` that each further event extends (at most 5 windows);
   without events a round comes every ``period`` (the paper's fixed 20 s TaskList period, made a
-  fallback); a Task Queue call (a heartbeat) comes at least every ``heartbeat`` seconds (only the
-  master heartbeats in this architecture).  Completions ride the round they trigger (its ``sync``
-  call): no call of their own.
+  fallback), and while the Task Queue has nothing runnable for the site (:meth:`supply`) that
+  period doubles after each empty answer, up to ``idle_max`` (10 s, an idle pre-DHT pilot's
+  longest wait between requests) and the heartbeat: an idle site polls as one idle pilot does,
+  not every period (the site's own completions are events); a Task Queue call (a heartbeat)
+  comes at least every ``heartbeat`` seconds (only the master heartbeats in this architecture).
+  Completions ride the round they trigger (its ``sync`` call): no call of their own.
 
 Python 3.9, standard library only.
 """
@@ -42,6 +47,7 @@ REMEMBERED = 65536  # completions remembered as reported (resends are answered, 
 WANT_PER_IDLE = 4  # runnable tasks fetched per idle worker: a choice for the ranking
 MAX_WANT = 2000
 MAX_BATCH = 5  # a round comes at most this many batching windows after the first event
+IDLE_MAX = 10.0  # seconds: the longest idle period (as ``agent.settings``' ``poll_max``)
 PATIENCE = 30.0  # seconds a master awaits a completion a worker says it sent before releasing
 
 
@@ -56,6 +62,7 @@ class Worker:
     awaiting_since: float | None = None  # idle, the completion of ``task`` not here yet
     delivering: bool = False  # ``task`` is on its way to it (the master hands out meanwhile)
     delivered_in: int = -1  # the round in progress when it acknowledged ``task``
+    heard: float = 0.0  # when it was last heard (a reply, a message, a probe answered)
 
 
 @dataclass(frozen=True)
@@ -89,9 +96,13 @@ class RoundBook:
         heartbeat: float,
         miss_limit: int = 3,
         patience: float = PATIENCE,
+        grace: float = 0.0,
+        idle_max: float = IDLE_MAX,
         now: float = 0.0,
     ) -> None:
         self.me = me
+        self.grace = grace
+        self.idle_max = idle_max
         self.window = window
         self.period = period
         self.heartbeat = heartbeat
@@ -109,6 +120,7 @@ class RoundBook:
         self._last_event = now
         self._last_round = now
         self._last_call = now
+        self._dry = 0  # empty answers in a row (the idle period doubles with each)
 
     # --- the roster -----------------------------------------------------------------------------
 
@@ -120,10 +132,11 @@ class RoundBook:
             return
         worker = self.workers.get(pilot_id)
         if worker is None:
-            self.workers[pilot_id] = Worker(pilot_id, address, task)
+            self.workers[pilot_id] = Worker(pilot_id, address, task, heard=now)
         else:
             worker.address = address
             worker.missed = 0
+            worker.heard = max(worker.heard, now)
             if task is not None:
                 worker.task = task
                 worker.awaiting_since = None
@@ -144,11 +157,21 @@ class RoundBook:
         """Workers that missed ``miss_limit`` rounds in a row: probe them."""
         return [w for w in self.workers.values() if w.missed >= self.miss_limit]
 
-    def alive(self, pilot_id: int) -> None:
+    def probe_failed(self, pilot_id: int, now: float) -> bool:
+        """A suspect did not answer its probe: dead (True) once unheard for ``grace`` seconds;
+        until then it stays a suspect, probed again after the next round."""
+        worker = self.workers.get(pilot_id)
+        if worker is None or now - worker.heard < self.grace:
+            return False
+        self.dead(pilot_id)
+        return True
+
+    def alive(self, pilot_id: int, now: float | None = None) -> None:
         """A probe (or any message) reached the worker."""
         worker = self.workers.get(pilot_id)
         if worker is not None:
             worker.missed = 0
+            worker.heard = max(worker.heard, self.now if now is None else now)
 
     def successors(self, n: int = 3) -> tuple[tuple[int, tuple[str, int]], ...]:
         """The live workers with the lowest ids, and their addresses: who takes over if the
@@ -168,6 +191,8 @@ class RoundBook:
         """A worker's completion; False for one already held or reported (a resend)."""
         worker = self.workers.get(pilot_id)
         task = worker.task if worker is not None else None
+        if worker is not None:
+            worker.heard = max(worker.heard, now)
         # Its task (attempt 0: known from a reply only), not a resend of an earlier attempt's.
         if worker is not None and task is not None and task[0] == key[0] and task[1] in (0, key[1]):
             worker.task = None
@@ -226,11 +251,24 @@ class RoundBook:
             return None
         return min(self._last_event + self.window, self._trigger_at + MAX_BATCH * self.window)
 
+    def supply(self, runnable: int) -> None:
+        """A Task Queue answer: how many runnable tasks the site has."""
+        self._dry = 0 if runnable else min(self._dry + 1, 16)
+
+    @property
+    def idle_period(self) -> float:
+        """Seconds between rounds without events: ``period``, doubled by each empty answer in a
+        row, at most ``idle_max`` and the heartbeat (and never below ``period``)."""
+        if not self._dry:
+            return self.period
+        longest = min(self.heartbeat, self.idle_max)
+        return max(self.period, min(longest, self.period * 2.0**self._dry))
+
     def round_due(self, now: float) -> bool:
         due = self._batch_due()
         if due is not None and now >= due:
             return True
-        return now >= self._last_round + self.period
+        return now >= self._last_round + self.idle_period
 
     def call_due(self, now: float) -> bool:
         """A Task Queue call is owed: something to report, or the heartbeat.  Completions wait
@@ -241,7 +279,7 @@ class RoundBook:
 
     def next_wakeup(self, now: float) -> float:
         """Seconds until a round or a call may be due."""
-        times = [self._last_round + self.period, self._last_call + self.heartbeat]
+        times = [self._last_round + self.idle_period, self._last_call + self.heartbeat]
         due = self._batch_due()
         if due is not None:
             times.append(due)
@@ -292,6 +330,7 @@ class RoundBook:
                 worker.missed += 1
                 continue
             worker.missed = 0
+            worker.heard = max(worker.heard, self.now)
             believed = worker.task
             if reply.idle and believed is not None and self._crossed(worker):
                 continue  # the reply crossed its assignment: not lost, no candidate
@@ -350,6 +389,7 @@ class RoundBook:
         if worker is not None:
             worker.delivering = False
             worker.delivered_in = self.round
+            worker.heard = max(worker.heard, self.now)
 
     def unanswered(self, pilot_id: int) -> None:
         """The worker did not answer its assignment: it may have it (the answer was lost) or

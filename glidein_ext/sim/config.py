@@ -123,7 +123,7 @@ class SimConfig:
     poll_max: float = 10.0
     round_window: float = 0.2
     round_period: float = 2.0
-    master_timeout: float = 10.0
+    master_timeout: float = 60.0  # the Task Queue's default (``tq serve --master-timeout``)
     assignment: str = DEFAULT_METHOD
     # "product": as the product's master (``sched.rounds``: a completion rides the sync of the
     # round it triggers, no call of its own); "batched" also skips the heartbeat and the

@@ -80,7 +80,7 @@ class Scale:
     poll_max: float = 10.0
     round_window: float = 0.2
     round_period: float = 2.0
-    master_timeout: float = 10.0
+    master_timeout: float = 60.0
     fanout: int = 8
     decode_per_task: float = 5.7e-6
     files_per_task: int = 2  # an input and an output (W1)

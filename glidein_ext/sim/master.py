@@ -145,6 +145,7 @@ class SiteMaster:
         tq.release(report.release)
         offers, runnable = yield from tq.call("sync", tq.sync(self.site, outcomes, want))
         self.book.reported()
+        self.book.supply(runnable)
         # More runnable than asked for: another round if a worker is left idle (``agent.master``)
         self._more = runnable > len(offers)
         if self._more and not want and self.book.idle():

@@ -100,7 +100,7 @@ def test_bundle_holds_the_package_its_dependencies_and_the_script(factory: Path)
         "glidein_ext/sim/",
         "glidein_ext/sandbox/",
         "glidein_ext/demos/",
-        "glidein_ext/cli/tq.py",
+        "glidein_ext/cli/tq/",
         "glidein_ext/cli/experiment.py",
     ):
         assert not [n for n in members if n.startswith(left_out)], left_out

@@ -236,8 +236,9 @@ TARGET_SERIES: dict[str, dict[str, Any]] = {
 WHY = {
     "requests_per_task": (
         "the master makes a sync and an assign per round (completions ride the sync of the "
-        "round they trigger), plus a heartbeat sync every master_timeout/3: rounds come too "
-        "often for the tasks they place"
+        "round they trigger), plus a heartbeat sync every master_timeout/3 (20 s): where "
+        "completions come one at a time a round places one or two tasks, so the floor is "
+        "about two calls per task"
     ),
     "delay_median": "a round waits for its batching window, the sync, the broadcast and the assign",
     "first_burst": "the first round must wait for the sync and a TaskList that fits one datagram",

@@ -54,6 +54,7 @@ from glidein_ext.tq.client.protocol import (
     ClaimAnswer,
     Completion,
     CompletionAnswer,
+    Heartbeat,
     HeartbeatAnswer,
     RegisterAnswer,
     Registration,
@@ -64,6 +65,7 @@ from glidein_ext.tq.client.protocol import (
     Status,
     SubmitAnswer,
     TaskAssignment,
+    TaskRequest,
     parse,
     parse_assignment,
     to_json,
@@ -285,16 +287,16 @@ class TqClient:
         fits, the pilot leaves a standing offer for that many seconds (Lee 2003 4.2.3, the
         courier): an urgent task submitted meanwhile is pushed to it (``tq.service.courier``)."""
         path = f"{API}/pilots/{pilot_id}/request"
-        body: dict[str, Any] = {"cached": _listed(cached)}
+        body = to_json(TaskRequest(_listed(cached), wait))
         if wait > 0:  # the HTTP timeout covers the offer's wait
-            answer = self.call("POST", path, {**body, "wait": wait}, timeout=self.timeout + wait)
+            answer = self.call("POST", path, body, timeout=self.timeout + wait)
         else:
             answer = self.call("POST", path, body)
         return self._parsed(path, parse_assignment, answer)
 
     def heartbeat(self, pilot_id: int, cached: Sequence[str] | None = None) -> HeartbeatAnswer:
         path = f"{API}/pilots/{pilot_id}/heartbeat"
-        return self._post(path, {"cached": _listed(cached)}, HeartbeatAnswer)
+        return self._post(path, to_json(Heartbeat(_listed(cached))), HeartbeatAnswer)
 
     def complete(self, pilot_id: int, completion: Completion) -> CompletionAnswer:
         path = f"{API}/pilots/{pilot_id}/complete"
@@ -402,8 +404,8 @@ def _quoted(site: str) -> str:
     return urllib.parse.quote(site, safe="")
 
 
-def _listed(cached: Sequence[str] | None) -> list[str] | None:
-    return None if cached is None else list(cached)
+def _listed(cached: Sequence[str] | None) -> tuple[str, ...] | None:
+    return None if cached is None else tuple(cached)
 
 
 def _detail(exc: urllib.error.HTTPError) -> str:

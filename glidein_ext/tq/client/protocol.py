@@ -79,7 +79,7 @@ class RegisterAnswer:
     site_key: str | None = None  # hex; authenticates the site's DHT and peer transfers
     architecture: str = "pre-dht"  # pre-dht, centralized or distributed (Delgado Peris 2014 §IV)
     master: MasterInfo | None = None  # distributed: the master (this pilot, if it is)
-    master_timeout: int = 10  # seconds the master may be silent before another takes over
+    master_timeout: int = 60  # seconds the master may be silent before another takes over
     pilot_key: str | None = None  # distributed: hex; this pilot's own key (tq.client.pilotkeys)
 
 
@@ -99,6 +99,23 @@ class TaskAssignment:
     request_cpus: int = 1
     request_memory: int = 0  # MB; 0: unspecified
     request_disk: int = 0  # MB; 0: unspecified
+
+
+@dataclass(frozen=True)
+class TaskRequest:
+    """Centralized mode: the pilot's cached files with each request (Hasham 2011 §IV-E)."""
+
+    cached: tuple[str, ...] | None = None  # None: the pilot does not say (the TQ keeps its list)
+    # Lee 2003 §4.2.3 (courier): nothing fits, keep the request open this many seconds as a
+    # standing offer an urgent task is pushed to (capped by the setting offer_max_wait).
+    wait: float = 0.0
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """Hasham 2011 §IV-D: a pilot's heartbeat, with the files it caches (if it says)."""
+
+    cached: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -203,7 +220,7 @@ class ClaimAnswer:
     reason: str = ""
     master: MasterInfo | None = None
     pilots: tuple[SitePilot, ...] = ()
-    master_timeout: int = 10
+    master_timeout: int = 60
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,13 @@ from fastapi.responses import JSONResponse, Response
 from glidein_ext.errors import TaskQueueError, tq_http_status
 from glidein_ext.tq.client import protocol as p
 from glidein_ext.tq.client.limits import INT64_MAX
-from glidein_ext.tq.client.protocol import Completion, Registration, TaskAssignment
+from glidein_ext.tq.client.protocol import (
+    Completion,
+    Heartbeat,
+    Registration,
+    TaskAssignment,
+    TaskRequest,
+)
 from glidein_ext.tq.service import schemas as s
 from glidein_ext.tq.service.api_auth import Pilot, operator_access
 from glidein_ext.tq.service.api_credentials import install as install_credentials
@@ -106,7 +112,7 @@ async def _stand(board: OfferBoard, pilot_id: int, wait: float) -> bool:
 
 
 async def _take(
-    store: Store, costly: CostlyEvaluator, pilot_id: int, cached: list[str] | None
+    store: Store, costly: CostlyEvaluator, pilot_id: int, cached: Sequence[str] | None
 ) -> TaskAssignment | None:
     """The pilot's costly pairs settled away from the event loop (``tq.service.costly``), then
     its best task taken."""
@@ -184,12 +190,13 @@ class _PilotCalls:
     async def take(self, _who: Principal, pilot_id: int | None, body: Any) -> Response:
         assert pilot_id is not None
         store, costly = self.store, self.costly
-        task = await _take(store, costly, pilot_id, body.cached)
-        deadline = time.monotonic() + min(body.wait, self.settings.offer_max_wait)
+        request = s.message(body, TaskRequest)
+        task = await _take(store, costly, pilot_id, request.cached)
+        deadline = time.monotonic() + min(request.wait, self.settings.offer_max_wait)
         while task is None and (left := deadline - time.monotonic()) > 0:
             if not await _stand(self.board, pilot_id, left):
                 break
-            task = await _take(store, costly, pilot_id, body.cached)
+            task = await _take(store, costly, pilot_id, request.cached)
         return s.wire({"task": task})
 
     async def complete(self, _who: Principal, pilot_id: int | None, body: Any) -> Response:
@@ -288,7 +295,7 @@ def create_app(
     )
     async def heartbeat(pilot_id: PilotId, body: s.HeartbeatRequest) -> Response:
         """I am alive (Hasham 2011 §IV-D); answers the other live pilots on the same host."""
-        return s.wire(store.heartbeat(pilot_id, body.cached))
+        return s.wire(store.heartbeat(pilot_id, s.message(body, Heartbeat).cached))
 
     @app.post(
         f"{API}/pilots/{{pilot_id}}/complete",

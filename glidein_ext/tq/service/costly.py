@@ -29,7 +29,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from glidein_ext.errors import TaskQueueError
-from glidein_ext.tq.service.matcher import Matcher, Verdict
+from glidein_ext.tq.service.match_groups import Verdict
+from glidein_ext.tq.service.matcher import Matcher
 
 log = logging.getLogger("glidein_ext.tq.service.costly")
 START_TIMEOUT = 60.0  # seconds for the worker to start

@@ -1,9 +1,14 @@
 """Cache-aware matching of one pilot to the best runnable task (Hasham 2011 §IV-E), pure and in
 memory.
 
-- Requirements and Rank: evaluated with classad2 once per (task group, pilot), where a group is
-  every queued task with the same MatchSpec (DIRAC's task queues); answers equal ``symmetricMatch``
-  and Rank on each task's own ad, because a task's match ad is its MatchSpec and nothing else.
+- Requirements and Rank: evaluated once per (task group, pilot), where a group is every queued
+  task with the same MatchSpec (DIRAC's task queues); answers equal ``symmetricMatch`` and Rank on
+  each task's own ad, because a task's match ad is its MatchSpec and nothing else.  Expressions of
+  the common subset are compiled (``tq.service.compiled``), and groups whose expressions differ only
+  in constants are evaluated together for a pilot, one numpy operation per expression node over
+  all of them (``tq.service.batched``), as DIRAC's TaskQueueDB matches on indexed columns; the
+  rest is evaluated with classad2.  The groups and their ads are ``tq.service.match_groups``, the
+  batches the matcher keeps and each pilot's answers ``tq.service.match_batches``.
 - Resources and life: a task needs RequestCpus/Memory/Disk within the pilot's, and its MaxRunTime
   within the pilot's remaining life (the TTL of Hasham 2011 §IV-E): no task outlives its pilot.
 - Locality: tasks are indexed by input LFN, so a request only looks at tasks that read a file the
@@ -25,54 +30,28 @@ single dictionary entries only.
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import itertools
+import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import classad2
 
 from glidein_ext import classads
-from glidein_ext.tq.client.limits import COSTLY_CALL
 from glidein_ext.tq.models import MatchSpec, PilotInfo, QueuedTask
-
-
-def task_ad(spec: MatchSpec) -> classad2.ClassAd:
-    """The ClassAd a task is matched with: its MatchSpec (Hasham 2011 §IV-E)."""
-    attrs: dict[str, classads.Scalar] = dict(spec.attributes)
-    attrs.update(
-        RequestCpus=spec.request_cpus,
-        RequestMemory=spec.request_memory,
-        RequestDisk=spec.request_disk,
-        MaxRunTime=spec.max_runtime,
-    )
-    return classads.make_ad(attrs, {"Requirements": spec.requirements, "Rank": spec.rank})
-
-
-def pilot_ad(pilot: PilotInfo) -> classad2.ClassAd:
-    """The ClassAd a pilot is matched with: what it registered (Hasham 2011 §IV-E: Host, SE,
-    site)."""
-    attrs: dict[str, classads.Scalar] = dict(pilot.attributes)
-    attrs.update(
-        Site=pilot.site,
-        Host=pilot.host,
-        SE=pilot.se,
-        Cpus=pilot.cpus,
-        Memory=pilot.memory,
-        Disk=pilot.disk,
-    )
-    return classads.make_ad(attrs, {"Requirements": pilot.requirements, "Rank": pilot.rank})
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One group's answer for one pilot: matched, and the two Ranks."""
-
-    matched: bool
-    pilot_rank: float = 0.0
-    task_rank: float = 0.0
+from glidein_ext.tq.service import batched, classad_parse, classad_values, compiled
+from glidein_ext.tq.service.match_batches import Batches, Evaluated, Ranked
+from glidein_ext.tq.service.match_groups import (
+    NO_MATCH,
+    MatchGroup,
+    Verdict,
+    costly,
+    pilot_ad,
+    pilot_values,
+)
 
 
 @dataclass(frozen=True)
@@ -85,59 +64,29 @@ class Choice:
     task_rank: float
 
 
-_NO_MATCH = Verdict(False)
 _UNSETTLED = Verdict(False)  # a costly pair without a verdict yet: no match for now (not cached)
-
-
-def costly(*texts: str) -> bool:
-    """Whether an expression among ``texts`` calls regexp or its kin (``COSTLY_CALL``)."""
-    return any(COSTLY_CALL.search(text) for text in texts)
-
-
-class _Group:
-    """Queued tasks with one MatchSpec, kept in order of (-priority, task id)."""
-
-    def __init__(self, spec: MatchSpec) -> None:
-        self.spec = spec
-        self.ad = task_ad(spec)
-        self.costly = costly(spec.requirements, spec.rank)
-        self.order: list[tuple[int, int]] = []
-        self._text: str | None = None
-
-    @property
-    def text(self) -> str:
-        """The group's ad as ClassAd text (for a worker process)."""
-        if self._text is None:
-            self._text = str(self.ad)
-        return self._text
-
-    def add(self, task: QueuedTask) -> None:
-        bisect.insort(self.order, (-task.priority, task.task_id))
-
-    def remove(self, task: QueuedTask) -> None:
-        item = (-task.priority, task.task_id)
-        index = bisect.bisect_left(self.order, item)
-        if index < len(self.order) and self.order[index] == item:
-            del self.order[index]
 
 
 class Matcher:
     """The in-memory queue state: groups, the input-file index, pilots and their caches."""
 
     def __init__(self, wait_for_data: float = 0.0, defer_costly: bool = False) -> None:
+        classads.matchmaking_semantics()  # classad2 resolves bare names as ``compiled`` does
         self.wait_for_data = wait_for_data
         self.defer_costly = defer_costly  # costly pairs wait for ``settle`` (the module)
         self._costly_groups: set[str] = set()
         self._costly_pilots: set[int] = set()
         self._tasks: dict[int, QueuedTask] = {}
-        self._groups: dict[str, _Group] = {}
+        self._groups: dict[str, MatchGroup] = {}
         self._task_group: dict[int, str] = {}
         self._by_input: defaultdict[str, set[int]] = defaultdict(set)
         self._pilots: dict[int, PilotInfo] = {}
         self._pilot_ads: dict[int, classad2.ClassAd] = {}
         self._holders: defaultdict[str, set[int]] = defaultdict(set)  # LFN -> pilots caching it
         self._verdicts: dict[tuple[int, str], Verdict] = {}
-        self.evaluations = 0  # classad2 group evaluations (for benchmarks and tests)
+        self.evaluations = 0  # group evaluations, one per (pilot, group) (benchmarks and tests)
+        self._batched = Batches()  # groups evaluated together, and the others ("loose")
+        self._pilot_values: dict[int, dict[str, classad_values.Value]] = {}  # plain attributes
 
     # --- tasks ---
 
@@ -165,10 +114,13 @@ class Matcher:
         key = task.spec.key()
         group = self._groups.get(key)
         if group is None:
-            group = self._groups[key] = _Group(task.spec)
+            group = self._groups[key] = MatchGroup(task.spec)
             if group.costly:
                 self._costly_groups.add(key)
+            self._batched.place(key, group)
         group.add(task)
+        if group.batch is not None:
+            group.batch.set_first(group.row, *group.order[0])
         self._tasks[task.task_id] = task
         self._task_group[task.task_id] = key
         for lfn in task.inputs:
@@ -184,8 +136,11 @@ class Matcher:
         if not group.order:
             del self._groups[key]
             self._costly_groups.discard(key)
+            self._unplace(key, group)
             for pilot_id in self._pilots:
                 self._verdicts.pop((pilot_id, key), None)
+        elif group.batch is not None:
+            group.batch.set_first(group.row, *group.order[0])
         for lfn in task.inputs:
             holders = self._by_input.get(lfn)
             if holders is not None:
@@ -193,14 +148,30 @@ class Matcher:
                 if not holders:
                     del self._by_input[lfn]
 
+    def _unplace(self, key: str, group: MatchGroup) -> None:
+        for moved, row in self._batched.unplace(key, group).items():
+            self._groups[moved].row = row
+
     # --- pilots ---
 
     def add_pilot(self, pilot: PilotInfo) -> None:
         self.remove_pilot(pilot.pilot_id)
         self._pilots[pilot.pilot_id] = pilot
         self._pilot_ads[pilot.pilot_id] = pilot_ad(pilot)
+        values = self._pilot_values[pilot.pilot_id] = pilot_values(pilot)
         if costly(pilot.requirements, pilot.rank):
             self._costly_pilots.add(pilot.pilot_id)
+        requirements = compiled.compile_expr(pilot.requirements)
+        rank = compiled.compile_expr(pilot.rank)
+        if not classad_values.plain(values):
+            requirements = rank = None
+        side: tuple[classad_parse.Node, classad_parse.Node] | None = None
+        if pilot.pilot_id not in self._costly_pilots and requirements and rank:
+            side = (
+                batched.mirrored(requirements.tree, values),
+                batched.mirrored(rank.tree, values),
+            )
+        self._batched.add_pilot(pilot.pilot_id, side)
         for lfn in pilot.cached:
             self._holders[lfn].add(pilot.pilot_id)
 
@@ -209,6 +180,8 @@ class Matcher:
         if pilot is None:
             return
         self._pilot_ads.pop(pilot_id, None)
+        self._pilot_values.pop(pilot_id, None)
+        self._batched.remove_pilot(pilot_id)
         self._costly_pilots.discard(pilot_id)
         self._forget_cache(pilot)
         for key in self._groups:
@@ -276,15 +249,25 @@ class Matcher:
         group = self._groups[key]
         if self.defer_costly and (group.costly or pilot_id in self._costly_pilots):
             return _UNSETTLED
-        pilot_ad_ = self._pilot_ads[pilot_id]
+        side = self._batched.pilot_side.get(pilot_id)
+        if group.batch is not None and side is not None:
+            answers = self._batch_answers(pilot_id, group.batch)
+            if answers is not None:
+                row = group.row
+                if not answers.matched[row]:
+                    return NO_MATCH
+                return Verdict(True, float(answers.pilot_rank[row]), float(answers.task_rank[row]))
         self.evaluations += 1
-        if classads.symmetric_match(group.ad, pilot_ad_):
-            found = Verdict(
-                True, classads.rank(pilot_ad_, group.ad), classads.rank(group.ad, pilot_ad_)
-            )
-        else:
-            found = _NO_MATCH
+        found = group.evaluate(
+            self._pilots[pilot_id], self._pilot_values[pilot_id], self._pilot_ads[pilot_id]
+        )
         self._verdicts[(pilot_id, key)] = found
+        return found
+
+    def _batch_answers(self, pilot_id: int, batch: batched.Batch) -> Evaluated | None:
+        """The batch's groups' answers for this pilot (``Batches.answers``)."""
+        found, evaluated = self._batched.answers(pilot_id, batch, self._pilot_values[pilot_id])
+        self.evaluations += evaluated
         return found
 
     def pending_costly(
@@ -327,7 +310,7 @@ class Matcher:
 
     def _usable(self, pilot: PilotInfo, key: str, remaining: float) -> Verdict:
         if not self._fits(self._groups[key].spec, pilot, remaining):
-            return _NO_MATCH
+            return NO_MATCH
         return self.verdict(pilot.pilot_id, key)
 
     def matching(self, pilot_id: int, now: float) -> dict[int, Verdict]:
@@ -382,21 +365,49 @@ class Matcher:
             return Choice(-best[4], best[0], best[1], best[2])
 
         # Then the best group, each group's tasks in (priority, age) order, skipping held ones.
-        ranked = []
-        for key, group in self._groups.items():
-            verdict = usable(key)
-            if verdict.matched:
-                neg_priority, first = group.order[0]
-                order = (-verdict.pilot_rank, -verdict.task_rank, neg_priority, first)
-                ranked.append((order, key))
-        heapq.heapify(ranked)
-        while ranked:
-            _, key = heapq.heappop(ranked)
-            verdict = verdicts[key]
+        for _, key, pilot_rank, task_rank in self._ranked(pilot, remaining, usable):
             for _, task_id in self._groups[key].order:
                 if not self.held(self._tasks[task_id], pilot_id, now):
-                    return Choice(task_id, 0, verdict.pilot_rank, verdict.task_rank)
+                    return Choice(task_id, 0, pilot_rank, task_rank)
         return None
+
+    def _one_by_one(self, keys: Iterable[str], usable: Any) -> list[Ranked]:
+        ranked: list[Ranked] = []
+        for key in keys:
+            verdict = usable(key)
+            if verdict.matched:
+                neg_priority, first = self._groups[key].order[0]
+                order = (-verdict.pilot_rank, -verdict.task_rank, neg_priority, first)
+                ranked.append((order, key, verdict.pilot_rank, verdict.task_rank))
+        return ranked
+
+    def _ranked(self, pilot: PilotInfo, remaining: float, usable: Any) -> Iterator[Ranked]:
+        """The groups this pilot may run, best first: its Rank of the group, the group's Rank of
+        it, the group's first task's priority, then its id.  Batched groups are ordered on
+        their columns, as many as are asked for; the rest one by one."""
+        side = self._batched.pilot_side.get(pilot.pilot_id)
+        sources: list[Iterator[Ranked]] = []
+        loose = self._groups.keys() if side is None else self._batched.loose
+        if side is not None:
+            limits = (pilot.cpus, pilot.memory, pilot.disk, remaining)
+            values = self._pilot_values[pilot.pilot_id]
+            ordered, extra, evaluated = self._batched.ordered(pilot.pilot_id, values, limits)
+            self.evaluations += evaluated
+            if ordered is None:
+                loose = self._groups.keys()  # NaN ranks: the plain heap, as before
+            else:
+                sources = ordered
+                loose = itertools.chain(self._batched.loose, extra)  # type: ignore[assignment]
+        ranked = self._one_by_one(loose, usable)
+        if sources and any(math.isnan(item[2]) or math.isnan(item[3]) for item in ranked):
+            ranked, sources = self._one_by_one(self._groups.keys(), usable), []
+        if not sources:
+            heapq.heapify(ranked)
+            while ranked:
+                yield heapq.heappop(ranked)
+            return
+        ranked.sort()
+        yield from heapq.merge(ranked, *sources)
 
     def choose_several(self, pilot_id: int, now: float, count: int) -> list[Choice]:
         """The ``count`` best tasks for this pilot now, best first; nothing is removed.  A pool

@@ -24,6 +24,7 @@ from glidein_ext.tq.client.limits import (
     BOUNDS,
     MAX_LFN_BYTES,
     MAX_NAME_CHARS,
+    MAX_OFFER_WAIT,
     attribute_name_problem,
     expr_problem,
     scalar_problem,
@@ -180,30 +181,30 @@ _complete = request_model(
     },
 )
 
+# What a pilot says it caches, with a task request and a heartbeat: a JSON array (a list, as the
+# service takes it) of names, or null.
+Cached = list[CachedName] | None
+_request = request_model(
+    "TaskRequest",
+    p.TaskRequest,
+    {"cached": Cached, "wait": Annotated[float, Field(ge=0, le=MAX_OFFER_WAIT)]},
+)
+_heartbeat = request_model("HeartbeatRequest", p.Heartbeat, {"cached": Cached})
+
 if TYPE_CHECKING:  # mypy takes a derived model for what it is: a pydantic model
     RegisterRequest = BaseModel
     CompleteRequest = BaseModel
+    TaskRequest = BaseModel
+    HeartbeatRequest = BaseModel
 else:
     RegisterRequest, CompleteRequest = _register, _complete
-
-
-class TaskRequest(BaseModel):
-    """Centralized mode: the pilot's cached files with each request (Hasham 2011 §IV-E)."""
-
-    cached: list[CachedName] | None = None
-    # Lee 2003 §4.2.3 (courier): nothing fits, keep the request open this many seconds as a
-    # standing offer an urgent task is pushed to (capped by the setting offer_max_wait).
-    wait: float = Field(default=0.0, ge=0, le=3600)
+    TaskRequest, HeartbeatRequest = _request, _heartbeat
 
 
 class TaskResponse(BaseModel):
     """A request's answer: the task assigned, or null when nothing fits now."""
 
     task: TaskAssignment | None
-
-
-class HeartbeatRequest(BaseModel):
-    cached: list[CachedName] | None = None
 
 
 # The answers: the protocol's dataclasses (one definition of each shape).

@@ -49,8 +49,12 @@ class TqSettings:
     # The sites' architecture unless the sites file gives one (Delgado Peris 2014 §IV;
     # docs/architectures.md): pre-dht, centralized or distributed; empty: cache_mode.
     architecture: str = ""
-    # Seconds a distributed site's master may stay silent before another pilot may take over.
-    master_timeout: int = 10
+    # Seconds a distributed site's master may stay silent before another pilot may take over
+    # (it calls at least every third of it; a worker is found dead after as long).  A minute: a
+    # master's heartbeat every 20 s, as often as the pilots' own (``heartbeat_interval``, 30 s)
+    # and far below a collector's ad lifetime; a site without a master for a minute loses at
+    # most a minute of new starts, its running tasks go on.
+    master_timeout: int = 60
     # The PilotMonitor's sites file (Hasham 2011 §IV-A; glidein_ext.tq.manager.sites); empty: no
     # PilotMonitor.
     sites: str = ""

@@ -68,7 +68,7 @@ class _Node:
         self.sent.append((pilot, messages.decode_assign(envelope.body)[1].task_id))
         return messages.seal_answer(key(pilot), kind, envelope.nonce, True)
 
-    async def ping(self, address: Any) -> Any:
+    async def ping(self, address: Any, timeout: Any = None) -> Any:
         return True
 
 
@@ -98,7 +98,7 @@ def test_a_round_is_timed_phase_by_phase_and_hands_out_sealed() -> None:
 
     async def one_round() -> None:
         await role._round(time.monotonic())
-        await asyncio.gather(*role._handing)
+        await asyncio.gather(*role.handout.handing)
 
     asyncio.run(one_round())
     assert sorted(node.sent) == [(7, 40), (8, 41)] or sorted(node.sent) == [(7, 41), (8, 40)]
@@ -155,7 +155,7 @@ def test_each_refused_pair_is_logged_once_and_the_log_is_rate_limited(
 
     async def one_round() -> None:
         await role._round(time.monotonic())
-        await asyncio.gather(*role._handing)
+        await asyncio.gather(*role.handout.handing)
 
     with caplog.at_level(logging.INFO, logger="glidein_ext.agent.master"):
         asyncio.run(one_round())

@@ -29,7 +29,8 @@ def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, 
 def no_yaml(monkeypatch: pytest.MonkeyPatch) -> None:
     """As if PyYAML (a [tq] dependency) were not installed."""
     monkeypatch.setitem(sys.modules, "yaml", None)  # import yaml -> ImportError(name="yaml")
-    monkeypatch.delitem(sys.modules, "glidein_ext.cli.tq", raising=False)
+    for name in [n for n in sys.modules if n.split(".")[:3] == ["glidein_ext", "cli", "tq"]]:
+        monkeypatch.delitem(sys.modules, name)  # the `tq` commands' package and its modules
 
 
 @pytest.mark.usefixtures("no_yaml")
@@ -63,9 +64,9 @@ def test_tq_serve_refuses_an_old_python(
     pytest.importorskip(
         "yaml"
     )  # the [tq] extra (the bare Python 3.9 of scripts/py39-chroot has none)
-    from glidein_ext.cli import tq
+    from glidein_ext.cli.tq import service
 
-    monkeypatch.setattr(tq, "SERVICE_PYTHON", (sys.version_info[0] + 1, 0))
+    monkeypatch.setattr(service, "SERVICE_PYTHON", (sys.version_info[0] + 1, 0))
     code, out, err = run_main(["tq", "serve", "--database", "/nonexistent/tq.sqlite"], capsys)
     assert (code, out) == (2, "")
     version = sys.version.split()[0]

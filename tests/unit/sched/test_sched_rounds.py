@@ -107,6 +107,25 @@ def test_silent_workers_become_suspects_and_dead_ones_are_reported() -> None:
     assert book.successors() == ((7, A),)
 
 
+def test_a_failed_probe_kills_only_a_worker_unheard_for_the_grace() -> None:
+    # A busy process misses rounds and a probe; it is dead only after the silence a master gets.
+    book = RoundBook(1, window=0.2, period=1.0, heartbeat=3.0, miss_limit=2, grace=10.0)
+    book.join(7, A, now=0.0)
+    book.join(8, A, now=0.0, task=(41, 1))
+    book.start_round(4.0)
+    book.replies([_idle(7)])  # 8 heard at 0 only
+    book.start_round(5.0)
+    book.replies([_idle(7)])
+    assert [w.pilot_id for w in book.suspects()] == [8]
+    assert not book.probe_failed(8, now=6.0)  # unheard for 6 s: still a suspect
+    assert 8 in book.workers and book.take_report(6.0).dead == ()
+    book.completed(8, (41, 1), "ok", now=7.0)  # a message from it: heard
+    assert not book.probe_failed(8, now=16.0)
+    assert book.probe_failed(8, now=17.0)  # unheard for the grace, probe failed: dead
+    assert 8 not in book.workers and book.take_report(17.0).dead == (8,)
+    assert not book.probe_failed(8, now=30.0)  # gone already: nothing more
+
+
 def test_undelivered_assignments_go_back() -> None:
     book = _book()
     book.join(7, A, now=0.0)
@@ -230,3 +249,25 @@ def test_an_unanswered_assignment_is_kept_until_the_workers_next_reply_tells() -
     assert book.workers[7].task == (40, 1)  # it had it: kept
     assert book.take_report(3.5).release == (41,)  # 8 had not: released
     assert book.workers[8].task is None
+
+
+def test_an_idle_site_polls_less_while_the_task_queue_has_nothing_for_it() -> None:
+    # period 2 s, heartbeat 30 s, idle_max 10 s: 2, 4, 8, then 10 s between idle rounds.
+    book = RoundBook(1, window=0.2, period=2.0, heartbeat=30.0, idle_max=10.0)
+    waits = []
+    now = 0.0
+    for _ in range(5):
+        book.supply(0)  # an empty answer
+        waits.append(book.idle_period)
+        now += book.idle_period
+        assert not book.round_due(now - 0.01) and book.round_due(now)
+        book.start_round(now)
+    assert waits == [4.0, 8.0, 10.0, 10.0, 10.0]
+    book.join(7, A, now=now + 1.0)  # an event still makes a round after the window
+    assert book.round_due(now + 1.2)
+    book.supply(3)  # work again: back to the period
+    assert book.idle_period == 2.0
+    short = RoundBook(1, window=0.2, period=1.0, heartbeat=1.5)
+    short.supply(0)
+    short.supply(0)
+    assert short.idle_period == 1.5  # never beyond the heartbeat (the workers' silence)

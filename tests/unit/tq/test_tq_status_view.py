@@ -3,7 +3,7 @@ tasks' pointer, the stuck-work warnings; `tq status --tasks` and `tq task` lines
 
 from __future__ import annotations
 
-from glidein_ext.cli.tq import render_status, render_task, render_tasks
+from glidein_ext.cli.tq.views import render_status, render_task, render_tasks
 from glidein_ext.tq.client.protocol import Status, WorkflowStatus
 
 STATES = {"waiting": 0, "queued": 1, "running": 2, "done": 3, "failed": 1}
@@ -87,3 +87,14 @@ def test_many_warnings_are_cut_to_ten_lines_and_a_count() -> None:
     assert lines[-11] == "WARNING queued-idle: task 0"
     assert lines[-2] == "WARNING queued-idle: task 9"
     assert lines[-1] == "WARNING and 15 more (tq status --json)"
+
+
+def test_status_shows_where_each_distributed_sites_rounds_spend_their_time() -> None:
+    status = Status(workflows=(), pilots={"T1": {"idle": 3}}, completions=0, queued_groups=0)
+    masters = [{"site": "T1", "master_id": 3, "epoch": 1, "master_seen": 1.0}]
+    phases = {"T1": {"wait": 2.0, "broadcast": 6.0, "sync": 2.0, "solve": 0.0}}
+    lines = render_status(status, None, masters, None, phases).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("T1 "))
+    assert lines[at + 1] == "    rounds: 10.0 s in all: broadcast 60%, sync 20%, wait 20%, solve 0%"
+    quiet = render_status(status, None, masters, None, {"T1": {"wait": 0.0}})
+    assert "rounds:" not in quiet  # no round yet: no line

@@ -19,7 +19,8 @@ The parts, one concept each, sharing ``core.StoreCore`` (engine, matcher, lock, 
 ``workflows`` (submission), ``pilots`` (register, request, heartbeat, deregister, reap),
 ``completions`` (a task's end), ``bookkeeping`` (the PilotMonitor's submissions and site counts),
 ``views`` (status, task rows), ``sites`` (the site DHT and the run's counters, Delgado Peris 2014),
-``master`` (the distributed architecture's master calls), ``credentials`` (per-pilot
+``claim`` (a distributed site's master role), ``master`` (the master's ``sync`` and
+``assign``), ``offers`` (what the master is offered), ``credentials`` (per-pilot
 credentials) and ``pool`` (the matcher kept in step with other instances, Lee 2003).
 ``Store`` (``facade``) owns the shared state and composes the parts, each a plain class given
 what it needs; every public method of ``Store`` is one transaction, in which the parts work.

@@ -38,6 +38,7 @@ from glidein_ext.tq.models import Architecture, PilotInfo
 from glidein_ext.tq.service.counters import RunCounters
 from glidein_ext.tq.service.matcher import Matcher
 from glidein_ext.tq.service.store.bookkeeping import MonitorBookkeeping
+from glidein_ext.tq.service.store.claim import MasterClaim
 from glidein_ext.tq.service.store.completions import Completions
 from glidein_ext.tq.service.store.core import SkippedRow, StoreCore
 from glidein_ext.tq.service.store.credentials import CredentialStore
@@ -63,7 +64,7 @@ class Store:
         default_architecture: Architecture = Architecture.PRE_DHT,
         clock: Callable[[], float] = time.time,
         architectures: Mapping[str, Architecture] | None = None,
-        master_timeout: float = 10.0,
+        master_timeout: float = 60.0,
         counters: RunCounters | None = None,
     ) -> None:
         core = StoreCore(
@@ -87,6 +88,7 @@ class Store:
             master_timeout=master_timeout,
             counters=counters,
         )
+        self._claim = MasterClaim(core, self._sites, self._pilots)
         self._master = MasterCalls(core, self._sites, self._pilots)
         self._credentials = CredentialStore(core, self._pilots)
         self._bookkeeping = MonitorBookkeeping(core)
@@ -165,7 +167,7 @@ class Store:
 
     def claim_master(self, site: str, claim: Claim) -> ClaimAnswer:
         """A pilot asks for its site's master role; granted by ``sched.election.arbitrate``."""
-        return self._core.write(lambda tx: self._master.claim_master(tx, site, claim))
+        return self._core.write(lambda tx: self._claim.claim_master(tx, site, claim))
 
     def sync(self, site: str, call: SiteSync) -> SiteSyncAnswer:
         """The master's bulk call: completions, dead workers, undelivered tasks, runnable tasks."""

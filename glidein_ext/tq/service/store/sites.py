@@ -61,7 +61,7 @@ class SiteCoordination:
         workflows: WorkflowSubmission,
         *,
         architectures: Mapping[str, Architecture] | None = None,
-        master_timeout: float = 10.0,
+        master_timeout: float = 60.0,
         counters: RunCounters | None = None,
     ) -> None:
         self.core = core

@@ -6,7 +6,8 @@ import random
 
 from glidein_ext import classads
 from glidein_ext.tq.models import MatchSpec, PilotInfo, QueuedTask
-from glidein_ext.tq.service.matcher import Matcher, Verdict, pilot_ad, task_ad
+from glidein_ext.tq.service.match_groups import Verdict, pilot_ad, task_ad
+from glidein_ext.tq.service.matcher import Matcher
 
 REQUIREMENTS = [
     "true",
@@ -246,3 +247,22 @@ def test_needed_cached_lists_the_pilots_files_a_queued_task_reads_bounded() -> N
     assert matcher.needed_cached(1, 1000) == ("/a",)
     matcher.remove_task(1)
     assert matcher.needed_cached(1, 1000) == ()
+
+
+def test_a_bare_name_reads_the_pilots_attribute_as_htcondor_matchmaking_does() -> None:
+    # A job's "Memory >= 2000" means the machine's Memory (the task has none): the compiled
+    # evaluator, its columns and classad2 all resolve it so, whatever the process read before.
+    matcher = Matcher()
+    spec = MatchSpec(requirements="Memory >= 2000 && Cpus >= RequestCpus", rank="Memory")
+    matcher.add_task(QueuedTask(1, spec))
+    small = PilotInfo(1, site="T2", se="se", host="a", cpus=2, memory=1000, disk=100)
+    large = PilotInfo(2, site="T2", se="se", host="b", cpus=2, memory=4000, disk=100)
+    for pilot in (small, large):
+        matcher.add_pilot(pilot)
+        matcher.set_idle(pilot.pilot_id, True)
+    assert classads.symmetric_match(task_ad(spec), pilot_ad(large))
+    assert not classads.symmetric_match(task_ad(spec), pilot_ad(small))
+    assert classads.rank(task_ad(spec), pilot_ad(large)) == 4000.0
+    assert matcher.choose(1, now=0.0) is None
+    chosen = matcher.choose(2, now=0.0)
+    assert chosen is not None and chosen.task_id == 1

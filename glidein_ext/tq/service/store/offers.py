@@ -1,0 +1,180 @@
+"""What a distributed site's master is offered in ``sync`` (Delgado Peris 2014 §III.C), and the
+check of a (task, pilot) pair both ways that ``assign`` makes too.
+
+What ``sync`` offers a site is decided by ``sched.offers.choose_offers`` (the simulator calls it
+too): only tasks whose Requirements match one of the site's registered pilots; a task whose inputs
+were made at several sites goes to the one holding most of them (the rest are read from the SE),
+and to the others when it would wait while their matching pilots are idle; the tasks whose inputs
+an idle pilot of the site made come first.  A pair is checked as the pre-DHT matcher checks it
+(``tq.service.matcher``): resources, life, then HTCondor's match both ways (``mismatch``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from glidein_ext.sched.offers import Made, Member, Runnable, choose_offers
+from glidein_ext.tq.client.protocol import TaskOffer
+from glidein_ext.tq.models import Architecture, MatchSpec, PilotInfo, PilotState, TaskState
+from glidein_ext.tq.service import tables as t
+from glidein_ext.tq.service.match_groups import pilot_ad, task_ad
+from glidein_ext.tq.service.store.core import ACTIVE, CHUNK, StoreCore, pilot_info, spec_of
+from glidein_ext.tq.service.store.sites import SiteCoordination
+
+
+class SiteOffers:
+    """The runnable tasks offered to a site's master, read in the caller's transaction."""
+
+    def __init__(self, core: StoreCore, sites: SiteCoordination) -> None:
+        self.core = core
+        self.sites = sites
+        # The queued tasks as the offers see them, kept between syncs (a task's spec and inputs
+        # never change): a sync reads only the new ones' in full.
+        self._queued: dict[int, Runnable] = {}
+
+    def runnable(self, conn: Connection, site: str, want: int) -> tuple[list[TaskOffer], int]:
+        """What to offer the site (``sched.offers.choose_offers``, module docstring): at most
+        ``want`` tasks, best first; and how many the site may run now."""
+        queued_state = TaskState.QUEUED.value
+        queued = self._read_queued(conn)
+        producer = t.tasks.alias("producer")
+        reader = t.tasks.alias("reader")
+        made = {
+            r.lfn: Made(r.site, r.pilot_id)
+            for r in conn.execute(
+                sa.select(t.files.c.lfn, t.files.c.site, producer.c.pilot_id)
+                .select_from(
+                    t.task_inputs.join(reader, reader.c.id == t.task_inputs.c.task_id)
+                    .join(t.files, t.files.c.lfn == t.task_inputs.c.lfn)
+                    .outerjoin(producer, producer.c.id == t.files.c.produced_by)
+                )
+                .where(reader.c.state == queued_state, t.files.c.site.is_not(None))
+                .distinct()
+            )
+        }
+        pilots = conn.execute(
+            sa.select(t.pilots.c.id, t.pilots.c.site, t.pilots.c.state).where(
+                t.pilots.c.state.in_(ACTIVE)
+            )
+        ).all()
+        distributed = {
+            name: self.sites.architecture_of(name) is Architecture.DISTRIBUTED
+            for name in {p.site for p in pilots}
+        }
+        idle = PilotState.IDLE.value
+        members = [Member(p.id, p.site, p.state == idle) for p in pilots if distributed[p.site]]
+        now = self.core.clock()
+        hold = self.core.matcher.wait_for_data
+        fits = _Fits(conn, now)
+        chosen = choose_offers(site, want, queued, made, members, fits, now, hold)
+        if not chosen.task_ids:
+            return [], chosen.runnable
+        found = {
+            row.id: row
+            for row in conn.execute(sa.select(t.tasks).where(t.tasks.c.id.in_(chosen.task_ids)))
+        }
+        return [_offer(found[i]) for i in chosen.task_ids if i in found], chosen.runnable
+
+    def _read_queued(self, conn: Connection) -> list[Runnable]:
+        """The queued tasks by priority, then age; the spec and inputs of those not known yet
+        read in chunks."""
+        rows = conn.execute(
+            sa.select(t.tasks.c.id, t.tasks.c.priority, t.tasks.c.runnable_since)
+            .where(t.tasks.c.state == TaskState.QUEUED.value)
+            .order_by(t.tasks.c.priority.desc(), t.tasks.c.id)
+        ).all()
+        known = self._queued
+        new = [r.id for r in rows if r.id not in known]
+        for start in range(0, len(new), CHUNK):
+            for r in conn.execute(
+                sa.select(t.tasks.c.id, t.tasks.c.spec, t.tasks.c.inputs).where(
+                    t.tasks.c.id.in_(new[start : start + CHUNK])
+                )
+            ):
+                known[r.id] = Runnable(r.id, r.spec, tuple(json.loads(r.inputs)))
+        queued = []
+        for r in rows:
+            task = known[r.id]
+            since = r.runnable_since or 0.0
+            if task.priority != r.priority or task.since != since:
+                task = dataclasses.replace(task, priority=r.priority, since=since)
+            queued.append(task)
+        self._queued = {task.task_id: task for task in queued}
+        return queued
+
+
+class _Fits:
+    """``matches(pilot_id, spec_json)`` for ``choose_offers``: the pair checked both ways, ads
+    built once per call."""
+
+    def __init__(self, conn: Connection, now: float) -> None:
+        self._conn = conn
+        self._now = now
+        self._pilots: dict[int, tuple[PilotInfo, Any]] = {}
+        self._tasks: dict[str, tuple[MatchSpec, Any]] = {}
+
+    def __call__(self, pilot_id: int, group: Any) -> bool:
+        pilot = self._pilots.get(pilot_id)
+        if pilot is None:
+            row = self._conn.execute(sa.select(t.pilots).where(t.pilots.c.id == pilot_id)).one()
+            info = pilot_info(row)
+            pilot = self._pilots[pilot_id] = (info, pilot_ad(info))
+        task = self._tasks.get(group)
+        if task is None:
+            spec = _spec_from_json(group)
+            task = self._tasks[group] = (spec, task_ad(spec))
+        return mismatch(task[0], pilot[0], self._now, task[1], pilot[1]) is None
+
+
+def _spec_from_json(text: str) -> MatchSpec:
+    raw = json.loads(text)
+    raw["attributes"] = tuple(tuple(item) for item in raw["attributes"])
+    return MatchSpec(**raw)
+
+
+def mismatch(
+    spec: MatchSpec, pilot: PilotInfo, now: float, task_ad_: Any = None, pilot_ad_: Any = None
+) -> str | None:
+    """Why this task may not run on this pilot (one short line), or None: its resources and life
+    (``MaxRunTime`` within the pilot's remaining life), then HTCondor's match both ways (the
+    pre-DHT matcher's check, ``tq.service.matcher``)."""
+    if spec.request_cpus > pilot.cpus:
+        return f"the task asks for {spec.request_cpus} CPUs, the pilot has {pilot.cpus}"
+    if spec.request_memory > pilot.memory:
+        return f"the task asks for {spec.request_memory} MB of memory, the pilot has {pilot.memory}"
+    if spec.request_disk > pilot.disk:
+        return f"the task asks for {spec.request_disk} MB of disk, the pilot has {pilot.disk}"
+    remaining = pilot.remaining(now)
+    if spec.max_runtime > remaining:
+        return f"the task's MaxRunTime {spec.max_runtime} s outlives the pilot ({remaining:.0f} s)"
+    task = task_ad(spec) if task_ad_ is None else task_ad_
+    worker = pilot_ad(pilot) if pilot_ad_ is None else pilot_ad_
+    if not worker.matches(task):  # the task's Requirements, with the pilot as TARGET
+        return f"the task's Requirements are not met: {spec.requirements}"[:200]
+    if not task.matches(worker):  # the pilot's Requirements, with the task as TARGET
+        return f"the pilot's Requirements are not met: {pilot.requirements}"[:200]
+    return None
+
+
+def _offer(row: Any) -> TaskOffer:
+    spec = spec_of(row)
+    return TaskOffer(
+        task_id=row.id,
+        name=row.name,
+        command=row.command,
+        inputs=tuple(json.loads(row.inputs)),
+        outputs=tuple(json.loads(row.outputs)),
+        max_runtime=spec.max_runtime,
+        requirements=spec.requirements,
+        rank=spec.rank,
+        request_cpus=spec.request_cpus,
+        request_memory=spec.request_memory,
+        request_disk=spec.request_disk,
+        attributes=dict(spec.attributes),
+        priority=row.priority,
+    )
