@@ -48,7 +48,14 @@ def _watch(client: TqClient, until: int, timeout: float = 90) -> list[tuple[floa
 
 
 def _stall(progress: list[tuple[float, int]]) -> float:
-    return max(later[0] - earlier[0] for earlier, later in itertools.pairwise(progress))
+    """The longest pause between two completions seen (0 when only one count was seen)."""
+    gaps = (later[0] - earlier[0] for earlier, later in itertools.pairwise(progress))
+    return max(gaps, default=0.0)
+
+
+def _first(progress: list[tuple[float, int]]) -> float:
+    """Seconds to the first completion seen after the watch began (0 when none was needed)."""
+    return progress[1][0] - progress[0][0] if len(progress) > 1 else 0.0
 
 
 def test_pilots_keep_working_when_an_instance_is_killed(
@@ -74,15 +81,15 @@ def test_pilots_keep_working_when_an_instance_is_killed(
     wait_until(lambda: _done(operator) >= 4, 60, "the first tasks to finish")
 
     first.kill(signal.SIGKILL)
-    after_first = _watch(operator, 16)
+    # Eight more after the kill (on a loaded machine many may be done by the time it lands).
+    after_first = _watch(operator, min(TASKS, _done(operator) + 8))
     first.start()  # the same port and database: back in the pool
     second.kill(signal.SIGKILL)
     after_second = _watch(operator, TASKS)
     stalls = (_stall(after_first), _stall(after_second))
     print(
         f"after SIGKILL of one instance, then of the other: the next completion in "
-        f"{after_first[1][0] - after_first[0][0]:.2f} s and "
-        f"{after_second[1][0] - after_second[0][0]:.2f} s; longest pauses "
+        f"{_first(after_first):.2f} s and {_first(after_second):.2f} s; longest pauses "
         f"{stalls[0]:.2f} s and {stalls[1]:.2f} s"
     )
     assert max(stalls) < 15, f"the pilots stalled {max(stalls):.1f} s after an instance died"
