@@ -81,19 +81,23 @@ class _Client:
         return SiteAssignAnswer(tuple(Placed(p.task_id, p.pilot_id, 1) for p in call.pairs))
 
 
-def test_a_round_is_timed_phase_by_phase_and_hands_out_sealed() -> None:
-    node = _Node()
-    role = MasterRole(
+def _role(node: _Node, client: _Client, **settings: Any) -> MasterRole:
+    """A master of epoch ``EPOCH`` for pilot 1 of ``SITE`` with short rounds."""
+    return MasterRole(
         cast(DhtNode, node),
-        cast(TqClient, _Client()),
+        cast(TqClient, client),
         SITE,
         1,
         EPOCH,
         window=0.1,
         period=1.0,
         heartbeat=5.0,
-        method="greedy",
+        **settings,
     )
+
+
+def _one_round(role: MasterRole) -> None:
+    """Workers 7 and 8 installed, one round, its hand-outs finished."""
     role.install([SitePilot(p, f"127.0.0.1:{4000 + p}", key=key(p).hex()) for p in (7, 8)])
 
     async def one_round() -> None:
@@ -101,6 +105,12 @@ def test_a_round_is_timed_phase_by_phase_and_hands_out_sealed() -> None:
         await asyncio.gather(*role.handout.handing)
 
     asyncio.run(one_round())
+
+
+def test_a_round_is_timed_phase_by_phase_and_hands_out_sealed() -> None:
+    node = _Node()
+    role = _role(node, _Client(), method="greedy")
+    _one_round(role)
     assert sorted(node.sent) == [(7, 40), (8, 41)] or sorted(node.sent) == [(7, 41), (8, 40)]
     assert set(role.timings) == set(PHASES) - {"hand_out"}
     assert all(seconds >= 0 for seconds in role.timings.values())
@@ -109,17 +119,7 @@ def test_a_round_is_timed_phase_by_phase_and_hands_out_sealed() -> None:
 
 
 def test_the_tasklist_wait_follows_the_recent_broadcasts() -> None:
-    role = MasterRole(
-        cast(DhtNode, _Node()),
-        cast(TqClient, _Client()),
-        SITE,
-        1,
-        EPOCH,
-        window=0.1,
-        period=1.0,
-        heartbeat=5.0,
-        broadcast_timeout=4.0,
-    )
+    role = _role(_Node(), _Client(), broadcast_timeout=4.0)
     assert role._broadcast_wait() == 4.0  # nothing known yet: the configured timeout
     role._broadcasts.extend([0.05] * 10)
     assert role._broadcast_wait() == BROADCAST_FLOOR
@@ -140,25 +140,9 @@ def test_each_refused_pair_is_logged_once_and_the_log_is_rate_limited(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     node = _Node()
-    role = MasterRole(
-        cast(DhtNode, node),
-        cast(TqClient, _Refusing()),
-        SITE,
-        1,
-        EPOCH,
-        window=0.1,
-        period=1.0,
-        heartbeat=5.0,
-        method="greedy",
-    )
-    role.install([SitePilot(p, f"127.0.0.1:{4000 + p}", key=key(p).hex()) for p in (7, 8)])
-
-    async def one_round() -> None:
-        await role._round(time.monotonic())
-        await asyncio.gather(*role.handout.handing)
-
+    role = _role(node, _Refusing(), method="greedy")
     with caplog.at_level(logging.INFO, logger="glidein_ext.agent.master"):
-        asyncio.run(one_round())
+        _one_round(role)
     lines = [r.getMessage() for r in caplog.records if "refused task" in r.getMessage()]
     assert len(lines) == 1 and lines[0].endswith(": the pilot runs task 9"), lines
     assert len(node.sent) == 1  # the refused pair is not handed out
