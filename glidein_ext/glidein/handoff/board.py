@@ -14,6 +14,7 @@ Python 3.9, standard library only.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +30,8 @@ from glidein_ext.glidein.handoff.core import (
     TaskEnd,
 )
 from glidein_ext.procs import pid_alive
+
+log = logging.getLogger("glidein_ext.agent")
 
 STOP_GRACE = 15.0  # seconds a stopping agent still waits for a job the startd has
 
@@ -172,7 +175,9 @@ class Board:
         with self.cond:
             ok = self.core.prepared(key, starter, self.clock())
             self.cond.notify_all()
-            return ok
+        if ok:
+            log.info("task %s started by the startd (starter %d)", key[0], starter)
+        return ok
 
     def evicting(self, key: Key) -> None:
         with self.cond:

@@ -312,6 +312,16 @@ def test_pilot_manager_glideins_run_a_workflow_through_fetch_work(stack: Stack) 
     assert overlaps, by_glidein
 
 
+def _started(log: str) -> set[int]:
+    """Tasks the glidein's startd started (PREPARE_JOB), from its agent's log."""
+    return {int(t) for t in re.findall(r"task (\d+) started by the startd", log)}
+
+
+def _given_back(log: str) -> set[int]:
+    """Tasks the glidein's agent gave back to the Task Queue (not run to their end)."""
+    return {int(t) for t in re.findall(r"task (\d+) given back", log)}
+
+
 def test_vacated_glidein_finishes_its_task_fetches_nothing_and_leaves(stack: Stack) -> None:
     # Tasks long enough that the victim still runs one when its drain order arrives: the order
     # takes a startd cron period or two and, on a loaded machine, much longer (10 s was seen
@@ -319,10 +329,11 @@ def test_vacated_glidein_finishes_its_task_fetches_nothing_and_leaves(stack: Sta
     workflow = submit_workflow(stack.server, "w1", scale=0.05, sleep=25)
     victim_batch, victim = next(iter(stack.glideins.items()))
 
-    def busy() -> list[tuple[Any, ...]] | None:
-        return [p for p in stack.pilots(victim_batch) if p[2] is not None] or None
+    def running() -> set[int] | None:
+        busy = {p[2] for p in stack.pilots(victim_batch) if p[2] is not None}
+        return busy & _started(stack.glidein_log(victim)) or None
 
-    wait_for(busy, 60, "the victim glidein running a task", interval=0.5)
+    wait_for(running, 60, "the victim's startd running a task", interval=0.5)
     proc = site_cli("vacate", victim.job_id, "--deadline", "1h")
     assert proc.returncode == 0, proc.stderr
     wait_for(
@@ -337,10 +348,9 @@ def test_vacated_glidein_finishes_its_task_fetches_nothing_and_leaves(stack: Sta
     wait_for(lambda: "the glidein retires" in stack.glidein_log(victim), 20, "the agent draining")
     lanes = stack.pilots(victim_batch)
     ids = {p[0] for p in lanes}
-    # What it held when it stopped fetching, less what it never handed to its startd (given
-    # back at once: "task N cancelled" in its log).
-    cancelled = {int(t) for t in re.findall(r"task (\d+) cancelled", stack.glidein_log(victim))}
-    held = {p[2] for p in lanes if p[2] is not None} - cancelled
+    # What its startd was running when it stopped fetching. A task fetched but not yet started
+    # goes back to the Task Queue (no new job starts once a glidein retires, Sfiligoi 2013).
+    held = {p[2] for p in lanes if p[2] is not None} & _started(stack.glidein_log(victim))
     before = {c[0] for c in stack.completions(workflow) if c[2] in ids}
     assert held, "the victim's task ended before the drain began: make the tasks longer"
     # Its site job ends, exit 0 (the glidein drained: its task finished, its agent left).
@@ -358,6 +368,8 @@ def test_vacated_glidein_finishes_its_task_fetches_nothing_and_leaves(stack: Sta
     victims = [c for c in stack.completions(workflow) if c[2] in ids]
     assert all(c[3] for c in victims), victims  # what it ran, it finished
     assert held <= {c[0] for c in victims}, (held, victims)  # its running tasks finished
+    log = stack.glidein_log(victim)
+    assert not _started(log) & _given_back(log), log[-3000:]  # none that started was evicted
     assert {c[0] for c in victims} <= before | held, victims  # and it fetched nothing new
     assert not stack.vo.status(victim.vo_constraint())
     wait_for(lambda: stack.done(workflow) == 8 or None, 240, "the workflow to complete")
