@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.support.xdist_groups import (  # hooks of this conftest
     pytest_collection_finish,
@@ -32,6 +33,16 @@ _counts: dict[str, int] = {"passed": 0, "failed": 0, "skipped": 0}
 # pilots, every benchmark, the API fuzz) whose timing would suffer beside each other on a 2-core
 # machine.  Everything else spreads over the other workers.  The groups reach xdist's scheduler
 # through tests/support/xdist_groups.py (pytest 9.2 ignores xdist's own node-id rewrite).
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Hypothesis's timing checks (a deadline per example, slow input generation) measure the
+    machine, not the code: off, so that a loaded machine fails no property test."""
+    del config
+    settings.register_profile(
+        "glidein-ext", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
+    settings.load_profile("glidein-ext")
 
 
 # tryfirst: under pytest 8 xdist's worker also rewrites each grouped test's node id in its own hook
