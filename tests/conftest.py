@@ -1,4 +1,5 @@
-"""Shared pytest setup: the condor marker report that .ci/run checks, and the xdist groups."""
+"""Shared pytest setup: the condor marker report that .ci/run checks, the xdist groups, and
+Hypothesis's profile."""
 
 from __future__ import annotations
 
