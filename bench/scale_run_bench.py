@@ -82,6 +82,16 @@ def measured(row: Any) -> dict[str, Any]:
     }
 
 
+def _phases(site: Any) -> dict[str, float]:
+    """The master's round phases so far (seconds, summed over the site's masters' rounds)."""
+    counters = site.operator.call("GET", "/api/v1/counters")
+    found: dict[str, float] = {}
+    for spent in (counters.get("phases") or {}).values():
+        for phase, seconds in spent.items():
+            found[phase] = found.get(phase, 0.0) + float(seconds)
+    return found
+
+
 def _fmt(value: float | None) -> str:
     return (
         "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
@@ -122,8 +132,10 @@ def main() -> None:
     ):
         registered = time.monotonic() - started
         for kind in kinds:
+            before = _phases(site)
             counters = site.run_workflow(kind, args.scale, sleep=args.sleep, timeout=1800)
             real[kind] = measured(row("distributed", counters))
+            real[kind]["phases"] = {p: s - before.get(p, 0.0) for p, s in _phases(site).items()}
     sims = {
         kind: simulated(args.pilots, kind, real[kind]["tasks"], args.sleep, args.master_timeout)
         for kind in kinds
@@ -148,6 +160,8 @@ def main() -> None:
         for label, values in (("real", real[kind]), ("sim", sims[kind])):
             by_kind = sorted(values["requests_by_kind"].items())
             print(f"    {label} requests: " + ", ".join(f"{k} {n}" for k, n in by_kind))
+        spent = real[kind]["phases"]
+        print("    real master, seconds: " + ", ".join(f"{p} {s:.2f}" for p, s in spent.items()))
     print(
         "margins: req/task and turnaround 25%, delay p50 1 s or 50%, hit ratios 0.10; "
         f"{sum(verdicts)}/{len(verdicts)} agree ({time.monotonic() - started:.0f} s)"

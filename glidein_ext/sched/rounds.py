@@ -21,7 +21,8 @@ What it keeps:
   process under load is no death) and **tasks to release** (assigned but never delivered, or
   lost by a worker), for the next Task Queue call;
 - **when** a round is due: events (a completion, a worker joined or went idle, more tasks at the
-  Task Queue) start a batching ``window`` that each further event extends (at most 5 windows);
+  Task Queue) start a batching ``window`` that each further event extends (at most 5 windows),
+  and a batch that freed a tenth of the site's workers is full (its round comes at once);
   without events a round comes every ``period`` (the paper's fixed 20 s TaskList period, made a
   fallback), and while the Task Queue has nothing runnable for the site (:meth:`supply`) that
   period doubles after each empty answer, up to ``idle_max`` (10 s, an idle pre-DHT pilot's
@@ -35,6 +36,7 @@ Python 3.9, standard library only.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -47,8 +49,20 @@ REMEMBERED = 65536  # completions remembered as reported (resends are answered, 
 WANT_PER_IDLE = 4  # runnable tasks fetched per idle worker: a choice for the ranking
 MAX_WANT = 2000
 MAX_BATCH = 5  # a round comes at most this many batching windows after the first event
+# A batch is full (its round comes at once) when this many workers were freed since the last
+# round: FULL_FRACTION of the site, at least FULL_MIN.  A wave of completions at a large site
+# then makes rounds of a tenth of the site each, not one after MAX_BATCH windows; a small site,
+# whose completions trickle in, still batches by the window.
+FULL_FRACTION = 0.1
+FULL_MIN = 8
 IDLE_MAX = 10.0  # seconds: the longest idle period (as ``agent.settings``' ``poll_max``)
 PATIENCE = 30.0  # seconds a master awaits a completion a worker says it sent before releasing
+
+
+def full_batch(workers: float) -> int:
+    """Workers a completion freed since the last round that make a batch full at a site of
+    ``workers``: its round comes at once."""
+    return max(FULL_MIN, math.ceil(FULL_FRACTION * workers))
 
 
 @dataclass
@@ -63,6 +77,7 @@ class Worker:
     delivering: bool = False  # ``task`` is on its way to it (the master hands out meanwhile)
     delivered_in: int = -1  # the round in progress when it acknowledged ``task``
     heard: float = 0.0  # when it was last heard (a reply, a message, a probe answered)
+    finished: int = 0  # the task id of its last completion that came (0: none)
 
 
 @dataclass(frozen=True)
@@ -117,6 +132,7 @@ class RoundBook:
         self._dead: set[int] = set()
         self._release: set[int] = set()
         self._trigger_at: float | None = None  # the first event since the last round
+        self._freed = 0  # workers a completion freed since the last round
         self._last_event = now
         self._last_round = now
         self._last_call = now
@@ -193,11 +209,13 @@ class RoundBook:
         task = worker.task if worker is not None else None
         if worker is not None:
             worker.heard = max(worker.heard, now)
+            worker.finished = key[0]
         # Its task (attempt 0: known from a reply only), not a resend of an earlier attempt's.
         if worker is not None and task is not None and task[0] == key[0] and task[1] in (0, key[1]):
             worker.task = None
             worker.awaiting_since = None
             worker.delivering = False  # it got the task: it finished it
+            self._freed += 1
         if key in self._reported or key in self._pending or key in self._in_flight:
             return False
         self._pending[key] = (pilot_id, completion)
@@ -264,9 +282,14 @@ class RoundBook:
         longest = min(self.heartbeat, self.idle_max)
         return max(self.period, min(longest, self.period * 2.0**self._dry))
 
+    @property
+    def full_batch(self) -> int:
+        """Freed workers that make a batch full: its round comes at once."""
+        return full_batch(len(self.workers))
+
     def round_due(self, now: float) -> bool:
         due = self._batch_due()
-        if due is not None and now >= due:
+        if due is not None and (now >= due or self._freed >= self.full_batch):
             return True
         return now >= self._last_round + self.idle_period
 
@@ -292,6 +315,7 @@ class RoundBook:
         self.now = max(self.now, now)
         self.round += 1
         self._trigger_at = None
+        self._freed = 0
         self._last_round = now
         return min(MAX_WANT, WANT_PER_IDLE * len(self.idle()))
 
@@ -338,7 +362,9 @@ class RoundBook:
                 self._idle_reply(worker, believed, reply.last_done)
             elif not reply.idle:
                 worker.awaiting_since = None
-                if worker.task is None:
+                # A reply formed before its completion came says it still runs that task: the
+                # master keeps it idle (believing it would await that completion for ever).
+                if worker.task is None and reply.current != worker.finished:
                     worker.task = (reply.current, 0)
             unreported = worker.pilot_id in self._waiting
             if reply.idle and worker.task is None and reply.ranks and not unreported:

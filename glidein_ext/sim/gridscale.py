@@ -50,7 +50,7 @@ import math
 from dataclasses import dataclass, replace
 
 from glidein_ext.errors import UsageError
-from glidein_ext.sched.rounds import MAX_BATCH, MAX_WANT, WANT_PER_IDLE
+from glidein_ext.sched.rounds import MAX_BATCH, MAX_WANT, WANT_PER_IDLE, full_batch
 from glidein_ext.sim.calibration import REFERENCE, CostModel
 from glidein_ext.sim.config import SimConfig
 
@@ -212,14 +212,16 @@ def _tree(scale: Scale, shown: float) -> float:
     return depth * (scale.lan + scale.decode_per_task * shown) + depth * scale.lan
 
 
-def batch(rate: float, window: float) -> float:
+def batch(rate: float, window: float, full: int = 0) -> float:
     """Seconds from a site's first completion to its round (``sched.rounds``): the round comes
-    when no completion came for a window, at most ``MAX_BATCH`` windows after the first.  With
-    completions a Poisson stream of ``rate``, the wait for a quiet window is
-    ``(e^(rate window) - 1) / rate``."""
+    when no completion came for a window, at most ``MAX_BATCH`` windows after the first, or once
+    ``full`` completions came (``RoundBook.full_batch``; 0: not modelled).  With completions a
+    Poisson stream of ``rate``, the wait for a quiet window is ``(e^(rate window) - 1) / rate``
+    and the wait for ``full`` of them ``(full - 1) / rate`` after the first."""
     if rate <= 0:
         return window
-    return min(MAX_BATCH * window, max(window, math.expm1(rate * window) / rate))
+    waited = min(MAX_BATCH * window, max(window, math.expm1(rate * window) / rate))
+    return min(waited, (full - 1) / rate) if full > 1 else waited
 
 
 def _distributed(scale: Scale, k: int, costs: CostModel) -> Estimate:
@@ -232,7 +234,7 @@ def _distributed(scale: Scale, k: int, costs: CostModel) -> Estimate:
     for _ in range(100):
         throughput = workers / (scale.runtime + delay)
         completions = throughput / sites  # a second, at one site
-        gathered = batch(completions, scale.round_window)
+        gathered = batch(completions, scale.round_window, full_batch(per_site))
         # A round: the sync, the TaskList down the tree and the ranks up, the assignment, the
         # assign; the next batch starts with the next completion.
         done = completions * (gathered + 1.0 / completions)  # completions a round carries

@@ -42,6 +42,53 @@ def test_a_wave_of_events_makes_one_round() -> None:
     assert not book.round_due(1.95) and book.round_due(2.0)
 
 
+def test_a_full_batch_starts_its_round_at_once() -> None:
+    """A wave of completions at a large site: the round comes once a tenth of the site (at least
+    8 workers) is free, not 5 windows after the first completion; a small site still waits."""
+    book = _book()
+    for pilot in range(100, 200):
+        book.join(pilot, A, now=0.0, task=(pilot, 1))
+    assert book.full_batch == 10
+    book.start_round(0.0)
+    for n, pilot in enumerate(range(100, 109)):
+        book.completed(pilot, (pilot, 1), "c", now=1.0 + 0.01 * n)
+    assert not book.round_due(1.09)  # 9 freed, the window not over
+    book.completed(109, (109, 1), "c", now=1.09)
+    assert book.round_due(1.09)  # 10 freed: full
+    book.start_round(1.09)
+    book.completed(110, (110, 1), "c", now=1.1)
+    assert not book.round_due(1.1)  # the count starts again with the round
+    resend = book.completed(109, (109, 1), "c", now=1.1)
+    assert not resend and not book.round_due(1.1)  # a resend frees nobody
+    small = _book()
+    for pilot in range(10, 20):
+        small.join(pilot, A, now=0.0, task=(pilot, 1))
+    assert small.full_batch == 8
+    small.start_round(0.5)
+    for pilot in range(10, 17):
+        small.completed(pilot, (pilot, 1), "c", now=1.0)
+    assert not small.round_due(1.0) and small.round_due(1.2)  # 7 < 8: the window decides
+
+
+def test_a_busy_reply_older_than_the_completion_does_not_make_the_worker_busy_again() -> None:
+    """Regression (real-process runs, 2026-11-26): a worker replies "busy with 40" to a TaskList,
+    its completion of 40 reaches the master before the aggregated replies; the master took it
+    for running 40 again, then awaited a completion that had come already (the worker idle until
+    a resend or the patience).  Now the reply is read as stale: the worker stays a candidate."""
+    book = _book()
+    book.join(7, A, now=0.0, task=(40, 1))
+    book.start_round(0.5)  # the TaskList goes out; 7 replies busy with 40
+    book.completed(7, (40, 1), "c40", now=0.6)  # its completion comes before the replies
+    book.replies([Reply(7, 40, 0, 0, {})])
+    assert book.workers[7].task is None and 7 in book.idle()
+    book.take_report(1.0)
+    book.reported()
+    assert book.replies([_idle(7, {0: 1.0}, last=40)]).pilots == (7,)
+    assert book.awaiting() == []
+    book.replies([Reply(7, 41, 40, 0, {})])  # busy with a task the master did not know of
+    assert book.workers[7].task == (41, 0)
+
+
 def test_want_follows_the_idle_workers_and_the_heartbeat_is_owed() -> None:
     book = _book()
     for pilot in (7, 8, 9):

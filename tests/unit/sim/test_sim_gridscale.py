@@ -41,6 +41,8 @@ def test_batch_waits_for_a_quiet_window_at_most_five() -> None:
     assert batch(1.0, 0.2) == pytest.approx(0.2214, abs=1e-4)  # rarely more than the window
     assert batch(5.0, 0.2) == pytest.approx(math.expm1(1.0) / 5.0)
     assert batch(100.0, 0.2) == pytest.approx(1.0)
+    assert batch(100.0, 0.2, full=40) == pytest.approx(0.39)  # 40 freed: the batch is full
+    assert batch(5.0, 0.2, full=40) == pytest.approx(math.expm1(1.0) / 5.0)  # a quiet window first
 
 
 def test_pre_dht_load_is_three_calls_a_task_plus_every_pilots_heartbeat() -> None:
