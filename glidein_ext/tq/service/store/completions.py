@@ -25,7 +25,7 @@ from glidein_ext.tq.client.limits import shorten
 from glidein_ext.tq.client.protocol import Completion, CompletionAnswer
 from glidein_ext.tq.models import Architecture, PilotState, QueuedTask, TaskState
 from glidein_ext.tq.service import tables as t
-from glidein_ext.tq.service.store.core import StoreCore, Tx, chunks, reread_queued
+from glidein_ext.tq.service.store.core import StoreCore, Tx, chunks, reread_queued, spec_of
 from glidein_ext.tq.service.store.statements import insert_row, row_by_id, update_row
 
 REPORT_CHARS = 4000  # of a task's report (its log's tail) kept in the database
@@ -36,6 +36,29 @@ _SEEN = sa.select(t.completions.c.ok).where(
     t.completions.c.attempt == sa.bindparam("attempt"),
 )
 _AFTER = sa.select(t.task_after.c.task_id).where(t.task_after.c.after_id == sa.bindparam("done"))
+_LFNS: sa.BindParameter[list[str]] = sa.bindparam("lfns", expanding=True)
+_READERS = sa.select(t.task_inputs.c.task_id).where(t.task_inputs.c.lfn.in_(_LFNS))
+_PRODUCERS = sa.select(t.files.c.lfn, t.files.c.produced_by).where(t.files.c.lfn.in_(_LFNS))
+_DROP_FILES = t.files.delete().where(t.files.c.lfn.in_(_LFNS))
+_ADD_FILES = sa.insert(t.files)
+# A task a completion may release: locked, still waiting; what it still lacks.
+_WAITING = (
+    sa.select(t.tasks)
+    .where(t.tasks.c.id == sa.bindparam("task"), t.tasks.c.state == TaskState.WAITING.value)
+    .with_for_update()
+)
+_BEFORE = t.tasks.alias("before")
+# The inputs it still lacks plus the tasks it must still wait for, in one statement.
+_LACKING = sa.select(
+    sa.select(sa.func.count())
+    .select_from(t.task_inputs.outerjoin(t.files, t.files.c.lfn == t.task_inputs.c.lfn))
+    .where(t.task_inputs.c.task_id == sa.bindparam("task"), t.files.c.lfn.is_(None))
+    .scalar_subquery()
+    + sa.select(sa.func.count())
+    .select_from(t.task_after.join(_BEFORE, _BEFORE.c.id == t.task_after.c.after_id))
+    .where(t.task_after.c.task_id == sa.bindparam("task"), _BEFORE.c.state != TaskState.DONE.value)
+    .scalar_subquery()
+)
 
 
 @dataclass(frozen=True)
@@ -136,7 +159,7 @@ def _succeeded(
     update_row(conn, t.tasks, task.id, {**done, "finished_at": now})
     if declared:
         conn.execute(
-            sa.insert(t.files),
+            _ADD_FILES,
             [{"lfn": lfn, "produced_by": task.id, "created_at": now} for lfn in declared],
         )
     return _release(conn, task.id, declared, now)
@@ -147,14 +170,12 @@ def _produced_elsewhere(conn: Connection, declared: Sequence[str]) -> str | None
     A file declared available since (no producer) becomes this task's."""
     available = []
     for chunk in chunks(declared):
-        for lfn, producer in conn.execute(
-            sa.select(t.files.c.lfn, t.files.c.produced_by).where(t.files.c.lfn.in_(chunk))
-        ):
+        for lfn, producer in conn.execute(_PRODUCERS, {"lfns": chunk}):
             if producer is not None:
                 return f"output {shorten(lfn)} was already produced by task {producer}"
             available.append(lfn)
     for chunk in chunks(available):
-        conn.execute(t.files.delete().where(t.files.c.lfn.in_(chunk)))
+        conn.execute(_DROP_FILES, {"lfns": chunk})
     return None
 
 
@@ -202,39 +223,16 @@ def _release(
     """Waiting tasks that read these outputs or wait for this task, and are now runnable."""
     candidates: set[int] = set()
     for chunk in chunks(outputs):
-        candidates.update(
-            conn.execute(
-                sa.select(t.task_inputs.c.task_id).where(t.task_inputs.c.lfn.in_(chunk))
-            ).scalars()
-        )
+        candidates.update(conn.execute(_READERS, {"lfns": chunk}).scalars())
     candidates.update(conn.execute(_AFTER, {"done": done_id}).scalars())
     released: list[QueuedTask] = []
     for task_id in sorted(candidates):
         # Locked: of two completions (in two processes) providing its last inputs, the
         # second waits here and then sees the first's files.
-        row = conn.execute(
-            sa.select(t.tasks)
-            .where(t.tasks.c.id == task_id, t.tasks.c.state == TaskState.WAITING.value)
-            .with_for_update()
-        ).one_or_none()
-        if row is None:
+        row = conn.execute(_WAITING, {"task": task_id}).one_or_none()
+        if row is None or conn.execute(_LACKING, {"task": task_id}).scalar_one():
             continue
-        missing_inputs = conn.execute(
-            sa.select(sa.func.count())
-            .select_from(t.task_inputs.outerjoin(t.files, t.files.c.lfn == t.task_inputs.c.lfn))
-            .where(t.task_inputs.c.task_id == task_id, t.files.c.lfn.is_(None))
-        ).scalar_one()
-        pending_after = conn.execute(
-            sa.select(sa.func.count())
-            .select_from(t.task_after.join(t.tasks, t.tasks.c.id == t.task_after.c.after_id))
-            .where(t.task_after.c.task_id == task_id, t.tasks.c.state != TaskState.DONE.value)
-        ).scalar_one()
-        if missing_inputs or pending_after:
-            continue
-        conn.execute(
-            t.tasks.update()
-            .where(t.tasks.c.id == task_id)
-            .values(state=TaskState.QUEUED.value, runnable_since=now)
-        )
-        released.append(reread_queued(conn, task_id))
+        update_row(conn, t.tasks, task_id, {"state": TaskState.QUEUED.value, "runnable_since": now})
+        inputs = tuple(json.loads(row.inputs))
+        released.append(QueuedTask(row.id, spec_of(row), inputs, row.priority, now))
     return released

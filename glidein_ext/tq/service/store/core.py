@@ -266,4 +266,7 @@ def live_pilot(conn: Connection, pilot_id: int) -> Any:
 
 def reread_queued(conn: Connection, task_id: int) -> QueuedTask:
     """A task just put back in the queue, as the matcher will hold it."""
-    return queued_task(conn.execute(sa.select(t.tasks).where(t.tasks.c.id == task_id)).one())
+    row = row_by_id(conn, t.tasks, task_id)
+    if row is None:  # the caller's transaction has just written it
+        raise TaskQueueNotFound(f"no task {task_id}")
+    return queued_task(row)

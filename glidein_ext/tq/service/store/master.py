@@ -51,6 +51,20 @@ from glidein_ext.tq.service.store.core import (
 from glidein_ext.tq.service.store.offers import SiteOffers, mismatch
 from glidein_ext.tq.service.store.pilots import PilotProtocol
 from glidein_ext.tq.service.store.sites import SiteCoordination, epoch_key_hex, pilot_row, site_row
+from glidein_ext.tq.service.store.statements import row_by_id, update_row
+
+# ``assign``'s statements, built once (``statements``): a pair's task, and its take.
+_TASK = sa.select(t.tasks.c.state, t.tasks.c.spec).where(t.tasks.c.id == sa.bindparam("task"))
+_TAKE = (
+    t.tasks.update()
+    .where(t.tasks.c.id == sa.bindparam("task"), t.tasks.c.state == TaskState.QUEUED.value)
+    .values(
+        state=TaskState.RUNNING.value,
+        attempt=t.tasks.c.attempt + 1,
+        pilot_id=sa.bindparam("pilot"),
+    )
+    .returning(t.tasks.c.attempt)
+)
 
 
 class MasterCalls:
@@ -107,18 +121,14 @@ class MasterCalls:
             if pair.pilot_id in given:
                 refuse("pilot", f"pilot {pair.pilot_id} was given a task already in this call")
                 continue
-            pilot = conn.execute(
-                sa.select(t.pilots).where(t.pilots.c.id == pair.pilot_id).with_for_update()
-            ).one_or_none()
+            pilot = row_by_id(conn, t.pilots, pair.pilot_id, locked=True)
             if pilot is None or pilot.site != site or pilot.state not in ACTIVE:
                 refuse("pilot", f"pilot {pair.pilot_id} is no live pilot of {site}")
                 continue
             if pilot.task_id is not None:
                 refuse("pilot", f"pilot {pair.pilot_id} runs task {pilot.task_id}")
                 continue
-            task = conn.execute(
-                sa.select(t.tasks.c.state, t.tasks.c.spec).where(t.tasks.c.id == pair.task_id)
-            ).one_or_none()
+            task = conn.execute(_TASK, {"task": pair.task_id}).one_or_none()
             if task is None or task.state != TaskState.QUEUED.value:
                 state = "unknown" if task is None else task.state
                 refuse("task", f"task {pair.task_id} is {state}, not queued")
@@ -127,26 +137,14 @@ class MasterCalls:
             if why is not None:
                 refuse("match", f"task {pair.task_id} and pilot {pair.pilot_id}: {why}")
                 continue
-            taken = conn.execute(
-                t.tasks.update()
-                .where(t.tasks.c.id == pair.task_id, t.tasks.c.state == TaskState.QUEUED.value)
-                .values(
-                    state=TaskState.RUNNING.value,
-                    attempt=t.tasks.c.attempt + 1,
-                    pilot_id=pair.pilot_id,
-                )
-            )
-            if taken.rowcount != 1:
+            attempt = conn.execute(
+                _TAKE, {"task": pair.task_id, "pilot": pair.pilot_id}
+            ).scalar_one_or_none()
+            if attempt is None:
                 refuse("task", f"task {pair.task_id} is no longer queued")
                 continue
-            conn.execute(
-                t.pilots.update()
-                .where(t.pilots.c.id == pair.pilot_id)
-                .values(state=PilotState.BUSY.value, task_id=pair.task_id, last_seen=now)
-            )
-            attempt = conn.execute(
-                sa.select(t.tasks.c.attempt).where(t.tasks.c.id == pair.task_id)
-            ).scalar_one()
+            busy = {"state": PilotState.BUSY.value, "task_id": pair.task_id, "last_seen": now}
+            update_row(conn, t.pilots, pair.pilot_id, busy)
             given.add(pair.pilot_id)
             accepted.append(Placed(pair.task_id, pair.pilot_id, attempt))
 
