@@ -47,7 +47,7 @@ _WAITING = (
     .where(t.tasks.c.id == sa.bindparam("task"), t.tasks.c.state == TaskState.WAITING.value)
     .with_for_update()
 )
-_BEFORE = t.tasks.alias("before")
+_BEFORE = t.tasks.alias("predecessor")
 # The inputs it still lacks plus the tasks it must still wait for, in one statement.
 _LACKING = sa.select(
     sa.select(sa.func.count())
