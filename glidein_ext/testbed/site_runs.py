@@ -132,10 +132,20 @@ class SiteRun:
         return "\n".join([*texts, self.server.log()[-tail:]])
 
     def run_workflow(
-        self, kind: str, scale: float, sleep: float = 0.5, size: int = 0, timeout: float = 300
+        self,
+        kind: str,
+        scale: float,
+        sleep: float = 0.5,
+        size: int = 0,
+        timeout: float = 300,
+        max_retries: int | None = None,
     ) -> dict[str, Any]:
-        """Submit W1/W2/W3, wait until all its tasks ended; its counters."""
-        answer = self.operator.submit(generate(kind, scale, size, sleep))
+        """Submit W1/W2/W3, wait until all its tasks ended; its counters.  ``max_retries``: the
+        workflow's default (the Task Queue's, 2, if None)."""
+        submitted = generate(kind, scale, size, sleep)
+        if max_retries is not None:
+            submitted["defaults"]["max_retries"] = max_retries
+        answer = self.operator.submit(submitted)
         deadline = time.monotonic() + timeout
         while True:
             status = self.operator.status()
