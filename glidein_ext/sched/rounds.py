@@ -59,10 +59,12 @@ IDLE_MAX = 10.0  # seconds: the longest idle period (as ``agent.settings``' ``po
 PATIENCE = 30.0  # seconds a master awaits a completion a worker says it sent before releasing
 
 
-def full_batch(workers: float) -> int:
+def full_batch(workers: float, fraction: float = FULL_FRACTION) -> int:
     """Workers a completion freed since the last round that make a batch full at a site of
-    ``workers``: its round comes at once."""
-    return max(FULL_MIN, math.ceil(FULL_FRACTION * workers))
+    ``workers``: its round comes at once (0 for ``fraction`` 0: no batch is ever full)."""
+    if fraction <= 0:
+        return 0
+    return max(FULL_MIN, math.ceil(fraction * workers))
 
 
 @dataclass
@@ -113,9 +115,11 @@ class RoundBook:
         patience: float = PATIENCE,
         grace: float = 0.0,
         idle_max: float = IDLE_MAX,
+        full_fraction: float = FULL_FRACTION,
         now: float = 0.0,
     ) -> None:
         self.me = me
+        self.full_fraction = full_fraction  # 0: rounds by the window alone (the paper's period)
         self.grace = grace
         self.idle_max = idle_max
         self.window = window
@@ -285,11 +289,12 @@ class RoundBook:
     @property
     def full_batch(self) -> int:
         """Freed workers that make a batch full: its round comes at once."""
-        return full_batch(len(self.workers))
+        return full_batch(len(self.workers), self.full_fraction)
 
     def round_due(self, now: float) -> bool:
         due = self._batch_due()
-        if due is not None and (now >= due or self._freed >= self.full_batch):
+        full = self.full_batch
+        if due is not None and (now >= due or 0 < full <= self._freed):
             return True
         return now >= self._last_round + self.idle_period
 

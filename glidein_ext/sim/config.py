@@ -123,6 +123,10 @@ class SimConfig:
     poll_max: float = 10.0
     round_window: float = 0.2
     round_period: float = 2.0
+    # A batch is full (its round starts at once) when completions freed this fraction of the
+    # site's workers (``sched.rounds.FULL_FRACTION``); 0: rounds by the window alone, as the
+    # paper's master with its fixed TaskList period.
+    round_full: float = 0.1
     master_timeout: float = 60.0  # the Task Queue's default (``tq serve --master-timeout``)
     assignment: str = DEFAULT_METHOD
     # "product": as the product's master (``sched.rounds``: a completion rides the sync of the
@@ -166,6 +170,8 @@ class SimConfig:
             raise UsageError("a run needs at least one pilot, site and host, and two tasks")
         if self.architecture == "distributed" and self.pilots < 2 * self.sites:
             raise UsageError("a distributed site needs a master and at least one worker")
+        if not 0.0 <= self.round_full <= 1.0:
+            raise UsageError(f"round_full must be in [0, 1], not {self.round_full}")
         if self.vacate_cpus < 0 or self.vacate_at < 0:
             raise UsageError("vacate_at and vacate_cpus must be 0 or more")
         if self.vacate_cpus and (

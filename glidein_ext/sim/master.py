@@ -76,6 +76,7 @@ class SiteMaster:
             window=config.round_window,
             period=config.round_period,
             heartbeat=max(0.5, config.master_timeout / 3),
+            full_fraction=config.round_full,
             now=ctx.env.now,
         )
         self.workers: dict[int, SimWorker] = {}

@@ -20,7 +20,12 @@ from glidein_ext.sim.experiments.base import Job, aggregate, rows_of, write_csv
 from glidein_ext.sim.experiments.plots import Panel, Reference, bars, thin, timeline
 
 SEED_TQ = {"tq_cost": "per-task"}
-SEED_MASTER = {"round_period": 20.0, "round_window": 20.0, "assignment": "greedy"}
+SEED_MASTER = {
+    "round_period": 20.0,
+    "round_window": 20.0,
+    "round_full": 0.0,  # a TaskList every period, however many workers wait
+    "assignment": "greedy",
+}
 SERIES: dict[str, dict[str, Any]] = {
     "pre-DHT (seed)": {"architecture": "pre-dht", **SEED_TQ},
     "centralized (seed)": {"architecture": "centralized", **SEED_TQ},

@@ -68,6 +68,13 @@ def test_a_full_batch_starts_its_round_at_once() -> None:
     for pilot in range(10, 17):
         small.completed(pilot, (pilot, 1), "c", now=1.0)
     assert not small.round_due(1.0) and small.round_due(1.2)  # 7 < 8: the window decides
+    period = RoundBook(1, window=20.0, period=20.0, heartbeat=60.0, full_fraction=0.0, now=0.0)
+    for pilot in range(100, 200):
+        period.join(pilot, A, now=0.0, task=(pilot, 1))
+    period.start_round(0.5)
+    for pilot in range(100, 200):  # the whole site freed: the paper's master still waits
+        period.completed(pilot, (pilot, 1), "c", now=1.0)
+    assert period.full_batch == 0 and not period.round_due(20.0) and period.round_due(21.0)
 
 
 def test_a_busy_reply_older_than_the_completion_does_not_make_the_worker_busy_again() -> None:
