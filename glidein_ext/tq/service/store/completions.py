@@ -25,7 +25,7 @@ from glidein_ext.tq.client.limits import shorten
 from glidein_ext.tq.client.protocol import Completion, CompletionAnswer
 from glidein_ext.tq.models import Architecture, PilotState, QueuedTask, TaskState
 from glidein_ext.tq.service import tables as t
-from glidein_ext.tq.service.store.core import StoreCore, Tx, chunks, reread_queued, spec_of
+from glidein_ext.tq.service.store.core import StoreCore, Tx, chunks, queued_task, reread_queued
 from glidein_ext.tq.service.store.statements import insert_row, row_by_id, update_row
 
 REPORT_CHARS = 4000  # of a task's report (its log's tail) kept in the database
@@ -233,6 +233,5 @@ def _release(
         if row is None or conn.execute(_LACKING, {"task": task_id}).scalar_one():
             continue
         update_row(conn, t.tasks, task_id, {"state": TaskState.QUEUED.value, "runnable_since": now})
-        inputs = tuple(json.loads(row.inputs))
-        released.append(QueuedTask(row.id, spec_of(row), inputs, row.priority, now))
+        released.append(queued_task(row, since=now))  # read before its update
     return released

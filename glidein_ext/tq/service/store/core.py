@@ -208,9 +208,12 @@ def spec_json(spec: MatchSpec) -> str:
     return json.dumps(asdict(spec), separators=(",", ":"))
 
 
-def queued_task(row: Any) -> QueuedTask:
+def queued_task(row: Any, since: float | None = None) -> QueuedTask:
+    """The task as the matcher holds it; ``since``: when it became runnable, if the row was read
+    before (the row's ``runnable_since`` otherwise)."""
+    runnable = row.runnable_since if since is None else since
     return QueuedTask(
-        row.id, spec_of(row), tuple(json.loads(row.inputs)), row.priority, row.runnable_since or 0
+        row.id, spec_of(row), tuple(json.loads(row.inputs)), row.priority, runnable or 0
     )
 
 

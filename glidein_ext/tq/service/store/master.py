@@ -49,22 +49,13 @@ from glidein_ext.tq.service.store.core import (
     spec_of,
 )
 from glidein_ext.tq.service.store.offers import SiteOffers, mismatch
-from glidein_ext.tq.service.store.pilots import PilotProtocol
+from glidein_ext.tq.service.store.pilots import TAKE_ONE, PilotProtocol
 from glidein_ext.tq.service.store.sites import SiteCoordination, epoch_key_hex, pilot_row, site_row
 from glidein_ext.tq.service.store.statements import row_by_id, update_row
 
-# ``assign``'s statements, built once (``statements``): a pair's task, and its take.
+# ``assign``'s statement for a pair's task, built once (``statements``); its take is the pilot
+# protocol's take of one task by id (``pilots.TAKE_ONE``).
 _TASK = sa.select(t.tasks.c.state, t.tasks.c.spec).where(t.tasks.c.id == sa.bindparam("task"))
-_TAKE = (
-    t.tasks.update()
-    .where(t.tasks.c.id == sa.bindparam("task"), t.tasks.c.state == TaskState.QUEUED.value)
-    .values(
-        state=TaskState.RUNNING.value,
-        attempt=t.tasks.c.attempt + 1,
-        pilot_id=sa.bindparam("pilot"),
-    )
-    .returning(t.tasks.c.attempt)
-)
 
 
 class MasterCalls:
@@ -137,16 +128,15 @@ class MasterCalls:
             if why is not None:
                 refuse("match", f"task {pair.task_id} and pilot {pair.pilot_id}: {why}")
                 continue
-            attempt = conn.execute(
-                _TAKE, {"task": pair.task_id, "pilot": pair.pilot_id}
-            ).scalar_one_or_none()
-            if attempt is None:
+            taken = conn.execute(TAKE_ONE, {"c0": pair.task_id, "pilot": pair.pilot_id})
+            row = taken.one_or_none()
+            if row is None:
                 refuse("task", f"task {pair.task_id} is no longer queued")
                 continue
             busy = {"state": PilotState.BUSY.value, "task_id": pair.task_id, "last_seen": now}
             update_row(conn, t.pilots, pair.pilot_id, busy)
             given.add(pair.pilot_id)
-            accepted.append(Placed(pair.task_id, pair.pilot_id, attempt))
+            accepted.append(Placed(pair.task_id, pair.pilot_id, row.attempt))
 
         def placed() -> None:
             for item in accepted:

@@ -258,7 +258,7 @@ def _take(conn: Connection, task_ids: Sequence[int], pilot_id: int) -> Any:
     params["pilot"] = pilot_id
     if conn.dialect.name == "sqlite" and len(task_ids) == 1:
         # One writer, no row locks: the same take without the candidates' subquery.
-        return conn.execute(_TAKE_ONE, params).one_or_none()
+        return conn.execute(TAKE_ONE, params).one_or_none()
     return conn.execute(_take_statement(len(task_ids)), params).one_or_none()
 
 
@@ -295,8 +295,9 @@ def _take_statement(count: int) -> sa.Update:
 
 # The task's columns an assignment carries (``_assignment``).
 _ASSIGNED = ("id", "attempt", "name", "command", "inputs", "outputs", "spec")
-# ``_take`` of one candidate on SQLite: conditional on ``state = 'queued'`` as the general one
-_TAKE_ONE = (
+# ``_take`` of one candidate on SQLite, and the master's take of a pair's task (``master``):
+# conditional on ``state = 'queued'`` as the general one
+TAKE_ONE = (
     t.tasks.update()
     .where(
         t.tasks.c.id == sa.bindparam("c0", type_=sa.BigInteger),
