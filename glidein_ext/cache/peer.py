@@ -145,16 +145,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not cached:
             self._fail(HTTPStatus.NOT_FOUND)
             return
-        if not peer.slots.acquire(blocking=False):
-            self._fail(HTTPStatus.SERVICE_UNAVAILABLE, {"Retry-After": "1"})
-            return
-        try:
-            self._send_file(lfn, send_body=send_body)
-        finally:
-            peer.slots.release()
-
-    def _send_file(self, lfn: str, *, send_body: bool) -> None:
-        peer = self.server.peer
+        # The file is opened before a transfer slot is taken: a refusal (404, 403) never waits
+        # for a slot nor holds one, so it is the same answer however busy the server is.
         try:  # never through a symlink, never outside data/ (see safeopen)
             handle = open_beneath(peer.store.data, lfn[1:])
         except FileNotFoundError:  # evicted between the lookup and the open
@@ -165,35 +157,45 @@ class _Handler(BaseHTTPRequestHandler):
             self._fail(HTTPStatus.FORBIDDEN)
             return
         with handle:
-            st = os.fstat(handle.fileno())
-            try:
-                wanted = parse_range(self.headers.get("Range"), st.st_size)
-            except Unsatisfiable:
-                self._fail(
-                    HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE,
-                    {"Content-Range": f"bytes */{st.st_size}"},
-                )
+            if not peer.slots.acquire(blocking=False):
+                self._fail(HTTPStatus.SERVICE_UNAVAILABLE, {"Retry-After": "1"})
                 return
-            if wanted is None:
-                first, count = 0, st.st_size
-                self.send_response(HTTPStatus.OK)
-                if peer.send_digest:
-                    digest = format_adler32(peer.digests.get(handle, st))
-                    self.send_header("Digest", f"adler32={digest}")
-            else:
-                first, count = wanted[0], wanted[1] - wanted[0] + 1
-                self.send_response(HTTPStatus.PARTIAL_CONTENT)
-                self.send_header("Content-Range", f"bytes {wanted[0]}-{wanted[1]}/{st.st_size}")
-            self.send_header("Accept-Ranges", "bytes")
-            self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Content-Length", str(count))
-            self.send_header("Connection", "close")  # one transfer per connection
-            self.end_headers()
-            if send_body and count:
-                self.connection.sendfile(handle, first, count)
-            with peer.stats_lock:
-                peer.bytes_sent += count if send_body else 0
-                peer.requests += 1
+            try:
+                self._send_file(handle, send_body=send_body)
+            finally:
+                peer.slots.release()
+
+    def _send_file(self, handle: BinaryIO, *, send_body: bool) -> None:
+        peer = self.server.peer
+        st = os.fstat(handle.fileno())
+        try:
+            wanted = parse_range(self.headers.get("Range"), st.st_size)
+        except Unsatisfiable:
+            self._fail(
+                HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE,
+                {"Content-Range": f"bytes */{st.st_size}"},
+            )
+            return
+        if wanted is None:
+            first, count = 0, st.st_size
+            self.send_response(HTTPStatus.OK)
+            if peer.send_digest:
+                digest = format_adler32(peer.digests.get(handle, st))
+                self.send_header("Digest", f"adler32={digest}")
+        else:
+            first, count = wanted[0], wanted[1] - wanted[0] + 1
+            self.send_response(HTTPStatus.PARTIAL_CONTENT)
+            self.send_header("Content-Range", f"bytes {wanted[0]}-{wanted[1]}/{st.st_size}")
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(count))
+        self.send_header("Connection", "close")  # one transfer per connection
+        self.end_headers()
+        if send_body and count:
+            self.connection.sendfile(handle, first, count)
+        with peer.stats_lock:
+            peer.bytes_sent += count if send_body else 0
+            peer.requests += 1
 
 
 class PeerServer:

@@ -132,6 +132,23 @@ def test_a_link_or_special_file_swapped_into_the_cache_is_refused(
     assert "/store/victim/file" not in mine
 
 
+def test_a_swapped_link_is_refused_even_when_every_transfer_slot_is_busy(
+    tmp_path: Path, serving: tuple[CacheStore, PeerServer]
+) -> None:
+    """A refusal takes no transfer slot: 403, not 503, while two long transfers run (the
+    answer must not depend on whether the previous request's thread has let go of its slot)."""
+    store, server = serving
+    _swap_file(store, tmp_path, "symlink-to-etc-passwd")
+    assert server.slots.acquire(blocking=False) and server.slots.acquire(blocking=False)
+    try:
+        assert _get(server, url_path("/store/victim/file"))[0] == 403
+        assert _get(server, url_path("/store/no-such-file"))[0] == 404
+        assert _get(server, url_path("/store/good"))[0] == 503  # a real transfer waits its turn
+    finally:
+        server.slots.release()
+        server.slots.release()
+
+
 # -- Range headers ---------------------------------------------------------------
 
 
