@@ -6,7 +6,10 @@ undelivered tasks, and the site's runnable tasks it wants), broadcasts the TaskL
 DHT, gets the workers' ranks back through the aggregation tree, builds the rank matrix of its idle
 workers and assigns at most one task to each (``sched.assign``: ``optimal`` by default, greedy
 when scipy is missing or asked for), tells the Task Queue (``assign``, one call, each task taken
-atomically) and then each assigned worker (MESSAGE ``assign``).  Rounds come after events (a
+atomically) and then each assigned worker (MESSAGE ``assign``).  A round whose idle workers the
+successors of the completed tasks cover (the Task Queue named them with each accepted pair)
+makes no ``sync``: it offers them, and its ``assign`` carries the completions
+(``sched.stock``).  Rounds come after events (a
 completion, a worker's hello, a TaskList cut to fit a datagram) and a short batching window, or
 every ``period`` without events; a call comes at least every ``heartbeat`` (only the master
 heartbeats in this architecture, for itself and its workers).  Workers that miss rounds and a
@@ -58,6 +61,7 @@ from glidein_ext.sched.assign import (
 from glidein_ext.sched.matrix import RankMatrix
 from glidein_ext.sched.ranking import InputFile, TaskEntry, TaskSpec
 from glidein_ext.sched.rounds import Report, RoundBook
+from glidein_ext.sched.stock import OfferStock
 from glidein_ext.sched.tasklist import (
     TaskList,
     decode_replies,
@@ -145,6 +149,7 @@ class MasterRole:
             grace=grace,
             now=time.monotonic(),
         )
+        self.stock: OfferStock[TaskOffer] = OfferStock()  # the successors the TQ named
         self.rank_sums: list[float] = []  # one per round that assigned (reports, tests)
         self.active = True
         self._wake: asyncio.Event | None = None
@@ -276,6 +281,10 @@ class MasterRole:
 
     async def _sync(self, report: Report, want: int) -> list[TaskOffer] | None:
         """One ``sync`` call; the offers, or None when it failed (the report is kept)."""
+        for _, completion in report.completions:  # reported here: no successors from the stock
+            self.stock.forget(completion.task_id)
+        for task_id in report.release:
+            self.stock.forget(task_id)
         call = SiteSync(
             pilot_id=self.pilot_id,
             epoch=self.epoch,
@@ -299,6 +308,7 @@ class MasterRole:
             self.book.unreported(report)
             return None
         self.book.reported()
+        self.stock.round_ended()  # the Task Queue's offers are fresh now
         self.book.supply(answer.queued)  # nothing runnable: the idle rounds slow down
         for phase, seconds in call.phases:  # the Task Queue has these (counted since)
             self._unsent_phases[phase] -= seconds
@@ -321,7 +331,12 @@ class MasterRole:
         self.timings = {"wait": max(0.0, now - (self.book.first_event or now))}
         want = self.book.start_round(now)
         offers: list[TaskOffer] = []
-        if want or self.inbox.held or self.book.call_due(now):
+        carried = self._from_stock(want)
+        # The completions this round's assign carries, taken now (``RoundBook.take_completions``).
+        done = self.book.take_completions(now) if carried else None
+        if carried:  # the successors the Task Queue named: no sync (``sched.stock``)
+            offers = self.stock.current()
+        elif want or self.inbox.held or self.book.call_due(now):
             got = await self._sync(self.book.take_report(now), want)
             if not self.active:
                 return
@@ -351,16 +366,22 @@ class MasterRole:
             result = await self.node.broadcast(TOPIC, payload, timeout=wait)
         except DhtError as exc:
             log.error("master: the TaskList could not be broadcast: %s", exc)
+            if done is not None:
+                self.book.unreported(done)  # the next call carries them
             return
         # A timed-out broadcast counts as twice its wait: the next one waits longer.
         self._broadcasts.append(result.elapsed if result.complete else 2 * wait)
         mark = self._lap("broadcast", mark)
         replies = decode_replies(result.value, fitted)
-        candidates = self.book.replies(replies)
+        candidates = self.book.replies(replies, carried=carried)
         offered = offers[:fitted]
         mark = self._lap("replies", mark)
         if offered and candidates.pilots:
-            await self._assign(offered, candidates, idle)
+            await self._assign(offered, candidates, idle, done)
+        elif done is not None:
+            self.book.unreported(done)  # no assign: the next call carries them
+        if carried:
+            self.stock.round_ended()
         if self._more and self.book.idle():
             self.book.trigger(time.monotonic())
         mark = time.monotonic()
@@ -370,6 +391,16 @@ class MasterRole:
         self._account(len(offered), len(candidates.pilots), idle_replies, len(replies))
         if not result.complete:
             log.info("master: round %d: the broadcast timed out", self.book.round)
+
+    def _from_stock(self, want: int) -> bool:
+        """Whether this round offers the successors its completions released and makes no
+        ``sync`` (its ``assign`` carries the completions): workers wait, the successors cover
+        them, and no dead workers, tasks to release or held messages wait for a sync."""
+        for (task_id, _), completion in self.book.pending():
+            self.stock.completed(task_id, completion.exit_code == 0)
+        if not want or self.book.news or self.inbox.held:
+            return False
+        return self.stock.covers(len(self.book.idle()))
 
     def _broadcast_wait(self) -> float:
         """How long the root waits for the TaskList's replies: three times the recent
@@ -421,7 +452,9 @@ class MasterRole:
         except MissingDependencyError:
             return None
 
-    async def _assign(self, offered: list[TaskOffer], candidates: Any, idle: int) -> None:
+    async def _assign(
+        self, offered: list[TaskOffer], candidates: Any, idle: int, done: Report | None = None
+    ) -> None:
         matrix = RankMatrix.from_replies(
             list(range(len(offered))), list(candidates.ranks), candidates.truncated
         )
@@ -440,8 +473,10 @@ class MasterRole:
             other.total if other is not None else 0.0,
             other.served if other is not None else 0,
         )
-        call = SiteAssign(self.pilot_id, self.epoch, pairs, report)
+        completions = tuple(SiteCompletion(p, c) for p, c in (done.completions if done else ()))
+        call = SiteAssign(self.pilot_id, self.epoch, pairs, report, completions)
         mark = self._lap("solve", mark)
+        called = time.monotonic()
         try:
             answer = await self._tq(self.client.assign, self.site, call)
         except StaleMasterError as exc:
@@ -452,7 +487,13 @@ class MasterRole:
             return
         except TaskQueueError as exc:
             log.warning("master: assign failed (the tasks stay queued): %s", exc)
+            if done is not None:
+                self.book.unreported(done)  # the next call carries them again
             return
+        if done is not None:
+            self.book.reported(called)
+        for item in answer.accepted:
+            self.stock.placed(item.task_id, item.successors, item.more)
         self.rank_sums.append(result.total)
         if answer.refused:
             self.log_refused(answer.refused, time.monotonic())

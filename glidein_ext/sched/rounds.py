@@ -236,8 +236,17 @@ class RoundBook:
         not candidates until the next call reports it."""
         return {pilot for pilot, _ in (*self._pending.values(), *self._in_flight.values())}
 
-    def reported(self) -> None:
-        """The Task Queue has what the last call carried."""
+    @property
+    def _pending_pilots(self) -> set[int]:
+        """Workers whose completion came after the call (or the round) that carries the
+        others."""
+        return {pilot for pilot, _ in self._pending.values()}
+
+    def reported(self, now: float | None = None) -> None:
+        """The Task Queue has what the last call carried; ``now``: when that call began, for an
+        ``assign`` (a ``sync`` is timed by :meth:`take_report`)."""
+        if now is not None:
+            self._last_call = max(self._last_call, now)
         for key in self._in_flight:
             self._reported[key] = None
         self._in_flight.clear()
@@ -338,7 +347,32 @@ class RoundBook:
         self._last_call = now
         return report
 
-    def replies(self, replies: Sequence[Reply]) -> Candidates:
+    def take_completions(self, now: float) -> Report:
+        """What a round's ``assign`` carries when the round makes no ``sync``
+        (``sched.stock``), taken as the round starts: the completions that came so far (dead
+        workers and tasks to release make a round ``sync``: :attr:`news`).  Their workers are
+        the round's candidates (:meth:`replies` with ``carried``); those whose completion comes
+        during the round are not (their successors are not in this round's stock).  Held until
+        :meth:`reported` (with the time of the call: it is the master's heartbeat too) or
+        :meth:`unreported` (no assign, or it failed)."""
+        self.now = max(self.now, now)
+        self._in_flight.update(self._pending)
+        self._pending.clear()
+        return Report(tuple(self._in_flight.values()))
+
+    @property
+    def news(self) -> bool:
+        """Dead workers or tasks to release wait for a ``sync``."""
+        return bool(self._dead or self._release)
+
+    def pending(self) -> list[tuple[Key, Any]]:
+        """The completions the Task Queue does not have yet: (task, attempt), completion."""
+        return [
+            (key, completion)
+            for key, (_, completion) in (*self._pending.items(), *self._in_flight.items())
+        ]
+
+    def replies(self, replies: Sequence[Reply], carried: bool = False) -> Candidates:
         """The round's aggregated replies: who is alive, who lost its task, the matrix columns.
 
         A worker that says it is idle while the master believes it runs task T lost it (the
@@ -347,12 +381,14 @@ class RoundBook:
         worker resends it until the Task Queue has it) and the worker is awaited, busy at the
         Task Queue, no candidate; T is released if it has not come after ``patience`` seconds.
         A worker whose completion the Task Queue does not have yet is no candidate (it is busy
-        there).
+        there), unless ``carried``: the round's ``assign`` carries the completions taken as it
+        started (:meth:`take_completions`), recorded before its pairs.
         """
         heard = {reply.pilot_id: reply for reply in replies if reply.pilot_id in self.workers}
         pilots: list[int] = []
         ranks: list[dict[int, float]] = []
         truncated: list[int] = []
+        waiting = self._pending_pilots if carried else self._waiting
         for worker in self.workers.values():
             reply = heard.get(worker.pilot_id)
             if reply is None:
@@ -371,7 +407,7 @@ class RoundBook:
                 # master keeps it idle (believing it would await that completion for ever).
                 if worker.task is None and reply.current != worker.finished:
                     worker.task = (reply.current, 0)
-            unreported = worker.pilot_id in self._waiting
+            unreported = worker.pilot_id in waiting
             if reply.idle and worker.task is None and reply.ranks and not unreported:
                 if reply.truncated:
                     truncated.append(len(pilots))

@@ -127,6 +127,10 @@ class SimConfig:
     # site's workers (``sched.rounds.FULL_FRACTION``); 0: rounds by the window alone, as the
     # paper's master with its fixed TaskList period.
     round_full: float = 0.1
+    # A round whose offers the master already holds (the successors the Task Queue named, a
+    # fresh sync's leftovers: ``sched.stock``) makes no sync, its assign carrying the
+    # completions; False: every round syncs, as the paper's master fetches its TaskList.
+    round_stock: bool = True
     master_timeout: float = 60.0  # the Task Queue's default (``tq serve --master-timeout``)
     assignment: str = DEFAULT_METHOD
     # "product": as the product's master (``sched.rounds``: a completion rides the sync of the

@@ -22,6 +22,7 @@ from glidein_ext.sched.assign import assign
 from glidein_ext.sched.matrix import RankMatrix
 from glidein_ext.sched.ranking import InputFile, Ranker, TaskEntry, TaskSpec, WorkerAd, WorkerState
 from glidein_ext.sched.rounds import Report, RoundBook
+from glidein_ext.sched.stock import OfferStock
 from glidein_ext.sched.tasklist import (
     TaskList,
     decode_replies,
@@ -79,6 +80,7 @@ class SiteMaster:
             full_fraction=config.round_full,
             now=ctx.env.now,
         )
+        self.stock: OfferStock[SimTask] = OfferStock()
         self.workers: dict[int, SimWorker] = {}
         self._wake = ctx.env.event()
         self._more = False  # the last sync left runnable tasks unasked for
@@ -107,6 +109,7 @@ class SiteMaster:
         yield ctx.env.timeout(lan)  # the master's assign message
         worker = self.workers[pilot_id]
         worker.current = task.task_id
+        self.book.delivered(pilot_id)  # acknowledged, as ``agent.handout`` tells the book
         outcome = yield from execute(ctx, pilot_id, task, attempt, True)
         yield ctx.env.timeout(dht_publish_time(ctx, len(task.outputs) + len(task.inputs)) + lan)
         worker.current, worker.last_done = 0, task.task_id
@@ -143,10 +146,15 @@ class SiteMaster:
     def _sync(self, report: Report, want: int) -> Generator[Any, Any, list[SimTask]]:
         tq = self.ctx.tq
         outcomes: list[tuple[int, Outcome]] = list(report.completions)
+        for _, outcome in outcomes:
+            self.stock.forget(outcome.task_id)
+        for task_id in report.release:
+            self.stock.forget(task_id)
         tq.release(report.release)
         offers, runnable = yield from tq.call("sync", tq.sync(self.site, outcomes, want))
         self.book.reported()
         self.book.supply(runnable)
+        self.stock.round_ended()  # the Task Queue has the completions: its offers are fresh
         # More runnable than asked for: another round if a worker is left idle (``agent.master``)
         self._more = runnable > len(offers)
         if self._more and not want and self.book.idle():
@@ -161,7 +169,11 @@ class SiteMaster:
         ctx, book = self.ctx, self.book
         want = book.start_round(now)
         offers: list[SimTask] = []
-        if want or book.call_due(now):
+        carried = self._from_stock(want, now)
+        done = book.take_completions(now) if carried else None  # this round's assign has them
+        if carried:
+            offers = self.stock.current()
+        elif want or book.call_due(now):
             offers = yield from self._sync(book.take_report(now), want)
         entries = [entry_of(task, ctx.config.file_size) for task in offers]
         idle = len(book.idle())
@@ -189,9 +201,13 @@ class SiteMaster:
         depth = self._tree_depth()
         down = depth * (network.lan_latency + network.decode_per_task * len(shown))
         yield ctx.env.timeout(down + ctx.costs.rank_time(len(shown)) + depth * network.lan_latency)
-        candidates = book.replies(decode_replies(replies, fitted))
+        candidates = book.replies(decode_replies(replies, fitted), carried=carried)
         if shown and candidates.pilots:
-            yield from self._assign(offers[:fitted], candidates)
+            yield from self._assign(offers[:fitted], candidates, done)
+        elif done is not None:
+            book.unreported(done)  # no assign: the next call carries them
+        if carried:
+            self.stock.round_ended()
         if self._more and book.idle():
             book.trigger(ctx.env.now)
 
@@ -208,15 +224,38 @@ class SiteMaster:
             replies += encode_reply(pilot_id, 0, worker.last_done, ranking)
         return replies
 
-    def _assign(self, offered: list[SimTask], candidates: Any) -> Generator[Any, Any, None]:
-        ctx = self.ctx
+    def _from_stock(self, want: int, now: float) -> bool:
+        """Whether this round offers the stock (``sched.stock``) and makes no sync, as
+        ``agent.master`` decides: workers wait, the stock covers them, and no dead workers or
+        tasks to release wait for a sync (the assign is the master's heartbeat too)."""
+        book = self.book
+        if not self.ctx.config.round_stock:
+            return False
+        for (task_id, _), outcome in book.pending():
+            self.stock.completed(task_id, outcome.ok)
+        idle = len(book.idle())
+        return bool(want) and not book.news and self.stock.covers(idle)
+
+    def _assign(
+        self, offered: list[SimTask], candidates: Any, done: Report | None
+    ) -> Generator[Any, Any, None]:
+        ctx, book = self.ctx, self.book
         matrix = RankMatrix.from_replies(
             list(range(len(offered))), list(candidates.ranks), candidates.truncated
         )
         result = assign(matrix, ctx.config.assignment)
         yield ctx.env.timeout(ctx.costs.assign_time(matrix.size))
         pairs = [(offered[row].task_id, candidates.pilots[col]) for row, col in result.pairs]
-        placed = yield from ctx.tq.call("assign", ctx.tq.assign(pairs, result.total, result.served))
-        self.book.assigned(placed)
-        for task_id, pilot_id, attempt in placed:
+        outcomes: list[tuple[int, Outcome]] = list(done.completions) if done else []
+        called = ctx.env.now
+        call = ctx.tq.assign(pairs, result.total, result.served, outcomes)
+        placed = yield from ctx.tq.call("assign", call)
+        if done is not None:
+            book.reported(called)
+        for task_id, _, _, successors, more in placed:
+            self.stock.placed(task_id, successors, more)
+        # On their way (``agent.handout``): an idle reply meanwhile does not mean a task is lost.
+        placed_now = [(task_id, pilot_id, attempt) for task_id, pilot_id, attempt, *_ in placed]
+        book.assigned(placed_now, delivering=True)
+        for task_id, pilot_id, attempt, *_ in placed:
             ctx.env.process(self.run_task(pilot_id, ctx.tq.tasks[task_id], attempt))

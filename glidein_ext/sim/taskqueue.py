@@ -259,21 +259,50 @@ class SimTaskQueue:
 
         return op
 
-    def assign(self, pairs: list[tuple[int, int]], rank_sum: float, served: int) -> Op:
-        """The master's assignment: each task taken if still queued; (task, pilot, attempt)."""
+    def assign(
+        self,
+        pairs: list[tuple[int, int]],
+        rank_sum: float,
+        served: int,
+        outcomes: list[tuple[int, Outcome]] | None = None,
+    ) -> Op:
+        """The master's assignment, after the completions it carries (a round without a
+        ``sync``): each task taken if still queued; (task, pilot, attempt, successors, more), the
+        successors being the waiting tasks the task's success alone releases (as the product's
+        ``assign`` names them, ``Placed.successors``)."""
 
         def op() -> tuple[Any, float]:
+            done = outcomes or []
+            released = sum(self._end(pilot, outcome) for pilot, outcome in done)
             placed = []
             queued = set(self.queued)
+            rows = len(done) + released + len(pairs)
             for task_id, pilot_id in pairs:
                 if task_id in queued:
-                    placed.append((task_id, pilot_id, self.take(task_id, pilot_id)))
+                    attempt = self.take(task_id, pilot_id)
+                    after, more = self._successors(task_id, pilot_id)
+                    rows += len(after)
+                    offers = [self.tasks[t] for t in after]
+                    placed.append((task_id, pilot_id, attempt, offers, more))
                     queued.discard(task_id)
             self.recorder.round(rank_sum, served)
             costs = self.config.costs
-            return placed, costs.call + costs.per_row * len(pairs)
+            return placed, costs.call + costs.per_row * rows
 
         return op
+
+    def _successors(self, task_id: int, pilot_id: int) -> tuple[list[int], bool]:
+        """The waiting tasks the task's success alone releases, but for those with an input
+        made at another site (``choose_offers`` decides where those go); and whether other
+        waiting tasks read its outputs (the product's ``Placed.more``)."""
+        site = str(self.pilot_site.get(pilot_id, 0))
+        outputs = self.tasks[task_id].outputs
+        found = []
+        for reader in self.deps.successors(outputs):
+            made = (self.made.get(lfn) for lfn in self.tasks[reader].inputs)
+            if all(m is None or m.site == site for m in made):
+                found.append(reader)
+        return found, self.deps.readers(outputs) > len(found)
 
     def release(self, task_ids: Iterable[int]) -> None:
         """Tasks assigned but lost (never delivered): queued again."""

@@ -71,6 +71,22 @@ class Dependencies:
                     released.append(reader)
         return sorted(released)
 
+    def successors(self, lfns: tuple[str, ...]) -> list[int]:
+        """The waiting tasks that these files alone would release (each missing input is one
+        of them), in order: a task's successors (``sched.stock``)."""
+        made = set(lfns)
+        found = {
+            reader
+            for lfn in lfns
+            for reader in self._readers.get(lfn, ())
+            if reader in self._missing and self._missing[reader] <= made
+        }
+        return sorted(found)
+
+    def readers(self, lfns: tuple[str, ...]) -> int:
+        """How many waiting tasks read any of these files."""
+        return len({r for lfn in lfns for r in self._readers.get(lfn, ()) if r in self._missing})
+
     @property
     def waiting(self) -> int:
         return len(self._missing)

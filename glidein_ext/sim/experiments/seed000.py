@@ -24,6 +24,7 @@ SEED_MASTER = {
     "round_period": 20.0,
     "round_window": 20.0,
     "round_full": 0.0,  # a TaskList every period, however many workers wait
+    "round_stock": False,  # and each fetched from the Task Queue
     "assignment": "greedy",
 }
 SERIES: dict[str, dict[str, Any]] = {
@@ -241,9 +242,10 @@ TARGET_SERIES: dict[str, dict[str, Any]] = {
 WHY = {
     "requests_per_task": (
         "the master makes a sync and an assign per round (completions ride the sync of the "
-        "round they trigger), plus a heartbeat sync every master_timeout/3 (20 s): where "
-        "completions come one at a time a round places one or two tasks, so the floor is "
-        "about two calls per task"
+        "round they trigger; a round of the successors the Task Queue named makes only the "
+        "assign, but a merge's input needs a sync), plus a heartbeat sync every "
+        "master_timeout/3 (20 s): where completions come one at a time a round places one or "
+        "two tasks, so the floor is one to two calls per task"
     ),
     "delay_median": "a round waits for its batching window, the sync, the broadcast and the assign",
     "first_burst": "the first round must wait for the sync and a TaskList that fits one datagram",

@@ -313,21 +313,35 @@ class RoundReport:
 
 @dataclass(frozen=True)
 class SiteAssign:
-    """The master's round result, all at once; each task is taken atomically."""
+    """The master's round result, all at once; each task is taken atomically.
+
+    ``completions``: a round that needed no ``sync`` (its tasks were the successors the Task
+    Queue named, see ``Placed``) carries the completions that freed its workers here; they are
+    recorded first, as ``sync`` records them, so the successors they release are queued and the
+    workers free when the pairs are checked."""
 
     pilot_id: int
     epoch: int
     pairs: tuple[Pair, ...] = ()
     round: RoundReport = RoundReport()
+    completions: tuple[SiteCompletion, ...] = ()
 
 
 @dataclass(frozen=True)
 class Placed:
-    """A pair the Task Queue accepted: the attempt the worker's completion must name."""
+    """A pair the Task Queue accepted: the attempt the worker's completion must name, and its
+    successors: the waiting tasks this one's success alone makes runnable (every other input and
+    predecessor already there, at this site or on the SE), which the master may offer its
+    workers when the completion comes, without a ``sync``."""
 
     task_id: int
     pilot_id: int
     attempt: int
+    successors: tuple[TaskOffer, ...] = ()
+    # Other waiting tasks read its outputs (or wait for it) and need more than its success, or
+    # may not run on this site's pilots: its completion may release them, which a ``sync``
+    # shows.
+    more: bool = False
 
 
 @dataclass(frozen=True)
@@ -345,6 +359,7 @@ class Refused:
 class SiteAssignAnswer:
     accepted: tuple[Placed, ...] = ()
     refused: tuple[Refused, ...] = ()
+    results: tuple[CompletionAnswer, ...] = ()  # of the call's completions, in order
 
 
 def parse(kind: type[M], data: Any) -> M:

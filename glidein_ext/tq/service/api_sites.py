@@ -101,7 +101,13 @@ _round = request_model(
 _assign = request_model(
     "AssignRequest",
     SiteAssign,  # the master's round: its pairs, and the round's report for the counters
-    {"pilot_id": Id, "epoch": Epoch, "pairs": _bulk(_pair), "round": _round},
+    {
+        "pilot_id": Id,
+        "epoch": Epoch,
+        "pairs": _bulk(_pair),
+        "round": _round,
+        "completions": _bulk(_site_completion),  # a round without a sync carries them here
+    },
 )
 if TYPE_CHECKING:  # mypy takes a derived model for what it is: a pydantic model
     ClaimRequest = BaseModel

@@ -27,6 +27,8 @@ from glidein_ext.sched.tasklist import encode_reply
 from glidein_ext.tq.client import pilotkeys
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.protocol import (
+    Completion,
+    CompletionAnswer,
     Placed,
     Refused,
     SiteAssign,
@@ -158,3 +160,69 @@ def test_each_refused_pair_is_logged_once_and_the_log_is_rate_limited(
     assert any(
         m.startswith(f"master: {len(many) - REFUSED_BURST + 1} more refused") for m in messages_
     )
+
+
+class _SuccessorClient(_Client):
+    """Names task t+10 as the successor of each placed task t; counts the calls."""
+
+    def __init__(self) -> None:
+        self.syncs: list[SiteSync] = []
+        self.assigns: list[SiteAssign] = []
+
+    def sync(self, site: str, call: SiteSync) -> SiteSyncAnswer:
+        self.syncs.append(call)
+        return super().sync(site, call)
+
+    def assign(self, site: str, call: SiteAssign) -> SiteAssignAnswer:
+        self.assigns.append(call)
+        placed = tuple(
+            Placed(p.task_id, p.pilot_id, 1, (TaskOffer(p.task_id + 10, "s", "true", (), (), 60),))
+            for p in call.pairs
+        )
+        return SiteAssignAnswer(
+            placed, (), tuple(CompletionAnswer(True, False, "done") for _ in call.completions)
+        )
+
+
+def test_a_round_of_successors_makes_no_sync_and_its_assign_carries_the_completions() -> None:
+    node = _Node()
+    client = _SuccessorClient()
+    role = _role(node, client, method="greedy")
+    _one_round(role)  # a sync, then 40 and 41 to workers 7 and 8
+    assert len(client.syncs) == 1 and len(client.assigns) == 1
+    ran = dict(node.sent)
+    for pilot in (7, 8):
+        done = Completion(ran[pilot], 1, 0)
+        role.book.completed(pilot, (ran[pilot], 1), done, time.monotonic())
+    node.sent.clear()
+
+    async def second_round() -> None:
+        await role._round(time.monotonic())
+        await asyncio.gather(*role.handout.handing)
+
+    asyncio.run(second_round())
+    assert len(client.syncs) == 1  # none this round: the successors covered both workers
+    (_, carried) = client.assigns
+    assert sorted(c.completion.task_id for c in carried.completions) == [40, 41]
+    assert sorted(t for _, t in node.sent) == [50, 51]
+    assert role.book.pending() == []  # the Task Queue has them
+    assert role.stock.current() == []  # the round is over: nothing held back
+
+
+def test_a_failed_completion_releases_no_successor_and_the_round_syncs() -> None:
+    node = _Node()
+    client = _SuccessorClient()
+    role = _role(node, client, method="greedy")
+    _one_round(role)
+    ran = dict(node.sent)
+    role.book.completed(7, (ran[7], 1), Completion(ran[7], 1, 3), time.monotonic())  # exit 3
+    role.book.completed(8, (ran[8], 1), Completion(ran[8], 1, 0), time.monotonic())
+
+    async def second_round() -> None:
+        await role._round(time.monotonic())
+        await asyncio.gather(*role.handout.handing)
+
+    asyncio.run(second_round())
+    assert len(client.syncs) == 2  # one successor for two idle workers: the Task Queue's offers
+    assert sorted(c.completion.task_id for c in client.syncs[1].completions) == [40, 41]
+    assert all(not call.completions for call in client.assigns)

@@ -14,7 +14,9 @@ more (revoked, gone: the master tells them to leave).
 What ``sync`` offers is chosen by ``store.offers`` (``sched.offers.choose_offers``).  ``assign``
 checks every pair both ways, as the pre-DHT matcher does (``tq.service.matcher``,
 ``store.offers.mismatch``): a refused pair says why in the answer (``Refused``) and in the
-counters.
+counters.  An accepted pair names its task's successors (``SiteOffers.successors``); a round
+that offers only those makes no ``sync``, and its ``assign`` carries the completions, recorded
+before the pairs are checked (``sched.stock``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from glidein_ext.tq.client.protocol import (
     Refused,
     SiteAssign,
     SiteAssignAnswer,
+    SiteCompletion,
     SiteSync,
     SiteSyncAnswer,
 )
@@ -77,22 +80,11 @@ class MasterCalls:
         dead = self._site_pilots(tx.conn, site, call.dead)
         if dead:
             self.pilots.retire(tx, dead, PilotState.LOST)
-        results = []
-        completed = [item.pilot_id for item in call.completions]
-        members = set(self._site_pilots(tx.conn, site, completed))
-        for item in call.completions:
-            if item.pilot_id not in members:  # a master reports for its own site's pilots only
-                answer = f"unknown: pilot {item.pilot_id} is no live pilot of {site}"
-                results.append(CompletionAnswer(False, False, answer[:100]))
-                continue
-            try:
-                results.append(self.sites.complete(tx, item.pilot_id, item.completion))
-            except TaskQueueNotFound as exc:
-                results.append(CompletionAnswer(False, False, f"unknown: {exc}"[:100]))
+        results = self._complete(tx, site, call.completions)
         self._release(tx, site, call.release)
         keys, gone = self._keys(tx.conn, site, call.epoch, call.pilots)
         offers, queued = self.offers.runnable(tx.conn, site, call.want)
-        return SiteSyncAnswer(tuple(offers), tuple(results), queued, keys, gone)
+        return SiteSyncAnswer(tuple(offers), results, queued, keys, gone)
 
     def assign(self, tx: Tx, site: str, call: SiteAssign) -> SiteAssignAnswer:
         """The round's pairs; each task taken atomically, each pilot given one task at most, each
@@ -103,6 +95,9 @@ class MasterCalls:
         refused: list[tuple[Refused, str]] = []  # (the pair, its counter)
         conn = tx.conn
         self._check_master(conn, site, call.pilot_id, call.epoch, now)
+        # A round without a sync: its completions first (they free the workers and queue the
+        # successors its pairs name), as sync records them.
+        results = self._complete(tx, site, call.completions)
         given: set[int] = set()
         for pair in call.pairs:
 
@@ -136,7 +131,8 @@ class MasterCalls:
             busy = {"state": PilotState.BUSY.value, "task_id": pair.task_id, "last_seen": now}
             update_row(conn, t.pilots, pair.pilot_id, busy)
             given.add(pair.pilot_id)
-            accepted.append(Placed(pair.task_id, pair.pilot_id, row.attempt))
+            successors, more = self.offers.successors(conn, pair.task_id, pilot, now)
+            accepted.append(Placed(pair.task_id, pair.pilot_id, row.attempt, successors, more))
 
         def placed() -> None:
             for item in accepted:
@@ -150,9 +146,28 @@ class MasterCalls:
                 counters.on_refused(kind)
 
         tx.after_commit(placed)
-        return SiteAssignAnswer(tuple(accepted), tuple(item for item, _ in refused))
+        refusals = tuple(item for item, _ in refused)
+        return SiteAssignAnswer(tuple(accepted), refusals, results)
 
     # --- helpers -----------------------------------------------------------------------------
+
+    def _complete(
+        self, tx: Tx, site: str, completions: Sequence[SiteCompletion]
+    ) -> tuple[CompletionAnswer, ...]:
+        """The workers' completions the master reports, each answered in order; a master
+        reports for its own site's live pilots only."""
+        results = []
+        members = set(self._site_pilots(tx.conn, site, [item.pilot_id for item in completions]))
+        for item in completions:
+            if item.pilot_id not in members:
+                answer = f"unknown: pilot {item.pilot_id} is no live pilot of {site}"
+                results.append(CompletionAnswer(False, False, answer[:100]))
+                continue
+            try:
+                results.append(self.sites.complete(tx, item.pilot_id, item.completion))
+            except TaskQueueNotFound as exc:
+                results.append(CompletionAnswer(False, False, f"unknown: {exc}"[:100]))
+        return tuple(results)
 
     def _check_master(
         self, conn: Connection, site: str, pilot_id: int, epoch: int, now: float

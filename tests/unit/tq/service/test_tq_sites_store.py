@@ -334,3 +334,77 @@ def test_a_site_is_offered_first_what_its_idle_pilots_made(store_for: Any) -> No
     # Seven step-0 tasks are older; the step-1 task reading pilot 2's output comes first.
     (first,) = store.sync("S", SiteSync(master.pilot_id, master.epoch, want=1)).tasks
     assert first.inputs == offers[0].outputs
+
+
+def test_assign_names_each_task_s_successors_and_takes_them_with_the_completion(
+    store_for: Any,
+) -> None:
+    """A chain a -> b (b reads a's output), a merge m of a and c, and a task d that must run on
+    another site: ``assign`` names b as a's successor (m needs c too; d does not fit), says a
+    feeds more; a round without a sync carries a's completion in its ``assign``, which queues b
+    and frees the pilot before the pair (b, that pilot) is checked."""
+    clock = Clock()
+    store = store_for(clock, default_architecture=Architecture.DISTRIBUTED)
+    master = _register(store, 3)[0].master
+    assert master is not None
+    store.submit(
+        _workflow(
+            {"name": "a", "command": "true", "outputs": ["/fa"]},
+            {"name": "c", "command": "true", "outputs": ["/fc"]},
+            {"name": "b", "command": "true", "inputs": ["/fa"], "outputs": ["/fb"]},
+            {"name": "m", "command": "true", "inputs": ["/fa", "/fc"], "outputs": ["/fm"]},
+            {
+                "name": "d",
+                "command": "true",
+                "inputs": ["/fa"],
+                "requirements": 'TARGET.Site == "elsewhere"',
+            },
+        )
+    )
+    offers = store.sync("S", SiteSync(master.pilot_id, master.epoch, want=10)).tasks
+    a = next(o for o in offers if o.name == "a")
+    (placed,) = store.assign(
+        "S", SiteAssign(master.pilot_id, master.epoch, (Pair(a.task_id, 2),))
+    ).accepted
+    assert [s.name for s in placed.successors] == ["b"] and placed.more
+    (b,) = placed.successors
+    assert b.inputs == ("/fa",) and b.outputs == ("/fb",)
+    # b is not runnable yet: a pair for it alone is refused.
+    early = store.assign("S", SiteAssign(master.pilot_id, master.epoch, (Pair(b.task_id, 3),)))
+    assert early.accepted == () and "waiting, not queued" in early.refused[0].reason
+    done = Completion(a.task_id, placed.attempt, 0, ("/fa",))
+    answer = store.assign(
+        "S",
+        SiteAssign(
+            master.pilot_id,
+            master.epoch,
+            (Pair(b.task_id, 2),),  # the pilot that ran a: busy until its completion counts
+            completions=(SiteCompletion(2, done),),
+        ),
+    )
+    assert [r.accepted for r in answer.results] == [True]
+    assert [(p.task_id, p.pilot_id) for p in answer.accepted] == [(b.task_id, 2)]
+    (after_b,) = answer.accepted
+    assert after_b.successors == () and not after_b.more  # nothing reads b's output
+    states = {r.name: r.state for r in store.task_rows()}
+    assert states == {"a": "done", "c": "queued", "b": "running", "m": "waiting", "d": "queued"}
+
+
+def test_a_completion_carried_by_assign_for_another_site_s_pilot_is_refused(
+    store_for: Any,
+) -> None:
+    clock = Clock()
+    store = store_for(clock, default_architecture=Architecture.DISTRIBUTED)
+    s_master = _register(store, 2, site="S", port=4000)[0].master
+    t_master = _register(store, 2, site="T", port=5000)[0].master
+    assert s_master is not None and t_master is not None
+    store.submit(_workflow({"name": "x", "command": "true"}))
+    (offer,) = store.sync("T", SiteSync(t_master.pilot_id, t_master.epoch, want=10)).tasks
+    (placed,) = store.assign(
+        "T", SiteAssign(t_master.pilot_id, t_master.epoch, (Pair(offer.task_id, 4),))
+    ).accepted
+    forged = SiteCompletion(4, Completion(offer.task_id, placed.attempt, 0))
+    answer = store.assign("S", SiteAssign(s_master.pilot_id, s_master.epoch, completions=(forged,)))
+    assert [r.accepted for r in answer.results] == [False]
+    assert "no live pilot of S" in answer.results[0].state
+    assert {r.state for r in store.task_rows()} == {"running"}
