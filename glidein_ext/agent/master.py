@@ -335,6 +335,10 @@ class MasterRole:
         # The completions this round's assign carries, taken now (``RoundBook.take_completions``).
         done = self.book.take_completions(now) if carried else None
         if carried:  # the successors the Task Queue named: no sync (``sched.stock``)
+            direct = self.stock.direct(self.book.idle())
+            if direct is not None:  # and each idle worker made one's input: no TaskList
+                await self._direct(direct, done)
+                return
             offers = self.stock.current()
         elif want or self.inbox.held or self.book.call_due(now):
             got = await self._sync(self.book.take_report(now), want)
@@ -396,8 +400,8 @@ class MasterRole:
         """Whether this round offers the successors its completions released and makes no
         ``sync`` (its ``assign`` carries the completions): workers wait, the successors cover
         them, and no dead workers, tasks to release or held messages wait for a sync."""
-        for (task_id, _), completion in self.book.pending():
-            self.stock.completed(task_id, completion.exit_code == 0)
+        for (task_id, _), pilot, completion in self.book.pending():
+            self.stock.completed(task_id, completion.exit_code == 0, pilot)
         if not want or self.book.news or self.inbox.held:
             return False
         return self.stock.covers(len(self.book.idle()))
@@ -473,9 +477,32 @@ class MasterRole:
             other.total if other is not None else 0.0,
             other.served if other is not None else 0,
         )
+        mark = self._lap("solve", mark)
+        await self._place(pairs, offered, report, done, mark)
+
+    async def _direct(self, direct: Sequence[tuple[TaskOffer, int]], done: Report | None) -> None:
+        """A round without a TaskList (``OfferStock.direct``): each idle worker gets a
+        successor of the task it finished, whose input it holds; the pairs go to the Task
+        Queue as a ranked round's do (rank 0: no worker ranked them)."""
+        mark = time.monotonic()
+        pairs = tuple(Pair(offer.task_id, pilot) for offer, pilot in direct)
+        idle = len(self.book.idle())
+        report = RoundReport(0.0, len(pairs), idle, len(pairs), "successor", 0.0, 0)
+        await self._place(pairs, [offer for offer, _ in direct], report, done, mark)
+        self.stock.round_ended()
+        self._account(len(pairs), len(pairs), idle, 0)
+
+    async def _place(
+        self,
+        pairs: tuple[Pair, ...],
+        offered: Sequence[TaskOffer],
+        report: RoundReport,
+        done: Report | None,
+        mark: float,
+    ) -> None:
+        """The round's ``assign`` (with the completions it carries), then the hand-outs."""
         completions = tuple(SiteCompletion(p, c) for p, c in (done.completions if done else ()))
         call = SiteAssign(self.pilot_id, self.epoch, pairs, report, completions)
-        mark = self._lap("solve", mark)
         called = time.monotonic()
         try:
             answer = await self._tq(self.client.assign, self.site, call)
@@ -494,7 +521,7 @@ class MasterRole:
             self.book.reported(called)
         for item in answer.accepted:
             self.stock.placed(item.task_id, item.successors, item.more)
-        self.rank_sums.append(result.total)
+        self.rank_sums.append(report.rank_sum)
         if answer.refused:
             self.log_refused(answer.refused, time.monotonic())
         placed = [(p.task_id, p.pilot_id, p.attempt) for p in answer.accepted]

@@ -365,11 +365,12 @@ class RoundBook:
         """Dead workers or tasks to release wait for a ``sync``."""
         return bool(self._dead or self._release)
 
-    def pending(self) -> list[tuple[Key, Any]]:
-        """The completions the Task Queue does not have yet: (task, attempt), completion."""
+    def pending(self) -> list[tuple[Key, int, Any]]:
+        """The completions the Task Queue does not have yet: (task, attempt), the worker, the
+        completion."""
         return [
-            (key, completion)
-            for key, (_, completion) in (*self._pending.items(), *self._in_flight.items())
+            (key, pilot, completion)
+            for key, (pilot, completion) in (*self._pending.items(), *self._in_flight.items())
         ]
 
     def replies(self, replies: Sequence[Reply], carried: bool = False) -> Candidates:

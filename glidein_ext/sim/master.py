@@ -172,6 +172,12 @@ class SiteMaster:
         carried = self._from_stock(want, now)
         done = book.take_completions(now) if carried else None  # this round's assign has them
         if carried:
+            direct = self.stock.direct(book.idle())
+            if direct is not None:  # each idle worker made a successor's input: no TaskList
+                pairs = [(task.task_id, pilot) for task, pilot in direct]
+                yield from self._place(pairs, 0.0, len(pairs), done)
+                self.stock.round_ended()
+                return
             offers = self.stock.current()
         elif want or book.call_due(now):
             offers = yield from self._sync(book.take_report(now), want)
@@ -231,24 +237,31 @@ class SiteMaster:
         book = self.book
         if not self.ctx.config.round_stock:
             return False
-        for (task_id, _), outcome in book.pending():
-            self.stock.completed(task_id, outcome.ok)
+        for (task_id, _), pilot, outcome in book.pending():
+            self.stock.completed(task_id, outcome.ok, pilot)
         idle = len(book.idle())
         return bool(want) and not book.news and self.stock.covers(idle)
 
     def _assign(
         self, offered: list[SimTask], candidates: Any, done: Report | None
     ) -> Generator[Any, Any, None]:
-        ctx, book = self.ctx, self.book
+        ctx = self.ctx
         matrix = RankMatrix.from_replies(
             list(range(len(offered))), list(candidates.ranks), candidates.truncated
         )
         result = assign(matrix, ctx.config.assignment)
         yield ctx.env.timeout(ctx.costs.assign_time(matrix.size))
         pairs = [(offered[row].task_id, candidates.pilots[col]) for row, col in result.pairs]
+        yield from self._place(pairs, result.total, result.served, done)
+
+    def _place(
+        self, pairs: list[tuple[int, int]], rank_sum: float, served: int, done: Report | None
+    ) -> Generator[Any, Any, None]:
+        """The round's assign (with the completions it carries), then the hand-outs."""
+        ctx, book = self.ctx, self.book
         outcomes: list[tuple[int, Outcome]] = list(done.completions) if done else []
         called = ctx.env.now
-        call = ctx.tq.assign(pairs, result.total, result.served, outcomes)
+        call = ctx.tq.assign(pairs, rank_sum, served, outcomes)
         placed = yield from ctx.tq.call("assign", call)
         if done is not None:
             book.reported(called)

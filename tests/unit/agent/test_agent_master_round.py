@@ -202,6 +202,8 @@ def test_a_round_of_successors_makes_no_sync_and_its_assign_carries_the_completi
 
     asyncio.run(second_round())
     assert len(client.syncs) == 1  # none this round: the successors covered both workers
+    assert len(node.waits) == 1  # nor a TaskList: each worker made its successor's input
+    assert client.assigns[1].round.method == "successor"
     (_, carried) = client.assigns
     assert sorted(c.completion.task_id for c in carried.completions) == [40, 41]
     assert sorted(t for _, t in node.sent) == [50, 51]

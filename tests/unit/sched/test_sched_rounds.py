@@ -211,7 +211,7 @@ def test_a_round_whose_assign_carries_the_completions_takes_their_workers() -> N
     book.join(8, A, now=0.0, task=(41, 1))
     book.join(9, A, now=0.0, task=(42, 1))
     book.completed(7, (40, 1), "c40", now=1.0)
-    assert [key for key, _ in book.pending()] == [(40, 1)] and not book.news
+    assert [key for key, _, _ in book.pending()] == [(40, 1)] and not book.news
     book.start_round(1.2)
     replies = [_idle(7, {0: 1.0}, last=40), _idle(8, {0: 1.0}, last=41)]
     assert book.replies(replies).pilots == ()  # a sync would report it first
@@ -222,7 +222,7 @@ def test_a_round_whose_assign_carries_the_completions_takes_their_workers() -> N
     assert book.call_due(1.3 + book.heartbeat)
     book.reported(1.4)  # the assign got through: the Task Queue has c40, and it was a call
     assert not book.call_due(1.3 + book.heartbeat) and book.call_due(1.4 + book.heartbeat)
-    assert [key for key, _ in book.pending()] == [(41, 1)]
+    assert [key for key, _, _ in book.pending()] == [(41, 1)]
     report = book.take_completions(2.0)
     book.unreported(report)  # the assign failed, or none was made: the next call carries it
     assert book.take_report(2.1).completions == ((8, "c41"),)

@@ -68,3 +68,27 @@ def test_the_stock_remembers_a_bounded_number_of_placed_tasks(
     assert stock.current() == []
     stock.completed(5, ok=True)
     assert [o.task_id for o in stock.current()] == [15]
+
+
+def test_a_round_needs_no_tasklist_when_each_idle_worker_made_a_successor_s_input() -> None:
+    stock: OfferStock[Offer] = OfferStock()
+    stock.placed(1, (Offer(11), Offer(12)))  # ran on worker 7
+    stock.placed(2, (Offer(21),))  # on worker 8
+    stock.placed(3, ())  # on worker 9: feeds nothing
+    stock.completed(1, ok=True, pilot=7)
+    stock.completed(2, ok=True, pilot=8)
+    pairs = stock.direct([8, 7])
+    assert pairs is not None
+    assert [(o.task_id, p) for o, p in pairs] == [(11, 7), (21, 8)]
+    stock.completed(3, ok=True, pilot=9)
+    assert stock.direct([7, 8, 9]) is None  # worker 9 holds nothing offered: the round ranks
+    assert stock.covers(3)  # three successors for three workers, ranked
+    stock.round_ended()
+    assert stock.direct([7]) is None
+
+
+def test_no_direct_round_after_a_completion_that_may_have_released_a_merge() -> None:
+    stock: OfferStock[Offer] = OfferStock()
+    stock.placed(1, (Offer(11),), more=True)
+    stock.completed(1, ok=True, pilot=7)
+    assert stock.direct([7]) is None and not stock.covers(1)

@@ -14,7 +14,7 @@ more (revoked, gone: the master tells them to leave).
 What ``sync`` offers is chosen by ``store.offers`` (``sched.offers.choose_offers``).  ``assign``
 checks every pair both ways, as the pre-DHT matcher does (``tq.service.matcher``,
 ``store.offers.mismatch``): a refused pair says why in the answer (``Refused``) and in the
-counters.  An accepted pair names its task's successors (``SiteOffers.successors``); a round
+counters.  An accepted pair names its task's successors (``store.successors``); a round
 that offers only those makes no ``sync``, and its ``assign`` carries the completions, recorded
 before the pairs are checked (``sched.stock``).
 """
@@ -31,6 +31,7 @@ from sqlalchemy.engine import Connection
 from glidein_ext.errors import StaleMasterError, TaskQueueNotFound
 from glidein_ext.tq.client.protocol import (
     CompletionAnswer,
+    Pair,
     PilotKey,
     Placed,
     Refused,
@@ -55,6 +56,7 @@ from glidein_ext.tq.service.store.offers import SiteOffers, mismatch
 from glidein_ext.tq.service.store.pilots import TAKE_ONE, PilotProtocol
 from glidein_ext.tq.service.store.sites import SiteCoordination, epoch_key_hex, pilot_row, site_row
 from glidein_ext.tq.service.store.statements import row_by_id, update_row
+from glidein_ext.tq.service.store.successors import successors
 
 # ``assign``'s statement for a pair's task, built once (``statements``); its take is the pilot
 # protocol's take of one task by id (``pilots.TAKE_ONE``).
@@ -89,17 +91,42 @@ class MasterCalls:
     def assign(self, tx: Tx, site: str, call: SiteAssign) -> SiteAssignAnswer:
         """The round's pairs; each task taken atomically, each pilot given one task at most, each
         pair checked both ways (Requirements, resources, life) as the pre-DHT matcher checks it;
-        a refused pair is answered with its reason."""
+        a refused pair is answered with its reason, an accepted one with its task's
+        successors."""
         now = self.core.clock()
-        accepted: list[Placed] = []
-        refused: list[tuple[Refused, str]] = []  # (the pair, its counter)
         conn = tx.conn
         self._check_master(conn, site, call.pilot_id, call.epoch, now)
         # A round without a sync: its completions first (they free the workers and queue the
         # successors its pairs name), as sync records them.
         results = self._complete(tx, site, call.completions)
+        taken, refused = self._take(conn, site, call.pairs, now)
+        found = successors(conn, {placed.task_id: pilot for placed, pilot in taken}, now)
+        accepted = [Placed(p.task_id, p.pilot_id, p.attempt, *found[p.task_id]) for p, _ in taken]
+
+        def placed() -> None:
+            for item in accepted:
+                self.core.matcher.remove_task(item.task_id)
+                self.core.matcher.set_idle(item.pilot_id, False)
+            report = call.round
+            compared = (report.compared_sum, report.compared_served)
+            counters = self.sites.counters
+            counters.on_round(report.rank_sum, report.served, compared)
+            for _, kind in refused:
+                counters.on_refused(kind)
+
+        tx.after_commit(placed)
+        refusals = tuple(item for item, _ in refused)
+        return SiteAssignAnswer(tuple(accepted), refusals, results)
+
+    def _take(
+        self, conn: Connection, site: str, pairs: Sequence[Pair], now: float
+    ) -> tuple[list[tuple[Placed, Any]], list[tuple[Refused, str]]]:
+        """Each pair checked and its task taken: (the accepted, with the pilot's row), and (the
+        refused, with the counter of its reason)."""
+        accepted: list[tuple[Placed, Any]] = []
+        refused: list[tuple[Refused, str]] = []
         given: set[int] = set()
-        for pair in call.pairs:
+        for pair in pairs:
 
             def refuse(kind: str, reason: str, pair: Any = pair) -> None:
                 refused.append((Refused(pair.task_id, pair.pilot_id, reason[:200]), kind))
@@ -123,31 +150,15 @@ class MasterCalls:
             if why is not None:
                 refuse("match", f"task {pair.task_id} and pilot {pair.pilot_id}: {why}")
                 continue
-            taken = conn.execute(TAKE_ONE, {"c0": pair.task_id, "pilot": pair.pilot_id})
-            row = taken.one_or_none()
+            row = conn.execute(TAKE_ONE, {"c0": pair.task_id, "pilot": pair.pilot_id}).one_or_none()
             if row is None:
                 refuse("task", f"task {pair.task_id} is no longer queued")
                 continue
             busy = {"state": PilotState.BUSY.value, "task_id": pair.task_id, "last_seen": now}
             update_row(conn, t.pilots, pair.pilot_id, busy)
             given.add(pair.pilot_id)
-            successors, more = self.offers.successors(conn, pair.task_id, pilot, now)
-            accepted.append(Placed(pair.task_id, pair.pilot_id, row.attempt, successors, more))
-
-        def placed() -> None:
-            for item in accepted:
-                self.core.matcher.remove_task(item.task_id)
-                self.core.matcher.set_idle(item.pilot_id, False)
-            report = call.round
-            compared = (report.compared_sum, report.compared_served)
-            counters = self.sites.counters
-            counters.on_round(report.rank_sum, report.served, compared)
-            for _, kind in refused:
-                counters.on_refused(kind)
-
-        tx.after_commit(placed)
-        refusals = tuple(item for item, _ in refused)
-        return SiteAssignAnswer(tuple(accepted), refusals, results)
+            accepted.append((Placed(pair.task_id, pair.pilot_id, row.attempt), pilot))
+        return accepted, refused
 
     # --- helpers -----------------------------------------------------------------------------
 

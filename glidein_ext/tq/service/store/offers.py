@@ -78,7 +78,7 @@ class SiteOffers:
             row.id: row
             for row in conn.execute(sa.select(t.tasks).where(t.tasks.c.id.in_(chosen.task_ids)))
         }
-        return [_offer(found[i]) for i in chosen.task_ids if i in found], chosen.runnable
+        return [offer_of(found[i]) for i in chosen.task_ids if i in found], chosen.runnable
 
     def _read_queued(self, conn: Connection) -> list[Runnable]:
         """The queued tasks by priority, then age; the spec and inputs of those not known yet
@@ -106,81 +106,6 @@ class SiteOffers:
             queued.append(task)
         self._queued = {task.task_id: task for task in queued}
         return queued
-
-    def successors(
-        self, conn: Connection, task_id: int, pilot: Any, now: float
-    ) -> tuple[tuple[TaskOffer, ...], bool]:
-        """The waiting tasks that task ``task_id``'s success alone makes runnable -- each of
-        their missing inputs is one of its outputs, their only unfinished predecessor is it, no
-        input made at another site (``choose_offers`` decides where those go) -- and that may
-        run on ``pilot`` (its row: the pilot it was assigned to, of the same site),
-        best first as ``choose_offers`` would order them (priority, then age).  The master
-        offers them when the completion comes, without a ``sync`` (``sched.stock``).  With
-        them: whether other waiting tasks read its outputs or wait for it (they need more, or
-        do not fit this pilot): its completion may release those, which only a sync shows."""
-        outputs = [r for r in conn.execute(_OUTPUTS, {"task": task_id}).scalars()]
-        candidates: set[int] = set(conn.execute(_AFTER, {"task": task_id}).scalars())
-        if outputs:
-            candidates.update(conn.execute(_READERS, {"lfns": outputs}).scalars())
-        if not candidates:
-            return (), False
-        rows = conn.execute(
-            sa.select(t.tasks)
-            .where(t.tasks.c.id.in_(sorted(candidates)), t.tasks.c.state == TaskState.WAITING.value)
-            .order_by(t.tasks.c.priority.desc(), t.tasks.c.id)
-        ).all()
-        info = pilot_info(pilot)
-        found: list[TaskOffer] = []
-        more = False
-        for row in rows:
-            lacking = conn.execute(_LACKING_BUT, {"task": row.id, "done": task_id, "lfns": outputs})
-            elsewhere = conn.execute(_ELSEWHERE, {"task": row.id, "site": pilot.site})
-            if lacking.scalar_one() or elsewhere.first() is not None:
-                more = True  # it needs more, or choose_offers decides its site
-                continue
-            if mismatch(spec_of(row), info, now) is not None:
-                more = True
-                continue
-            found.append(_offer(row))
-        return tuple(found), more
-
-
-# ``successors``' statements, built once.
-_LFNS: sa.BindParameter[list[str]] = sa.bindparam("lfns", expanding=True)
-_OUTPUTS = sa.select(t.task_outputs.c.lfn).where(t.task_outputs.c.task_id == sa.bindparam("task"))
-_AFTER = sa.select(t.task_after.c.task_id).where(t.task_after.c.after_id == sa.bindparam("task"))
-_READERS = sa.select(t.task_inputs.c.task_id).where(t.task_inputs.c.lfn.in_(_LFNS)).distinct()
-_BEFORE = t.tasks.alias("predecessor")
-# An input of a waiting task made at another site than ``site``.
-_ELSEWHERE = (
-    sa.select(t.files.c.lfn)
-    .select_from(t.task_inputs.join(t.files, t.files.c.lfn == t.task_inputs.c.lfn))
-    .where(
-        t.task_inputs.c.task_id == sa.bindparam("task"),
-        t.files.c.site.is_not(None),
-        t.files.c.site != sa.bindparam("site"),
-    )
-    .limit(1)
-)
-# What a waiting task lacks besides the outputs of ``done`` and ``done`` itself.
-_LACKING_BUT = sa.select(
-    sa.select(sa.func.count())
-    .select_from(t.task_inputs.outerjoin(t.files, t.files.c.lfn == t.task_inputs.c.lfn))
-    .where(
-        t.task_inputs.c.task_id == sa.bindparam("task"),
-        t.files.c.lfn.is_(None),
-        t.task_inputs.c.lfn.not_in(_LFNS),
-    )
-    .scalar_subquery()
-    + sa.select(sa.func.count())
-    .select_from(t.task_after.join(_BEFORE, _BEFORE.c.id == t.task_after.c.after_id))
-    .where(
-        t.task_after.c.task_id == sa.bindparam("task"),
-        _BEFORE.c.state != TaskState.DONE.value,
-        _BEFORE.c.id != sa.bindparam("done"),
-    )
-    .scalar_subquery()
-)
 
 
 class _Fits:
@@ -236,8 +161,9 @@ def mismatch(
     return None
 
 
-def _offer(row: Any) -> TaskOffer:
-    spec = spec_of(row)
+def offer_of(row: Any, spec: MatchSpec | None = None) -> TaskOffer:
+    """A task row as the offer a TaskList carries (``spec``: its spec, if read already)."""
+    spec = spec_of(row) if spec is None else spec
     return TaskOffer(
         task_id=row.id,
         name=row.name,
