@@ -483,11 +483,12 @@ class MasterRole:
     async def _direct(self, direct: Sequence[tuple[TaskOffer, int]], done: Report | None) -> None:
         """A round without a TaskList (``OfferStock.direct``): each idle worker gets a
         successor of the task it finished, whose input it holds; the pairs go to the Task
-        Queue as a ranked round's do (rank 0: no worker ranked them)."""
+        Queue as a ranked round's do; its report ranks nothing (no rank, no pilot served by a
+        ranking: the counters' ranks stay those of the ranked rounds)."""
         mark = time.monotonic()
         pairs = tuple(Pair(offer.task_id, pilot) for offer, pilot in direct)
         idle = len(self.book.idle())
-        report = RoundReport(0.0, len(pairs), idle, len(pairs), "successor", 0.0, 0)
+        report = RoundReport(0.0, 0, idle, len(pairs), "successor", 0.0, 0)
         await self._place(pairs, [offer for offer, _ in direct], report, done, mark)
         self.stock.round_ended()
         self._account(len(pairs), len(pairs), idle, 0)

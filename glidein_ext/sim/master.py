@@ -175,7 +175,7 @@ class SiteMaster:
             direct = self.stock.direct(book.idle())
             if direct is not None:  # each idle worker made a successor's input: no TaskList
                 pairs = [(task.task_id, pilot) for task, pilot in direct]
-                yield from self._place(pairs, 0.0, len(pairs), done)
+                yield from self._place(pairs, 0.0, 0, done)  # ranks nothing (agent.master)
                 self.stock.round_ended()
                 return
             offers = self.stock.current()
