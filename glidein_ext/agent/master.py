@@ -6,9 +6,9 @@ undelivered tasks, and the site's runnable tasks it wants), broadcasts the TaskL
 DHT, gets the workers' ranks back through the aggregation tree, builds the rank matrix of its idle
 workers and assigns at most one task to each (``sched.assign``: ``optimal`` by default, greedy
 when scipy is missing or asked for), tells the Task Queue (``assign``, one call, each task taken
-atomically) and then each assigned worker (MESSAGE ``assign``).  A round whose idle workers the
-successors of the completed tasks cover (the Task Queue named them with each accepted pair)
-makes no ``sync``: it offers them, and its ``assign`` carries the completions
+atomically) and then each assigned worker (MESSAGE ``assign``).  A round whose idle workers
+each finished a task with a successor (the Task Queue named them with each accepted pair) gives
+each its own task's successor: no ``sync``, no TaskList, its ``assign`` carries the completions
 (``sched.stock``).  Rounds come after events (a
 completion, a worker's hello, a TaskList cut to fit a datagram) and a short batching window, or
 every ``period`` without events; a call comes at least every ``heartbeat`` (only the master
@@ -331,16 +331,11 @@ class MasterRole:
         self.timings = {"wait": max(0.0, now - (self.book.first_event or now))}
         want = self.book.start_round(now)
         offers: list[TaskOffer] = []
-        carried = self._from_stock(want)
-        # The completions this round's assign carries, taken now (``RoundBook.take_completions``).
-        done = self.book.take_completions(now) if carried else None
-        if carried:  # the successors the Task Queue named: no sync (``sched.stock``)
-            direct = self.stock.direct(self.book.idle())
-            if direct is not None:  # and each idle worker made one's input: no TaskList
-                await self._direct(direct, done)
-                return
-            offers = self.stock.current()
-        elif want or self.inbox.held or self.book.call_due(now):
+        direct = self._direct_pairs(want)
+        if direct is not None:  # the successors the Task Queue named (``sched.stock``)
+            await self._direct(direct, self.book.take_completions(now))
+            return
+        if want or self.inbox.held or self.book.call_due(now):
             got = await self._sync(self.book.take_report(now), want)
             if not self.active:
                 return
@@ -370,22 +365,16 @@ class MasterRole:
             result = await self.node.broadcast(TOPIC, payload, timeout=wait)
         except DhtError as exc:
             log.error("master: the TaskList could not be broadcast: %s", exc)
-            if done is not None:
-                self.book.unreported(done)  # the next call carries them
             return
         # A timed-out broadcast counts as twice its wait: the next one waits longer.
         self._broadcasts.append(result.elapsed if result.complete else 2 * wait)
         mark = self._lap("broadcast", mark)
         replies = decode_replies(result.value, fitted)
-        candidates = self.book.replies(replies, carried=carried)
+        candidates = self.book.replies(replies)
         offered = offers[:fitted]
         mark = self._lap("replies", mark)
         if offered and candidates.pilots:
-            await self._assign(offered, candidates, idle, done)
-        elif done is not None:
-            self.book.unreported(done)  # no assign: the next call carries them
-        if carried:
-            self.stock.round_ended()
+            await self._assign(offered, candidates, idle)
         if self._more and self.book.idle():
             self.book.trigger(time.monotonic())
         mark = time.monotonic()
@@ -396,15 +385,15 @@ class MasterRole:
         if not result.complete:
             log.info("master: round %d: the broadcast timed out", self.book.round)
 
-    def _from_stock(self, want: int) -> bool:
-        """Whether this round offers the successors its completions released and makes no
-        ``sync`` (its ``assign`` carries the completions): workers wait, the successors cover
-        them, and no dead workers, tasks to release or held messages wait for a sync."""
+    def _direct_pairs(self, want: int) -> list[tuple[TaskOffer, int]] | None:
+        """This round's pairs when it needs neither a ``sync`` nor a TaskList
+        (``OfferStock.direct``): workers wait, each finished a task with a successor, and no
+        dead workers, tasks to release or held messages wait for a sync; None otherwise."""
         for (task_id, _), pilot, completion in self.book.pending():
             self.stock.completed(task_id, completion.exit_code == 0, pilot)
         if not want or self.book.news or self.inbox.held:
-            return False
-        return self.stock.covers(len(self.book.idle()))
+            return None
+        return self.stock.direct(self.book.idle())
 
     def _broadcast_wait(self) -> float:
         """How long the root waits for the TaskList's replies: three times the recent
@@ -456,9 +445,7 @@ class MasterRole:
         except MissingDependencyError:
             return None
 
-    async def _assign(
-        self, offered: list[TaskOffer], candidates: Any, idle: int, done: Report | None = None
-    ) -> None:
+    async def _assign(self, offered: list[TaskOffer], candidates: Any, idle: int) -> None:
         matrix = RankMatrix.from_replies(
             list(range(len(offered))), list(candidates.ranks), candidates.truncated
         )
@@ -478,13 +465,13 @@ class MasterRole:
             other.served if other is not None else 0,
         )
         mark = self._lap("solve", mark)
-        await self._place(pairs, offered, report, done, mark)
+        await self._place(pairs, offered, report, None, mark)
 
-    async def _direct(self, direct: Sequence[tuple[TaskOffer, int]], done: Report | None) -> None:
+    async def _direct(self, direct: Sequence[tuple[TaskOffer, int]], done: Report) -> None:
         """A round without a TaskList (``OfferStock.direct``): each idle worker gets a
-        successor of the task it finished, whose input it holds; the pairs go to the Task
-        Queue as a ranked round's do; its report ranks nothing (no rank, no pilot served by a
-        ranking: the counters' ranks stay those of the ranked rounds)."""
+        successor of the task it finished, whose input it holds.  The pairs go to the Task
+        Queue as any round's do; the report ranks nothing (no rank, no pilot served by a
+        ranking), so the counters' ranks stay those of the ranked rounds."""
         mark = time.monotonic()
         pairs = tuple(Pair(offer.task_id, pilot) for offer, pilot in direct)
         idle = len(self.book.idle())

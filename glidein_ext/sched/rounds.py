@@ -236,12 +236,6 @@ class RoundBook:
         not candidates until the next call reports it."""
         return {pilot for pilot, _ in (*self._pending.values(), *self._in_flight.values())}
 
-    @property
-    def _pending_pilots(self) -> set[int]:
-        """Workers whose completion came after the call (or the round) that carries the
-        others."""
-        return {pilot for pilot, _ in self._pending.values()}
-
     def reported(self, now: float | None = None) -> None:
         """The Task Queue has what the last call carried; ``now``: when that call began, for an
         ``assign`` (a ``sync`` is timed by :meth:`take_report`)."""
@@ -349,12 +343,9 @@ class RoundBook:
 
     def take_completions(self, now: float) -> Report:
         """What a round's ``assign`` carries when the round makes no ``sync``
-        (``sched.stock``), taken as the round starts: the completions that came so far (dead
-        workers and tasks to release make a round ``sync``: :attr:`news`).  Their workers are
-        the round's candidates (:meth:`replies` with ``carried``); those whose completion comes
-        during the round are not (their successors are not in this round's stock).  Held until
-        :meth:`reported` (with the time of the call: it is the master's heartbeat too) or
-        :meth:`unreported` (no assign, or it failed)."""
+        (``sched.stock``): the completions that came so far (dead workers and tasks to release
+        make a round ``sync``: :attr:`news`).  Held until :meth:`reported` (with the time of
+        the call: it is the master's heartbeat too) or :meth:`unreported` (it failed)."""
         self.now = max(self.now, now)
         self._in_flight.update(self._pending)
         self._pending.clear()
@@ -373,7 +364,7 @@ class RoundBook:
             for key, (pilot, completion) in (*self._pending.items(), *self._in_flight.items())
         ]
 
-    def replies(self, replies: Sequence[Reply], carried: bool = False) -> Candidates:
+    def replies(self, replies: Sequence[Reply]) -> Candidates:
         """The round's aggregated replies: who is alive, who lost its task, the matrix columns.
 
         A worker that says it is idle while the master believes it runs task T lost it (the
@@ -382,14 +373,13 @@ class RoundBook:
         worker resends it until the Task Queue has it) and the worker is awaited, busy at the
         Task Queue, no candidate; T is released if it has not come after ``patience`` seconds.
         A worker whose completion the Task Queue does not have yet is no candidate (it is busy
-        there), unless ``carried``: the round's ``assign`` carries the completions taken as it
-        started (:meth:`take_completions`), recorded before its pairs.
+        there).
         """
         heard = {reply.pilot_id: reply for reply in replies if reply.pilot_id in self.workers}
         pilots: list[int] = []
         ranks: list[dict[int, float]] = []
         truncated: list[int] = []
-        waiting = self._pending_pilots if carried else self._waiting
+        waiting = self._waiting
         for worker in self.workers.values():
             reply = heard.get(worker.pilot_id)
             if reply is None:

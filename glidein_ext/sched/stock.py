@@ -1,28 +1,25 @@
-"""The successors a master knows of, and whether a round needs a ``sync`` (pure;
-``agent.master`` and the simulator's master drive it).
+"""The successors a master knows of, and the rounds that need neither a ``sync`` nor a TaskList
+(pure; ``agent.master`` and the simulator's master drive it).
 
 Delgado Peris 2014 §III.B-C: each round the master fetches the site's runnable tasks from the
-Task Queue and broadcasts them.  Most rounds of a busy site are triggered by completions, and a
-completion's new runnable tasks are mostly its own successors (the next step of a chain reads
-what the finished task wrote, in the finished worker's cache).  The Task Queue names them when it
-accepts a pair (``Placed.successors``: the waiting tasks that task's success alone releases), so
-the master knows them in advance, and a round whose idle workers they cover needs no ``sync``:
-it broadcasts them, and its ``assign`` carries the completions (recorded first, which queues the
-successors).
+Task Queue, broadcasts them as a TaskList, and assigns by the workers' ranks.  Most rounds of a
+busy site are triggered by completions, and a completion's new runnable tasks are mostly its own
+successors: the next step of a chain reads what the finished task wrote, in the finished worker's
+cache.  The Task Queue names them when it accepts a pair (``Placed.successors``: the waiting
+tasks that task's success alone releases, each matching the pilot it went to both ways), so the
+master knows them before the completion comes.
 
-When every idle worker is one whose completion released a successor (a chain's next step), the
-round needs no TaskList either (:meth:`OfferStock.direct`): each such worker gets a successor of
-its own task, whose input is in its cache; the Task Queue checked that pair both ways when it
-named the successor (the successor matched the pilot its task went to) and checks it again on
-``assign``.  The workers' ranking is what finds that pair in the paper's round; here it is
-known.
-
-A completion's successors are offered in the round that carries it, and only there: those no
-pair took are queued at the Task Queue, whose ``sync`` offers them as it offers any task (it
-holds a task whose input's holder is busy for a while, waitForData, where a later round from the
-stock would give it to whichever worker is idle).  A completion of a task that feeds other
-waiting tasks too (a merge that needs other tasks' outputs, ``Placed.more``) makes the next round
-``sync``: only the Task Queue knows whether it released them.
+When every idle worker is one whose completion released a successor, the round is known
+(:meth:`OfferStock.direct`): each such worker gets a successor of its own task, whose input is in
+its cache -- the pair the workers' ranks choose in the paper's round.  Such a round makes no
+``sync`` and broadcasts no TaskList; its ``assign`` carries the completions, which the Task
+Queue records before it checks the pairs (that queues the successors and frees the workers).
+Any other round syncs and ranks as before: an idle worker without a successor of its own gets
+what the Task Queue offers, not another worker's successor (the Task Queue holds a task whose
+input's maker is busy for a while, waitForData).  Successors a round did not place are the Task
+Queue's to offer after it; a completion of a task that feeds other waiting tasks too (a merge
+that needs other tasks' outputs, ``Placed.more``) makes the next round ``sync``: only the Task
+Queue knows whether it released them.
 
 Python 3.9, standard library only.
 """
@@ -82,20 +79,12 @@ class OfferStock(Generic[OfferT]):
         up by a ``sync``: its successors are not expected."""
         self._expected.pop(task_id, None)
 
-    def current(self) -> list[OfferT]:
-        """What a round may offer without a ``sync``: the released successors."""
-        return list(self._released.values())
-
-    def covers(self, idle: int) -> bool:
-        """Whether the released successors give each of ``idle`` workers a choice, and no
-        completion may have released tasks the stock does not know: the round needs no
-        ``sync``."""
-        return idle > 0 and not self._stale and len(self._released) >= idle
-
     def direct(self, idle: Collection[int]) -> list[tuple[OfferT, int]] | None:
-        """The round's pairs without a TaskList: when each idle worker made the input of a
-        released successor (and no completion may have released tasks the stock does not
-        know), each gets the first such successor; None otherwise (the round ranks)."""
+        """The round's pairs, without a ``sync`` or a TaskList: when each idle worker made the
+        input of a released successor (and no completion may have released tasks the stock
+        does not know), each gets the first such successor; None otherwise (the round syncs and
+        ranks: an idle worker without a successor of its own gets what the Task Queue offers,
+        not another worker's successor, which the Task Queue holds for its input's maker)."""
         if not idle or self._stale:
             return None
         own: dict[int, OfferT] = {}

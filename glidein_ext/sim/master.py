@@ -169,17 +169,14 @@ class SiteMaster:
         ctx, book = self.ctx, self.book
         want = book.start_round(now)
         offers: list[SimTask] = []
-        carried = self._from_stock(want, now)
-        done = book.take_completions(now) if carried else None  # this round's assign has them
-        if carried:
-            direct = self.stock.direct(book.idle())
-            if direct is not None:  # each idle worker made a successor's input: no TaskList
-                pairs = [(task.task_id, pilot) for task, pilot in direct]
-                yield from self._place(pairs, 0.0, 0, done)  # ranks nothing (agent.master)
-                self.stock.round_ended()
-                return
-            offers = self.stock.current()
-        elif want or book.call_due(now):
+        direct = self._direct_pairs(want)
+        if direct is not None:  # no sync, no TaskList (``sched.stock``, as ``agent.master``)
+            pairs = [(task.task_id, pilot) for task, pilot in direct]
+            done = book.take_completions(now)
+            yield from self._place(pairs, 0.0, 0, done)  # it ranks nothing
+            self.stock.round_ended()
+            return
+        if want or book.call_due(now):
             offers = yield from self._sync(book.take_report(now), want)
         entries = [entry_of(task, ctx.config.file_size) for task in offers]
         idle = len(book.idle())
@@ -207,13 +204,9 @@ class SiteMaster:
         depth = self._tree_depth()
         down = depth * (network.lan_latency + network.decode_per_task * len(shown))
         yield ctx.env.timeout(down + ctx.costs.rank_time(len(shown)) + depth * network.lan_latency)
-        candidates = book.replies(decode_replies(replies, fitted), carried=carried)
+        candidates = book.replies(decode_replies(replies, fitted))
         if shown and candidates.pilots:
-            yield from self._assign(offers[:fitted], candidates, done)
-        elif done is not None:
-            book.unreported(done)  # no assign: the next call carries them
-        if carried:
-            self.stock.round_ended()
+            yield from self._assign(offers[:fitted], candidates)
         if self._more and book.idle():
             book.trigger(ctx.env.now)
 
@@ -230,21 +223,19 @@ class SiteMaster:
             replies += encode_reply(pilot_id, 0, worker.last_done, ranking)
         return replies
 
-    def _from_stock(self, want: int, now: float) -> bool:
-        """Whether this round offers the stock (``sched.stock``) and makes no sync, as
-        ``agent.master`` decides: workers wait, the stock covers them, and no dead workers or
-        tasks to release wait for a sync (the assign is the master's heartbeat too)."""
+    def _direct_pairs(self, want: int) -> list[tuple[SimTask, int]] | None:
+        """This round's pairs when it needs neither a sync nor a TaskList, as ``agent.master``
+        decides (``OfferStock.direct``); None otherwise."""
         book = self.book
         if not self.ctx.config.round_stock:
-            return False
+            return None
         for (task_id, _), pilot, outcome in book.pending():
             self.stock.completed(task_id, outcome.ok, pilot)
-        idle = len(book.idle())
-        return bool(want) and not book.news and self.stock.covers(idle)
+        if not want or book.news:
+            return None
+        return self.stock.direct(book.idle())
 
-    def _assign(
-        self, offered: list[SimTask], candidates: Any, done: Report | None
-    ) -> Generator[Any, Any, None]:
+    def _assign(self, offered: list[SimTask], candidates: Any) -> Generator[Any, Any, None]:
         ctx = self.ctx
         matrix = RankMatrix.from_replies(
             list(range(len(offered))), list(candidates.ranks), candidates.truncated
@@ -252,7 +243,7 @@ class SiteMaster:
         result = assign(matrix, ctx.config.assignment)
         yield ctx.env.timeout(ctx.costs.assign_time(matrix.size))
         pairs = [(offered[row].task_id, candidates.pilots[col]) for row, col in result.pairs]
-        yield from self._place(pairs, result.total, result.served, done)
+        yield from self._place(pairs, result.total, result.served, None)
 
     def _place(
         self, pairs: list[tuple[int, int]], rank_sum: float, served: int, done: Report | None

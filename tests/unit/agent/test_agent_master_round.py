@@ -208,7 +208,7 @@ def test_a_round_of_successors_makes_no_sync_and_its_assign_carries_the_completi
     assert sorted(c.completion.task_id for c in carried.completions) == [40, 41]
     assert sorted(t for _, t in node.sent) == [50, 51]
     assert role.book.pending() == []  # the Task Queue has them
-    assert role.stock.current() == []  # the round is over: nothing held back
+    assert role.stock.direct([7, 8]) is None  # the round is over: nothing held back
 
 
 def test_a_failed_completion_releases_no_successor_and_the_round_syncs() -> None:
@@ -225,6 +225,6 @@ def test_a_failed_completion_releases_no_successor_and_the_round_syncs() -> None
         await asyncio.gather(*role.handout.handing)
 
     asyncio.run(second_round())
-    assert len(client.syncs) == 2  # one successor for two idle workers: the Task Queue's offers
+    assert len(client.syncs) == 2  # worker 7 has no successor: the Task Queue's offers
     assert sorted(c.completion.task_id for c in client.syncs[1].completions) == [40, 41]
     assert all(not call.completions for call in client.assigns)

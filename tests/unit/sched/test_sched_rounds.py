@@ -201,30 +201,26 @@ def test_a_worker_is_no_candidate_until_its_completion_is_reported() -> None:
     assert book.replies([_idle(7, {0: 1.0}, last=40)]).pilots == (7,)
 
 
-def test_a_round_whose_assign_carries_the_completions_takes_their_workers() -> None:
-    """A round without a sync (``sched.stock``) takes the completions that came as it starts:
-    its assign carries them, recorded before its pairs, so their workers are candidates; a
-    worker whose completion comes during the round is not (its successors are not in the
-    round's stock); the assign is the master's heartbeat too."""
+def test_a_round_whose_assign_carries_the_completions_reports_them_with_it() -> None:
+    """A round without a sync (``sched.stock``): its assign carries the completions that came;
+    the assign is the master's heartbeat too; if it fails, the next call carries them."""
     book = _book()
     book.join(7, A, now=0.0, task=(40, 1))
     book.join(8, A, now=0.0, task=(41, 1))
     book.join(9, A, now=0.0, task=(42, 1))
     book.completed(7, (40, 1), "c40", now=1.0)
-    assert [key for key, _, _ in book.pending()] == [(40, 1)] and not book.news
+    assert book.pending() == [((40, 1), 7, "c40")] and not book.news
     book.start_round(1.2)
-    replies = [_idle(7, {0: 1.0}, last=40), _idle(8, {0: 1.0}, last=41)]
-    assert book.replies(replies).pilots == ()  # a sync would report it first
     report = book.take_completions(1.2)
     assert report.completions == ((7, "c40"),) and report.dead == () == report.release
-    book.completed(8, (41, 1), "c41", now=1.3)  # during the round
-    assert book.replies(replies, carried=True).pilots == (7,)
+    book.completed(8, (41, 1), "c41", now=1.3)  # during the round: the next call's
     assert book.call_due(1.3 + book.heartbeat)
     book.reported(1.4)  # the assign got through: the Task Queue has c40, and it was a call
+    assert book.synced((40, 1)) and not book.synced((41, 1))
     assert not book.call_due(1.3 + book.heartbeat) and book.call_due(1.4 + book.heartbeat)
     assert [key for key, _, _ in book.pending()] == [(41, 1)]
     report = book.take_completions(2.0)
-    book.unreported(report)  # the assign failed, or none was made: the next call carries it
+    book.unreported(report)  # the assign failed: the next call carries it
     assert book.take_report(2.1).completions == ((8, "c41"),)
     book.dead(9)
     assert book.news

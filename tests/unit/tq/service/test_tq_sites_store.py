@@ -408,3 +408,28 @@ def test_a_completion_carried_by_assign_for_another_site_s_pilot_is_refused(
     assert [r.accepted for r in answer.results] == [False]
     assert "no live pilot of S" in answer.results[0].state
     assert {r.state for r in store.task_rows()} == {"running"}
+
+
+def test_a_task_with_an_input_made_at_another_site_is_no_successor(store_for: Any) -> None:
+    """Where such a task runs is the offers' choice (the site holding most of its inputs):
+    ``assign`` names it no successor, and says the task feeds more."""
+    clock = Clock()
+    store = store_for(clock, default_architecture=Architecture.DISTRIBUTED)
+    s_master = _register(store, 2, site="S", port=4000)[0].master
+    t_master = _register(store, 2, site="T", port=5000)[0].master
+    assert s_master is not None and t_master is not None
+    store.submit(
+        _workflow(
+            {"name": "a", "command": "true", "outputs": ["/fa"]},
+            {"name": "x", "command": "true", "outputs": ["/fx"]},
+            {"name": "m", "command": "true", "inputs": ["/fa", "/fx"]},
+        )
+    )
+    t_offers = store.sync("T", SiteSync(t_master.pilot_id, t_master.epoch, want=10)).tasks
+    _run_at(store, "T", t_master, 4, next(o for o in t_offers if o.name == "x"))
+    s_offers = store.sync("S", SiteSync(s_master.pilot_id, s_master.epoch, want=10)).tasks
+    a = next(o for o in s_offers if o.name == "a")
+    (placed,) = store.assign(
+        "S", SiteAssign(s_master.pilot_id, s_master.epoch, (Pair(a.task_id, 2),))
+    ).accepted
+    assert placed.successors == () and placed.more
