@@ -29,6 +29,9 @@ from glidein_ext.tq.service.match_groups import pilot_ad, task_ad
 from glidein_ext.tq.service.store.core import CHUNK, pilot_info, spec_of
 from glidein_ext.tq.service.store.offers import mismatch, offer_of
 
+# Successors named per task, at most (a master hands out one per finished task; the others are
+# the Task Queue's to offer): past this, ``more``.
+MAX_SUCCESSORS = 8
 Found = tuple[tuple[TaskOffer, ...], bool]  # the successors, and whether T feeds more
 NONE: Found = ((), False)
 
@@ -113,7 +116,7 @@ def successors(conn: Connection, placed: Mapping[int, Any], now: float) -> dict[
                     specs[row.spec] = (spec, task_ad(spec))
                 spec, ad = specs[row.spec]
                 fits = mismatch(spec, info, now, ad, worker) is None
-            if fits:
+            if fits and len(offers) < MAX_SUCCESSORS:
                 offers.append(offer_of(row, spec))
             else:
                 more = True

@@ -29,6 +29,7 @@ from glidein_ext.tq.models import Architecture
 from glidein_ext.tq.service import tables
 from glidein_ext.tq.service.db import make_engine, migrate
 from glidein_ext.tq.service.store import Store
+from glidein_ext.tq.service.store.successors import MAX_SUCCESSORS
 from glidein_ext.tq.workflow import generate, parse_workflow
 from tests.support.postgres import pg_server, pg_url
 
@@ -433,3 +434,20 @@ def test_a_task_with_an_input_made_at_another_site_is_no_successor(store_for: An
         "S", SiteAssign(s_master.pilot_id, s_master.epoch, (Pair(a.task_id, 2),))
     ).accepted
     assert placed.successors == () and placed.more
+
+
+def test_assign_names_a_bounded_number_of_successors(store_for: Any) -> None:
+    clock = Clock()
+    store = store_for(clock, default_architecture=Architecture.DISTRIBUTED)
+    master = _register(store, 2)[0].master
+    assert master is not None
+    readers = [
+        {"name": f"r{i}", "command": "true", "inputs": ["/fa"]} for i in range(MAX_SUCCESSORS + 2)
+    ]
+    store.submit(_workflow({"name": "a", "command": "true", "outputs": ["/fa"]}, *readers))
+    (a,) = store.sync("S", SiteSync(master.pilot_id, master.epoch, want=10)).tasks
+    (placed,) = store.assign(
+        "S", SiteAssign(master.pilot_id, master.epoch, (Pair(a.task_id, 2),))
+    ).accepted
+    names = [s.name for s in placed.successors]
+    assert names == [f"r{i}" for i in range(MAX_SUCCESSORS)] and placed.more
