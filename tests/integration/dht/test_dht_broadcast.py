@@ -37,12 +37,18 @@ def test_broadcast_reaches_every_node_once_with_n_minus_1_messages() -> None:
             for round_ in (1, 2):
                 for node in nodes:
                     node.stats.broadcasts_forwarded = 0
+                    node.stats.broadcast_duplicates = 0
+                    node.stats.rpc_timeouts = 0
                 result = await nodes[round_].broadcast("sum", {"scale": round_}, timeout=5)
                 assert result.value == round_ * sum(answers.values())
                 assert result.complete
                 assert {n.stats.broadcasts_handled for n in nodes} == {round_}
-                assert sum(n.stats.broadcasts_forwarded for n in nodes) == len(nodes) - 1
-                assert sum(n.stats.broadcast_duplicates for n in nodes) == 0
+                # One message per node reached -- unless an ack timed out (a machine so loaded
+                # that a live node did not answer in time): its parent then covers the node's
+                # region again, and some nodes hear the broadcast twice (and handle it once).
+                if sum(n.stats.rpc_timeouts for n in nodes) == 0:
+                    assert sum(n.stats.broadcasts_forwarded for n in nodes) == len(nodes) - 1
+                    assert sum(n.stats.broadcast_duplicates for n in nodes) == 0
 
     asyncio.run(scenario())
 
