@@ -44,6 +44,7 @@ ACTIVE = (PilotState.IDLE.value, PilotState.BUSY.value)
 CHUNK = 500  # values per IN (...) clause
 log = logging.getLogger("glidein_ext.tq.service.store")
 R = TypeVar("R")
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -248,7 +249,8 @@ def cached_json(cached: Iterable[str]) -> str:
     return json.dumps(sorted(set(cached)))
 
 
-def chunks(values: Sequence[str]) -> Iterable[list[str]]:
+def chunks(values: Sequence[V]) -> Iterable[list[V]]:
+    """``values`` in lists of at most ``CHUNK``, one per ``IN (...)`` clause."""
     for start in range(0, len(values), CHUNK):
         yield list(values[start : start + CHUNK])
 

@@ -26,7 +26,7 @@ from glidein_ext.tq.client.protocol import TaskOffer
 from glidein_ext.tq.models import MatchSpec, TaskState
 from glidein_ext.tq.service import tables as t
 from glidein_ext.tq.service.match_groups import pilot_ad, task_ad
-from glidein_ext.tq.service.store.core import CHUNK, pilot_info, spec_of
+from glidein_ext.tq.service.store.core import chunks, pilot_info, spec_of
 from glidein_ext.tq.service.store.offers import mismatch, offer_of
 
 # Successors named per task, at most (a master hands out one per finished task; the others are
@@ -125,5 +125,5 @@ def successors(conn: Connection, placed: Mapping[int, Any], now: float) -> dict[
 
 
 def _rows(conn: Connection, statement: Any, name: str, values: Sequence[Any]) -> Iterable[Any]:
-    for start in range(0, len(values), CHUNK):
-        yield from conn.execute(statement, {name: list(values[start : start + CHUNK])})
+    for chunk in chunks(values):
+        yield from conn.execute(statement, {name: chunk})
