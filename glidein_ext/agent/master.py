@@ -35,29 +35,24 @@ import contextlib
 import functools
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from glidein_ext.agent.broadcastwait import BroadcastWait
 from glidein_ext.agent.handout import HandOut
 from glidein_ext.agent.inbox import WorkerInbox
+from glidein_ext.agent.refused import RefusedLog
+from glidein_ext.agent.solver import RoundSolver
 from glidein_ext.dht import wire
 from glidein_ext.dht.node import DhtNode
 from glidein_ext.dht.protocol import BODY_BUDGET
 from glidein_ext.errors import (
     DhtError,
-    MissingDependencyError,
     StaleMasterError,
     TaskQueueAuthError,
     TaskQueueError,
 )
-from glidein_ext.sched.assign import (
-    DEFAULT_METHOD,
-    FALLBACK_METHOD,
-    assign,
-    optimal_available,
-    other_method,
-)
+from glidein_ext.sched.assign import DEFAULT_METHOD, optimal_available
 from glidein_ext.sched.matrix import RankMatrix
 from glidein_ext.sched.ranking import InputFile, TaskEntry, TaskSpec
 from glidein_ext.sched.rounds import Report, RoundBook
@@ -73,7 +68,6 @@ from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.protocol import (
     Completion,
     Pair,
-    Refused,
     RoundReport,
     SiteAssign,
     SiteCompletion,
@@ -92,12 +86,8 @@ TOPIC = "tasklist"
 # the TaskList broadcast with its replies, reading the replies, solving the rank matrix (and the
 # other method, for the counters), the Task Queue's assign, probing suspects; and handing the
 # tasks out, which goes on beside the next round (timed when it ends).
-BROADCAST_FLOOR = 0.5  # seconds: the shortest TaskList wait
-BROADCAST_SAMPLES = 16  # recent broadcasts the wait is fitted to
 PHASES = ("wait", "sync", "broadcast", "replies", "solve", "tq_assign", "hand_out", "probe")
 CLOSE_TIMEOUT = 10.0  # seconds a leaving master gives its last round, hand-outs and sync
-REFUSED_BURST = 20  # refused pairs logged one a line per REFUSED_PERIOD; the rest counted
-REFUSED_PERIOD = 60.0
 
 
 def entry_of(offer: TaskOffer) -> TaskEntry:
@@ -138,8 +128,7 @@ class MasterRole:
         self.site = site
         self.pilot_id = pilot_id
         self.epoch = epoch
-        self.method = method
-        self.broadcast_timeout = broadcast_timeout
+        self.solver = RoundSolver(method, log)  # the assignment method, greedy without scipy
         self.on_step_down = on_step_down
         self.book = RoundBook(
             pilot_id,
@@ -158,13 +147,11 @@ class MasterRole:
         self.phase_totals = dict.fromkeys(PHASES, 0.0)  # over every round of the role
         self.timed_rounds = 0
         self._more = False  # the last sync left runnable tasks unasked for
-        self._broadcasts: deque[float] = deque(maxlen=BROADCAST_SAMPLES)  # their durations
+        self.waits = BroadcastWait(broadcast_timeout)  # the TaskList's wait for its replies
         self._closing = False  # the pilot leaves: a last sync, then the role ends
         self._closed_clean = False  # the last sync got through
         self._unsent_phases: dict[str, float] = {}  # phase seconds the Task Queue lacks
-        self._refused_since = -REFUSED_PERIOD  # the refused pairs' log: its period's start,
-        self._refused_logged = 0  # the lines logged in it,
-        self._refused_quiet = 0  # and the pairs not logged
+        self.refused = RefusedLog(log)  # the refused pairs' lines, rate limited
         self._ended: asyncio.Event | None = None  # set when :meth:`run` returns
         # The workers' messages and keys; the hand-outs and probes in flight.
         self.inbox = WorkerInbox(node, self.book, epoch, poke=self._poke, active=self._active)
@@ -360,14 +347,13 @@ class MasterRole:
         payload, fitted = fit_tasks(entries, build, lambda p: len(wire.encode(p)), TASKLIST_BUDGET)
         if fitted < len(entries):
             self.book.trigger(time.monotonic())  # the rest in the next round
-        wait = self._broadcast_wait()
+        wait = self.waits.wait()
         try:
             result = await self.node.broadcast(TOPIC, payload, timeout=wait)
         except DhtError as exc:
             log.error("master: the TaskList could not be broadcast: %s", exc)
             return
-        # A timed-out broadcast counts as twice its wait: the next one waits longer.
-        self._broadcasts.append(result.elapsed if result.complete else 2 * wait)
+        self.waits.record(result.elapsed, result.complete, wait)
         mark = self._lap("broadcast", mark)
         replies = decode_replies(result.value, fitted)
         candidates = self.book.replies(replies)
@@ -395,19 +381,6 @@ class MasterRole:
             return None
         return self.stock.direct(self.book.idle())
 
-    def _broadcast_wait(self) -> float:
-        """How long the root waits for the TaskList's replies: three times the recent
-        broadcasts' 90th percentile, between ``BROADCAST_FLOOR`` and ``broadcast_timeout``.  One
-        slow pilot (a busy process, a dead node not yet dropped) then holds a round up for a
-        fraction of a second, not for the whole timeout, while a site whose broadcasts are slow
-        gets the time they take; a pilot whose reply missed the round only waits for the next
-        (and is probed after ``miss_limit`` rounds in a row)."""
-        if not self._broadcasts:
-            return self.broadcast_timeout
-        ordered = sorted(self._broadcasts)
-        p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
-        return min(self.broadcast_timeout, max(BROADCAST_FLOOR, 3 * p90))
-
     def _account(self, offered: int, candidates: int, idle: int, replies: int) -> None:
         """The round's phases into the totals, and one log line."""
         self.timed_rounds += 1
@@ -425,33 +398,13 @@ class MasterRole:
             ", ".join(f"{p} {self.timings[p]:.3f} s" for p in PHASES if p in self.timings),
         )
 
-    def _solve(self, matrix: RankMatrix) -> Any:
-        try:
-            return assign(matrix, self.method)
-        except MissingDependencyError as exc:
-            log.warning("master: %s; assigning with %s instead", exc, FALLBACK_METHOD)
-            self.method = FALLBACK_METHOD
-            return assign(matrix, FALLBACK_METHOD)
-
-    def _solve_both(self, matrix: RankMatrix) -> tuple[Any, Any]:
-        """The assignment, and the other method's on the same matrix (for the counters)."""
-        result = self._solve(matrix)
-        return result, self._compare(matrix, result.method)
-
-    def _compare(self, matrix: RankMatrix, method: str) -> Any:
-        """The other method on the same matrix, for the counters (None without scipy)."""
-        try:
-            return assign(matrix, other_method(method))
-        except MissingDependencyError:
-            return None
-
     async def _assign(self, offered: list[TaskOffer], candidates: Any, idle: int) -> None:
         matrix = RankMatrix.from_replies(
             list(range(len(offered))), list(candidates.ranks), candidates.truncated
         )
         mark = time.monotonic()
         # In a thread: a large matrix takes a while, and the node's event loop must go on.
-        result, other = await self._tq(self._solve_both, matrix)
+        result, other = await self._tq(self.solver.solve_both, matrix)
         pairs = tuple(
             Pair(offered[row].task_id, candidates.pilots[col]) for row, col in result.pairs
         )
@@ -511,39 +464,13 @@ class MasterRole:
             self.stock.placed(item.task_id, item.successors, item.more)
         self.rank_sums.append(report.rank_sum)
         if answer.refused:
-            self.log_refused(answer.refused, time.monotonic())
+            self.refused.write(answer.refused, time.monotonic())
         placed = [(p.task_id, p.pilot_id, p.attempt) for p in answer.accepted]
         self.book.assigned(placed, delivering=True)
         by_id = {offer.task_id: offer for offer in offered}
         self._lap("tq_assign", mark)
         # Handed out while the next round goes on: the book knows they are on their way.
         self.handout.start([(by_id[t], p, a) for t, p, a in placed])
-
-    def log_refused(self, refused: Sequence[Refused], now: float) -> None:
-        """One line per pair the Task Queue refused (the task, the pilot, why), at most
-        ``REFUSED_BURST`` lines per ``REFUSED_PERIOD``; the pairs past that are counted, and the
-        count logged when the next period starts."""
-        if now - self._refused_since >= REFUSED_PERIOD:
-            if self._refused_quiet:
-                log.info(
-                    "master: %d more refused pair(s) in the last %.0f s, not logged",
-                    self._refused_quiet,
-                    now - self._refused_since,
-                )
-            self._refused_since = now
-            self._refused_logged = 0
-            self._refused_quiet = 0
-        for item in refused:
-            if self._refused_logged >= REFUSED_BURST:
-                self._refused_quiet += 1
-                continue
-            self._refused_logged += 1
-            log.info(
-                "master: the Task Queue refused task %s for pilot %s: %s",
-                item.task_id,
-                item.pilot_id,
-                item.reason,
-            )
 
     def _handed(self, seconds: float) -> None:
         """A round's hand-outs ended after ``seconds`` (beside the next round): its phase."""

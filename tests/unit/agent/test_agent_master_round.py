@@ -13,13 +13,9 @@ from typing import Any, cast
 import pytest
 
 from glidein_ext.agent import messages
-from glidein_ext.agent.master import (
-    BROADCAST_FLOOR,
-    PHASES,
-    REFUSED_BURST,
-    REFUSED_PERIOD,
-    MasterRole,
-)
+from glidein_ext.agent.broadcastwait import BROADCAST_FLOOR
+from glidein_ext.agent.master import PHASES, MasterRole
+from glidein_ext.agent.refused import REFUSED_BURST, REFUSED_PERIOD
 from glidein_ext.dht.broadcaster import BroadcastResult
 from glidein_ext.dht.node import DhtNode
 from glidein_ext.sched.ranking import Ranking
@@ -122,13 +118,13 @@ def test_a_round_is_timed_phase_by_phase_and_hands_out_sealed() -> None:
 
 def test_the_tasklist_wait_follows_the_recent_broadcasts() -> None:
     role = _role(_Node(), _Client(), broadcast_timeout=4.0)
-    assert role._broadcast_wait() == 4.0  # nothing known yet: the configured timeout
-    role._broadcasts.extend([0.05] * 10)
-    assert role._broadcast_wait() == BROADCAST_FLOOR
-    role._broadcasts.extend([0.4] * 10)
-    assert abs(role._broadcast_wait() - 1.2) < 1e-9
-    role._broadcasts.extend([8.0] * 3)  # timed out: twice the wait
-    assert role._broadcast_wait() == 4.0
+    assert role.waits.wait() == 4.0  # nothing known yet: the configured timeout
+    role.waits.recent.extend([0.05] * 10)
+    assert role.waits.wait() == BROADCAST_FLOOR
+    role.waits.recent.extend([0.4] * 10)
+    assert abs(role.waits.wait() - 1.2) < 1e-9
+    role.waits.recent.extend([8.0] * 3)  # timed out: twice the wait
+    assert role.waits.wait() == 4.0
 
 
 class _Refusing(_Client):
@@ -152,8 +148,8 @@ def test_each_refused_pair_is_logged_once_and_the_log_is_rate_limited(
     many = [Refused(t, 7, "task is done, not queued") for t in range(REFUSED_BURST + 5)]
     with caplog.at_level(logging.INFO, logger="glidein_ext.agent.master"):
         now = time.monotonic()  # the round's period still
-        role.log_refused(many, now)
-        role.log_refused(many[:1], now + REFUSED_PERIOD)  # a new period: the count first
+        role.refused.write(many, now)
+        role.refused.write(many[:1], now + REFUSED_PERIOD)  # a new period: the count first
     messages_ = [r.getMessage() for r in caplog.records]
     refused = [m for m in messages_ if "refused task" in m]
     assert len(refused) == REFUSED_BURST  # the round's line, 19 more, then 1 in the new period
