@@ -330,12 +330,8 @@ class RoundBook:
     def take_report(self, now: float) -> Report:
         """What the next Task Queue call carries; held until :meth:`reported` or
         :meth:`unreported`."""
-        self.now = max(self.now, now)
-        self._in_flight.update(self._pending)
-        self._pending.clear()
-        report = Report(
-            tuple(self._in_flight.values()), tuple(sorted(self._dead)), tuple(sorted(self._release))
-        )
+        completions = self.take_completions(now).completions
+        report = Report(completions, tuple(sorted(self._dead)), tuple(sorted(self._release)))
         self._dead.clear()
         self._release.clear()
         self._last_call = now
