@@ -45,14 +45,17 @@ class WorkerInbox:
         *,
         poke: Callable[[], None],
         active: Callable[[], bool],
+        quiet: Callable[[int], bool] = lambda task_id: False,
     ) -> None:
         """``book``: the master's rounds (a message joins, completes, leaves there); ``poke``:
-        wake the rounds; ``active``: whether the role still holds (no answer after it ends)."""
+        wake the rounds; ``active``: whether the role still holds (no answer after it ends);
+        ``quiet``: whether a task's success releases no waiting task (``sched.stock``)."""
         self.node = node
         self.book = book
         self.epoch = epoch
         self._poke = poke
         self._active = active
+        self._quiet = quiet
         self.keys: dict[int, bytes] = {}  # each worker's key with this epoch
         self.guard = ReplayGuard(REPLAY_WINDOW)
         self.held: dict[int, list[tuple[str, messages.Envelope]]] = {}  # awaiting their key
@@ -165,7 +168,9 @@ class WorkerInbox:
     def local_done(self, pilot_id: int, completion: Completion) -> None:
         """A completion, from a worker or from this pilot's own last task."""
         key = (completion.task_id, completion.attempt)
-        if self.book.completed(pilot_id, key, completion, time.monotonic()):
+        quiet = completion.exit_code == 0 and self._quiet(completion.task_id)
+        new = self.book.completed(pilot_id, key, completion, time.monotonic(), quiet)
+        if new and not self.book.deferred(key):  # a quiet one waits for the next call
             self._poke()
 
     def asked(self, now: float) -> tuple[int, ...]:

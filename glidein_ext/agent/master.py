@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 from glidein_ext.agent.broadcastwait import BroadcastWait
 from glidein_ext.agent.handout import HandOut
 from glidein_ext.agent.inbox import WorkerInbox
+from glidein_ext.agent.longpoll import unless_woken
 from glidein_ext.agent.refused import RefusedLog
 from glidein_ext.agent.solver import RoundSolver
 from glidein_ext.dht import wire
@@ -154,7 +155,9 @@ class MasterRole:
         self.refused = RefusedLog(log)  # the refused pairs' lines, rate limited
         self._ended: asyncio.Event | None = None  # set when :meth:`run` returns
         # The workers' messages and keys; the hand-outs and probes in flight.
-        self.inbox = WorkerInbox(node, self.book, epoch, poke=self._poke, active=self._active)
+        self.inbox = WorkerInbox(
+            node, self.book, epoch, poke=self._poke, active=self._active, quiet=self.stock.quiet
+        )
         self.handout = HandOut(
             node, self.book, epoch, self.inbox, poke=self._poke, handed=self._handed
         )
@@ -266,8 +269,11 @@ class MasterRole:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, functools.partial(call, *args))
 
-    async def _sync(self, report: Report, want: int) -> list[TaskOffer] | None:
-        """One ``sync`` call; the offers, or None when it failed (the report is kept)."""
+    async def _sync(self, report: Report, want: int, wait: float = 0.0) -> list[TaskOffer] | None:
+        """One ``sync`` call; the offers, or None when it failed (the report is kept).
+        ``wait``: a long poll (``RoundBook.poll_wait``), abandoned when an event wakes the
+        master meanwhile (the report is kept: the Task Queue answers a resent completion as
+        such; the master's next call ends the poll there)."""
         for _, completion in report.completions:  # reported here: no successors from the stock
             self.stock.forget(completion.task_id)
         for task_id in report.release:
@@ -281,9 +287,14 @@ class MasterRole:
             want=want,
             pilots=self.inbox.asked(time.monotonic()),
             phases=tuple((p, round(v, 6)) for p, v in self._unsent_phases.items() if v > 0),
+            wait=wait,
         )
         try:
-            answer = await self._tq(self.client.sync, self.site, call)
+            sent = self._tq(self.client.sync, self.site, call)
+            answer = await (unless_woken(sent, self._wake) if wait and self._wake else sent)
+            if answer is None:
+                self.book.unreported(report)
+                return None
         except StaleMasterError as exc:
             self._step_down(str(exc))
             return None
@@ -318,16 +329,18 @@ class MasterRole:
         self.timings = {"wait": max(0.0, now - (self.book.first_event or now))}
         want = self.book.start_round(now)
         offers: list[TaskOffer] = []
+        wait = 0.0  # seconds the sync may wait for work (a long poll)
         direct = self._direct_pairs(want)
         if direct is not None:  # the successors the Task Queue named (``sched.stock``)
             await self._direct(direct, self.book.take_completions(now))
             return
         if want or self.inbox.held or self.book.call_due(now):
-            got = await self._sync(self.book.take_report(now), want)
-            if not self.active:
-                return
+            wait = self.book.poll_wait() if want and not self.inbox.held else 0.0
+            got = await self._sync(self.book.take_report(now), want, wait)
+            if not self.active or (got is None and wait):
+                return  # given up for an event (or failed): the loop looks at it
             offers = got or []
-        mark = self._lap("sync", now)
+        mark = self._lap("wait" if wait else "sync", now)  # a long poll waits for work
         entries = [entry_of(offer) for offer in offers]
         idle = len(self.book.idle())
 
@@ -379,7 +392,7 @@ class MasterRole:
             self.stock.completed(task_id, completion.exit_code == 0, pilot)
         if not want or self.book.news or self.inbox.held:
             return None
-        return self.stock.direct(self.book.idle())
+        return self.stock.direct(self.book.idle(), self.book.dry)
 
     def _account(self, offered: int, candidates: int, idle: int, replies: int) -> None:
         """The round's phases into the totals, and one log line."""

@@ -29,7 +29,9 @@ What it keeps:
   longest wait between requests) and the heartbeat: an idle site polls as one idle pilot does,
   not every period (the site's own completions are events); a Task Queue call (a heartbeat)
   comes at least every ``heartbeat`` seconds (only the master heartbeats in this architecture).
-  Completions ride the round they trigger (its ``sync`` call): no call of their own.
+  Completions ride the round they trigger (its ``sync`` call): no call of their own.  While the
+  site is dry, a round's ``sync`` may wait at the Task Queue for work (:meth:`poll_wait`, a long
+  poll), and a quiet completion (it releases no task) triggers nothing: it rides the next call.
 
 Python 3.9, standard library only.
 """
@@ -141,6 +143,7 @@ class RoundBook:
         self._last_round = now
         self._last_call = now
         self._dry = 0  # empty answers in a row (the idle period doubles with each)
+        self._quiet: set[Key] = set()  # pending completions that wait for the next call
 
     # --- the roster -----------------------------------------------------------------------------
 
@@ -207,8 +210,14 @@ class RoundBook:
 
     # --- completions ------------------------------------------------------------------------------
 
-    def completed(self, pilot_id: int, key: Key, completion: Any, now: float) -> bool:
-        """A worker's completion; False for one already held or reported (a resend)."""
+    def completed(
+        self, pilot_id: int, key: Key, completion: Any, now: float, quiet: bool = False
+    ) -> bool:
+        """A worker's completion; False for one already held or reported (a resend).
+        ``quiet``: it releases no task (``sched.stock``); while the Task Queue has nothing
+        runnable for the site and other workers are busy it triggers no round and waits for the
+        next call (an idle round, at most the idle period later, or a round another event
+        brings)."""
         worker = self.workers.get(pilot_id)
         task = worker.task if worker is not None else None
         if worker is not None:
@@ -223,8 +232,15 @@ class RoundBook:
         if key in self._reported or key in self._pending or key in self._in_flight:
             return False
         self._pending[key] = (pilot_id, completion)
-        self.trigger(now)
+        if quiet and self._dry and any(w.task is not None for w in self.workers.values()):
+            self._quiet.add(key)  # it waits for others to batch with (none: the site is idle)
+        else:
+            self.trigger(now)
         return True
+
+    def deferred(self, key: Key) -> bool:
+        """A quiet completion held for the next call: it needs no round."""
+        return key in self._quiet
 
     def synced(self, key: Key) -> bool:
         """The Task Queue has this completion (from this master): the worker may forget it."""
@@ -290,6 +306,19 @@ class RoundBook:
         return max(self.period, min(longest, self.period * 2.0**self._dry))
 
     @property
+    def dry(self) -> bool:
+        """The Task Queue's last answer had nothing runnable for the site."""
+        return self._dry > 0
+
+    def poll_wait(self) -> float:
+        """Seconds a round's ``sync`` may wait at the Task Queue for runnable work (a long
+        poll, at most the heartbeat): only while the site has nothing runnable, every worker
+        is idle (no completion can come meanwhile) and the master owes nothing but quiet
+        completions; 0 otherwise."""
+        owed = len(self._pending) > len(self._quiet) or self._in_flight or self.news
+        return 0.0 if owed or not self._dry else self.heartbeat
+
+    @property
     def full_batch(self) -> int:
         """Freed workers that make a batch full: its round comes at once."""
         return full_batch(len(self.workers), self.full_fraction)
@@ -305,7 +334,8 @@ class RoundBook:
         """A Task Queue call is owed: something to report, or the heartbeat.  Completions wait
         for the round they triggered (its call carries them): they make no call of their own."""
         news = bool(self._dead or self._release)
-        news = news or (bool(self._pending) and self._trigger_at is None)
+        owed = len(self._pending) > len(self._quiet)  # quiet ones wait for a round
+        news = news or (owed and self._trigger_at is None)
         return news or now >= self._last_call + self.heartbeat
 
     def next_wakeup(self, now: float) -> float:
@@ -345,6 +375,7 @@ class RoundBook:
         self.now = max(self.now, now)
         self._in_flight.update(self._pending)
         self._pending.clear()
+        self._quiet.clear()
         return Report(tuple(self._in_flight.values()))
 
     @property

@@ -79,12 +79,19 @@ class OfferStock(Generic[OfferT]):
         up by a ``sync``: its successors are not expected."""
         self._expected.pop(task_id, None)
 
-    def direct(self, idle: Collection[int]) -> list[tuple[OfferT, int]] | None:
+    def quiet(self, task_id: int) -> bool:
+        """The task was placed here and its success releases no waiting task."""
+        return self._expected.get(task_id) == ((), False)
+
+    def direct(self, idle: Collection[int], dry: bool = False) -> list[tuple[OfferT, int]] | None:
         """The round's pairs, without a ``sync`` or a TaskList: when each idle worker made the
         input of a released successor (and no completion may have released tasks the stock
         does not know), each gets the first such successor; None otherwise (the round syncs and
         ranks: an idle worker without a successor of its own gets what the Task Queue offers,
-        not another worker's successor, which the Task Queue holds for its input's maker)."""
+        not another worker's successor, which the Task Queue holds for its input's maker).
+        ``dry``: the Task Queue had nothing runnable for the site at its last answer, so when
+        every released successor goes to its maker there is nothing to offer the other idle
+        workers: they stay idle."""
         if not idle or self._stale:
             return None
         own: dict[int, OfferT] = {}
@@ -92,9 +99,11 @@ class OfferStock(Generic[OfferT]):
             holder = self._holder.get(task_id)
             if holder is not None and holder not in own:
                 own[holder] = offer
-        if not set(idle) <= own.keys():
+        mine = [pilot for pilot in sorted(idle) if pilot in own]
+        everyone = len(mine) == len(idle)
+        if not mine or not (everyone or (dry and len(mine) == len(self._released))):
             return None
-        return [(own[pilot], pilot) for pilot in sorted(idle)]
+        return [(own[pilot], pilot) for pilot in mine]
 
     def round_ended(self) -> None:
         """A round is over (or a ``sync`` answered): the successors it did not place are the

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from glidein_ext.agent.master import REPLY_BUDGET, TASKLIST_BUDGET
 from glidein_ext.dht import wire
@@ -113,7 +113,10 @@ class SiteMaster:
         outcome = yield from execute(ctx, pilot_id, task, attempt, True)
         yield ctx.env.timeout(dht_publish_time(ctx, len(task.outputs) + len(task.inputs)) + lan)
         worker.current, worker.last_done = 0, task.task_id
-        if self.book.completed(pilot_id, (task.task_id, attempt), outcome, ctx.env.now):
+        quiet = outcome.ok and self.stock.quiet(task.task_id)
+        key = (task.task_id, attempt)
+        new = self.book.completed(pilot_id, key, outcome, ctx.env.now, quiet)
+        if new and not self.book.deferred(key):
             self._poke()
 
     # --- the master ---
@@ -143,7 +146,10 @@ class SiteMaster:
             self.book.next_wakeup(now) <= config.round_window
         )
 
-    def _sync(self, report: Report, want: int) -> Generator[Any, Any, list[SimTask]]:
+    def _sync(
+        self, report: Report, want: int, wait: float = 0.0
+    ) -> Generator[Any, Any, list[SimTask] | None]:
+        """The offers; None for a long poll given up for an event (``agent.master``)."""
         tq = self.ctx.tq
         outcomes: list[tuple[int, Outcome]] = list(report.completions)
         for _, outcome in outcomes:
@@ -151,7 +157,17 @@ class SiteMaster:
         for task_id in report.release:
             self.stock.forget(task_id)
         tq.release(report.release)
-        offers, runnable = yield from tq.call("sync", tq.sync(self.site, outcomes, want))
+        if wait:  # a long poll, abandoned when an event wakes the master meanwhile
+            if self._wake.triggered:
+                self._wake = self.ctx.env.event()
+            poll = self.ctx.env.process(tq.long_sync(self.site, outcomes, want, wait))
+            yield self.ctx.env.any_of([poll, self._wake])
+            if not poll.triggered:
+                self.book.unreported(report)
+                return None
+            offers, runnable = cast("tuple[list[SimTask], int]", poll.value)
+        else:
+            offers, runnable = yield from tq.long_sync(self.site, outcomes, want, 0.0)
         self.book.reported()
         self.book.supply(runnable)
         self.stock.round_ended()  # the Task Queue has the completions: its offers are fresh
@@ -177,7 +193,11 @@ class SiteMaster:
             self.stock.round_ended()
             return
         if want or book.call_due(now):
-            offers = yield from self._sync(book.take_report(now), want)
+            wait = book.poll_wait() if ctx.config.long_poll and want else 0.0
+            got = yield from self._sync(book.take_report(now), want, wait)
+            if got is None:
+                return
+            offers = got
         entries = [entry_of(task, ctx.config.file_size) for task in offers]
         idle = len(book.idle())
         limit = reply_limit(idle, REPLY_BUDGET)
@@ -233,7 +253,7 @@ class SiteMaster:
             self.stock.completed(task_id, outcome.ok, pilot)
         if not want or book.news:
             return None
-        return self.stock.direct(book.idle())
+        return self.stock.direct(book.idle(), book.dry and self.ctx.config.long_poll)
 
     def _assign(self, offered: list[SimTask], candidates: Any) -> Generator[Any, Any, None]:
         ctx = self.ctx
@@ -252,7 +272,7 @@ class SiteMaster:
         ctx, book = self.ctx, self.book
         outcomes: list[tuple[int, Outcome]] = list(done.completions) if done else []
         called = ctx.env.now
-        call = ctx.tq.assign(pairs, rank_sum, served, outcomes)
+        call = ctx.tq.assign(self.site, pairs, rank_sum, served, outcomes)
         placed = yield from ctx.tq.call("assign", call)
         if done is not None:
             book.reported(called)

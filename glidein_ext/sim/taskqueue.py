@@ -82,6 +82,8 @@ class SimTaskQueue:
         self._seqs: list[int] = []
         self._next_seq = 0
         self._seen: dict[int, int] = {}  # pilot -> last admission number it examined
+        self._latest: dict[int, int] = {}  # site -> the number of its master's newest call
+        self._ended: dict[int, Any] = {}  # site -> the event that ends its waiting call
 
     # --- the server ---
 
@@ -90,11 +92,15 @@ class SimTaskQueue:
         latency = self.config.network.tq_latency
         yield self.env.timeout(latency)
         self.recorder.request(kind, self.env.now, len(self.server.queue))
+        answer = yield from self._serve(op)
+        yield self.env.timeout(latency)
+        return answer
+
+    def _serve(self, op: Op) -> Generator[Any, Any, Any]:
         with self.server.request() as turn:
             yield turn
             answer, service = op()
             yield self.env.timeout(service)
-        yield self.env.timeout(latency)
         return answer
 
     # --- the queue ---
@@ -133,6 +139,8 @@ class SimTaskQueue:
 
     def _end(self, pilot_id: int, outcome: Outcome) -> int:
         """A completion; how many tasks it released."""
+        if outcome.task_id in self.ended and self.attempts.get(outcome.task_id) == outcome.attempt:
+            return 0  # a resend (an abandoned long poll carried it): the pilot may run another
         self.matcher.set_idle(pilot_id, True)
         self.busy.discard(pilot_id)
         if outcome.task_id in self.ended or self.attempts.get(outcome.task_id) != outcome.attempt:
@@ -259,8 +267,44 @@ class SimTaskQueue:
 
         return op
 
+    def long_sync(
+        self, site: int, outcomes: list[tuple[int, Outcome]], want: int, wait: float
+    ) -> Generator[Any, Any, tuple[list[SimTask], int]]:
+        """A ``sync`` that, finding nothing runnable for the site, waits up to ``wait``
+        seconds at the server for tasks that are (one request; the product's long poll)."""
+        latency = self.config.network.tq_latency
+        yield self.env.timeout(latency)
+        self.recorder.request("sync", self.env.now, len(self.server.queue))
+        number = self._begin(site)
+        offers, runnable = yield from self._serve(self.sync(site, outcomes, want))
+        deadline = self.env.now + wait
+        while not runnable and self.env.now < deadline and not self.finished.triggered:
+            woke = self._ended[site] = self.env.event()
+
+            def wake(woke: Any = woke) -> None:
+                if not woke.triggered:
+                    woke.succeed()
+
+            self.changed.append(wake)
+            yield self.env.any_of([woke, self.finished, self.env.timeout(deadline - self.env.now)])
+            self.changed.remove(wake)
+            if self._latest[site] != number:
+                break  # a newer call of the site ended this one
+            offers, runnable = yield from self._serve(self.sync(site, [], want))
+        yield self.env.timeout(latency)
+        return offers, runnable
+
+    def _begin(self, site: int) -> int:
+        """A call of the site's master: its number; the site's waiting call ends."""
+        number = self._latest[site] = self._latest.get(site, 0) + 1
+        ended = self._ended.pop(site, None)
+        if ended is not None and not ended.triggered:
+            ended.succeed()
+        return number
+
     def assign(
         self,
+        site: int,
         pairs: list[tuple[int, int]],
         rank_sum: float,
         served: int,
@@ -272,6 +316,7 @@ class SimTaskQueue:
         ``assign`` names them, ``Placed.successors``)."""
 
         def op() -> tuple[Any, float]:
+            self._begin(site)
             done = outcomes or []
             released = sum(self._end(pilot, outcome) for pilot, outcome in done)
             placed = []

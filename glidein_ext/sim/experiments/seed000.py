@@ -25,6 +25,7 @@ SEED_MASTER = {
     "round_window": 20.0,
     "round_full": 0.0,  # a TaskList every period, however many workers wait
     "round_stock": False,  # and each fetched from the Task Queue
+    "long_poll": False,  # polling every period
     "assignment": "greedy",
 }
 SERIES: dict[str, dict[str, Any]] = {
@@ -93,7 +94,12 @@ PAPER = {
 
 
 def scaling_report(results: list[tuple[Job, SimResult]], out: Path, costs: CostModel) -> list[str]:
-    rows = rows_of(results)
+    return scaling_rows_report(rows_of(results), out, costs)
+
+
+def scaling_rows_report(rows: list[dict[str, Any]], out: Path, costs: CostModel) -> list[str]:
+    """The tables, figures and notes from the runs' rows (``runs.csv``'s: a series re-run
+    alone can join the others' rows)."""
     write_csv(out / "runs.csv", rows)
     summary = aggregate(rows, ("series", "size"))
     write_csv(out / "summary.csv", summary)

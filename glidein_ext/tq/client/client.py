@@ -311,8 +311,12 @@ class TqClient:
         return self._post(f"{API}/sites/{_quoted(site)}/master", to_json(claim), ClaimAnswer)
 
     def sync(self, site: str, call: SiteSync) -> SiteSyncAnswer:
-        """Completions, dead workers, undelivered tasks; the runnable tasks wanted."""
-        return self._post(f"{API}/sites/{_quoted(site)}/sync", to_json(call), SiteSyncAnswer)
+        """Completions, dead workers, undelivered tasks; the runnable tasks wanted (``wait``:
+        held until some are, at most that many seconds)."""
+        path = f"{API}/sites/{_quoted(site)}/sync"
+        timeout = self.timeout + call.wait  # the HTTP timeout covers the long poll
+        answer = self.call("POST", path, to_json(call), timeout=timeout)
+        return self._parsed(path, functools.partial(parse, SiteSyncAnswer), answer)
 
     def assign(self, site: str, call: SiteAssign) -> SiteAssignAnswer:
         return self._post(f"{API}/sites/{_quoted(site)}/assign", to_json(call), SiteAssignAnswer)

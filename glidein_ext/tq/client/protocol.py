@@ -247,6 +247,9 @@ class SiteSync:
     # sync that got through, for the counters; an older master sends none, an older Task Queue
     # ignores them.
     phases: tuple[tuple[str, float], ...] = ()
+    # A long poll: nothing runnable for the site, the Task Queue holds its answer up to this
+    # many seconds until tasks are (capped by the Task Queue; a newer call of the site ends it).
+    wait: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ on the Task Queue API by ``api.create_app`` (``install``).
 | ``POST /api/v1/sites/{site}/assign`` | pilot | ``SiteAssign`` → ``SiteAssignAnswer`` (409) |
 | ``GET /api/v1/counters`` | operator | the run's counters (``tq.service.counters``) |
 
+A ``sync`` with ``wait`` is a long poll (``tq.service.site_waits``).
 Every pilot request is counted by kind as it arrives (a middleware), whatever its answer.
 A master's call with a credential must be of the site's credential and name one of its own pilots
 (``tq.service.auth``: 403, nothing changed); the epoch rule (409) comes after.
@@ -15,6 +16,7 @@ A master's call with a credential must be of the site's credential and name one 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any
@@ -42,6 +44,7 @@ from glidein_ext.tq.service.api_auth import Pilot
 from glidein_ext.tq.service.auth import Principal, check_pilot, check_site
 from glidein_ext.tq.service.counters import RunCounters, request_kind
 from glidein_ext.tq.service.schemas import CompleteRequest, message, request_model, wire
+from glidein_ext.tq.service.site_waits import MAX_WAIT, SiteWaits
 from glidein_ext.tq.service.store import Store
 
 API = "/api/v1"
@@ -82,6 +85,7 @@ _sync = request_model(
         "want": Annotated[int, Field(ge=0, le=MAX_BULK)],
         "pilots": _bulk(Id),  # keys asked, or gone
         "phases": Annotated[tuple[tuple[Phase, Seconds], ...], Field(max_length=MAX_PHASES)],
+        "wait": Annotated[float, Field(ge=0, le=MAX_WAIT)],
     },
 )
 _pair = request_model("PairRequest", Pair, {"task_id": Id, "pilot_id": Id})
@@ -150,6 +154,8 @@ def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
     """Add the master's calls, the counters and the request-counting middleware to ``app``."""
 
     app.add_middleware(RequestCounter, counters=store.counters)
+    waits = app.state.site_waits = SiteWaits()  # the masters' long polls
+    store.matcher.on_queued = waits.queued
 
     conflict: dict[int | str, dict[str, Any]] = {409: {"description": "a stale master"}}
 
@@ -174,7 +180,15 @@ def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
         tasks of the site (``want``); also the site's heartbeat."""
         call = message(body, SiteSync)
         acts_for(store, who, site, call.pilot_id)
-        return wire(store.sync(site, call))
+        number = waits.begin(site)
+        answer = store.sync(site, call)
+        deadline = time.monotonic() + call.wait
+        while call.wait and not answer.queued and (left := deadline - time.monotonic()) > 0:
+            if not await waits.wait(site, number, left):
+                break
+            tasks, queued = store.offers(site, call.want)
+            answer = dataclasses.replace(answer, tasks=tasks, queued=queued)
+        return wire(answer)
 
     @app.post(
         f"{API}/sites/{{site}}/assign",
@@ -185,6 +199,7 @@ def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
         """The master's assignments of a round; each task taken atomically."""
         call = message(body, SiteAssign)
         acts_for(store, who, site, call.pilot_id)
+        waits.begin(site)
         return wire(store.assign(site, call))
 
     @app.get(f"{API}/counters", dependencies=list(operator))

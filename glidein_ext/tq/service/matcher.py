@@ -34,7 +34,7 @@ import heapq
 import itertools
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +87,7 @@ class Matcher:
         self.evaluations = 0  # group evaluations, one per (pilot, group) (benchmarks and tests)
         self._batched = Batches()  # groups evaluated together, and the others ("loose")
         self._pilot_values: dict[int, dict[str, classad_values.Value]] = {}  # plain attributes
+        self.on_queued: Callable[[], None] | None = None  # a task queued (``site_waits``)
 
     # --- tasks ---
 
@@ -125,6 +126,8 @@ class Matcher:
         self._task_group[task.task_id] = key
         for lfn in task.inputs:
             self._by_input[lfn].add(task.task_id)
+        if self.on_queued is not None:
+            self.on_queued()
 
     def remove_task(self, task_id: int) -> None:
         task = self._tasks.pop(task_id, None)

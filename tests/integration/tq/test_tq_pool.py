@@ -366,3 +366,33 @@ def _loop_passes(server: TqServer) -> int:
     """The PilotMonitor loop's passes, leading or standing by (``/healthz``)."""
     health: dict[str, Any] = server.operator(timeout=10).call("GET", "/healthz")
     return int(health["loops"]["PilotMonitor"]["passes"])
+
+
+def test_a_masters_long_poll_at_one_instance_is_answered_by_a_submission_through_another(
+    pool: Callable[..., list[TqServer]],
+) -> None:
+    """The long poll (``tq.service.site_waits``) is woken by what the pool's notifications bring:
+    a workflow submitted through A reaches a master waiting at B within a second or two, not at
+    the end of its 30 s wait."""
+    a, b = pool(2, ("--architecture", "distributed"))
+    master_client = b.pilot(timeout=10)
+    answer = master_client.register(Registration(site="S", host="wn1", dht_address="10.0.0.1:1"))
+    master = answer.master
+    assert master is not None
+    assert master_client.sync("S", SiteSync(master.pilot_id, master.epoch)).queued == 0
+    got: list[Any] = []
+
+    def poll() -> None:
+        call = SiteSync(master.pilot_id, master.epoch, want=4, wait=30.0)
+        got.append(master_client.sync("S", call))
+
+    waiting = threading.Thread(target=poll)
+    waiting.start()
+    time.sleep(1.0)
+    assert waiting.is_alive()  # nothing runnable: it waits at B
+    submitted = time.monotonic()
+    a.operator(timeout=10).submit({"name": "w", "tasks": [{"name": "t", "command": "true"}]})
+    waiting.join(timeout=40)
+    took = time.monotonic() - submitted
+    assert [offer.name for offer in got[0].tasks] == ["t"]
+    assert took < 15.0, took  # answered by the notification, not by the end of the wait

@@ -350,3 +350,60 @@ def test_an_idle_site_polls_less_while_the_task_queue_has_nothing_for_it() -> No
     short.supply(0)
     short.supply(0)
     assert short.idle_period == 1.5  # never beyond the heartbeat (the workers' silence)
+
+
+def _dry_book() -> RoundBook:
+    book = _book()
+    book.join(7, A, now=0.0)
+    book.join(8, A, now=0.0)
+    book.start_round(0.3)
+    book.take_report(0.3)
+    book.reported()
+    book.supply(0)  # the Task Queue: nothing runnable for the site
+    book.assigned([(40, 7, 1), (41, 8, 1)])
+    return book
+
+
+def test_a_quiet_completion_at_a_dry_site_waits_for_the_next_call() -> None:
+    book = _dry_book()
+    assert book.dry
+    assert book.completed(7, (40, 1), "c40", now=1.0, quiet=True)
+    assert book.deferred((40, 1))
+    assert not book.call_due(1.0) and book.first_event is None  # no round, no call of its own
+    assert book.completed(8, (41, 1), "c41", now=1.1)  # not quiet: a round
+    assert not book.deferred((41, 1)) and book.first_event == 1.1
+    report = book.take_report(1.4)  # the round's sync carries both
+    assert [c for _, c in report.completions] == ["c40", "c41"]
+    assert not book.deferred((40, 1))
+
+
+def test_a_quiet_completion_is_not_deferred_while_tasks_are_runnable() -> None:
+    book = _dry_book()
+    book.supply(3)
+    assert not book.dry
+    book.completed(7, (40, 1), "c40", now=1.0, quiet=True)
+    assert not book.deferred((40, 1)) and book.first_event == 1.0
+
+
+def test_a_dry_site_long_polls_unless_it_owes_the_task_queue_something() -> None:
+    book = _dry_book()
+    assert book.poll_wait() == book.heartbeat  # busy workers' completions end it when they come
+    book.completed(7, (40, 1), "c40", now=1.0, quiet=True)
+    assert book.poll_wait() == book.heartbeat  # a quiet completion rides the poll
+    book.completed(8, (41, 1), "c41", now=1.1)
+    assert book.poll_wait() == 0.0  # a completion that needs a round: no waiting
+    book.take_report(1.3)
+    assert book.poll_wait() == 0.0  # in flight until the call answers
+    book.reported()
+    book.supply(2)
+    assert book.poll_wait() == 0.0  # tasks runnable: nothing to wait for
+
+
+def test_the_last_busy_workers_quiet_completion_is_reported_at_once() -> None:
+    """Nothing else runs at the site: no completion can come to batch with it (the workflow's
+    end would wait for nothing)."""
+    book = _dry_book()
+    book.completed(7, (40, 1), "c40", now=1.0, quiet=True)
+    assert book.deferred((40, 1))
+    book.completed(8, (41, 1), "c41", now=1.5, quiet=True)
+    assert not book.deferred((41, 1)) and book.first_event == 1.5

@@ -82,3 +82,31 @@ def test_the_stock_remembers_a_bounded_number_of_placed_tasks(
     assert _pairs(stock, [7]) is None
     stock.completed(5, ok=True, pilot=7)
     assert _pairs(stock, [7]) == [(15, 7)]
+
+
+def test_quiet_tasks_are_those_placed_here_that_feed_nothing() -> None:
+    stock: OfferStock[Offer] = OfferStock()
+    stock.placed(1, (Offer(11),))
+    stock.placed(2, ())
+    stock.placed(3, (), more=True)  # a merge's input: only the Task Queue knows
+    assert [stock.quiet(t) for t in (1, 2, 3, 4)] == [False, True, False, False]
+
+
+def test_a_dry_site_places_the_successors_and_leaves_the_other_workers_idle() -> None:
+    """Nothing runnable at the Task Queue: a worker without a successor of its own has nothing to
+    be offered, so the round needs no sync when each released successor goes to its maker."""
+    stock: OfferStock[Offer] = OfferStock()
+    stock.placed(1, (Offer(11),))
+    stock.placed(2, ())
+    stock.completed(1, ok=True, pilot=7)
+    stock.completed(2, ok=True, pilot=9)
+    assert _pairs(stock, [7, 9]) is None  # not known to be dry: worker 9 may get an offer
+    found = stock.direct([7, 9], dry=True)
+    assert found is not None and [(o.task_id, p) for o, p in found] == [(11, 7)]
+    # A successor left over (a second one of worker 7's task) is the Task Queue's to offer to
+    # worker 9: the round syncs.
+    stock.round_ended()
+    stock.placed(5, (Offer(51), Offer(52)))
+    stock.completed(5, ok=True, pilot=7)
+    assert stock.direct([7, 9], dry=True) is None
+    assert stock.direct([9], dry=True) is None  # no idle worker with a successor of its own

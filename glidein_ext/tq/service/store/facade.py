@@ -32,6 +32,7 @@ from glidein_ext.tq.client.protocol import (
     SiteSyncAnswer,
     Status,
     TaskAssignment,
+    TaskOffer,
 )
 from glidein_ext.tq.manager.monitor import SiteView
 from glidein_ext.tq.models import Architecture, PilotInfo
@@ -176,6 +177,12 @@ class Store:
     def assign(self, site: str, call: SiteAssign) -> SiteAssignAnswer:
         """The round's pairs; each task taken atomically, each pilot given one task at most."""
         return self._core.write(lambda tx: self._master.assign(tx, site, call))
+
+    def offers(self, site: str, want: int) -> tuple[tuple[TaskOffer, ...], int]:
+        """The site's runnable tasks (at most ``want``) and how many it has: a long poll's
+        second look (``tq.service.site_waits``)."""
+        found, queued = self._core.read(lambda conn: self._master.offers.runnable(conn, site, want))
+        return tuple(found), queued
 
     # --- per-pilot credentials --------------------------------------------------------------
 

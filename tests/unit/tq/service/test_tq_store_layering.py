@@ -103,6 +103,8 @@ def test_every_public_method_is_one_transaction(tmp_path: Path) -> None:
     reported = (SiteCompletion(placed.pilot_id, done),)
     synced = call("sync", "S", SiteSync(master.pilot_id, master.epoch, reported))
     assert [r.accepted for r in synced.results] == [True]
+    again, queued = call("offers", "S", 2)  # a long poll's second look
+    assert queued == synced.queued and len(again) == min(2, queued)
     call("complete", answers[3].pilot_id, Completion(mine.task_id, mine.attempt, 0, mine.outputs))
     clock.now += 6  # the master is silent past its timeout
     claim = call("claim_master", "S", Claim(answers[1].pilot_id))

@@ -1,0 +1,81 @@
+"""A distributed site's long poll: the master's ``sync`` held while the site has nothing to run.
+
+A master whose site has nothing runnable, and whose workers are all idle, asks its ``sync`` to
+wait (``SiteSync.wait``, Delgado Peris 2014 §III.B's TaskList fetch made a long poll): instead of
+polling every few seconds, it is answered as soon as tasks are queued -- a submission, a
+completion that releases tasks, a task requeued, or another instance's change absorbed from the
+pool's notifications (each reaches the matcher: ``Matcher.on_queued``) -- or when the wait ends.
+Queued tasks of any site wake every waiting call, which looks again; its own site's offers decide
+whether it is answered.  A newer call of the same site (the master moved on, or another master
+took over) ends the site's waiting call at once: a site has one long poll at most.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass, field
+
+MAX_WAIT = 60.0  # seconds: the longest wait a sync may ask for
+GATHER = 0.05  # seconds a woken call lets a submission's tasks arrive before it looks again
+
+
+@dataclass
+class _Waiter:
+    number: int
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class SiteWaits:
+    """The sites' waiting calls, woken by queued tasks and ended by their site's next call."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._latest: dict[str, int] = {}  # site -> the number of its newest call
+        self._waiters: dict[str, _Waiter] = {}
+        self._numbers = itertools.count(1)
+        self._scheduled = False
+
+    def __len__(self) -> int:
+        return len(self._waiters)
+
+    def queued(self) -> None:
+        """Tasks were queued (the matcher's hook: on the event loop or a submission's thread)."""
+        loop = self._loop
+        if loop is None or self._scheduled or not self._waiters:
+            return
+        self._scheduled = True
+        loop.call_soon_threadsafe(self._wake_all)
+
+    def _wake_all(self) -> None:
+        self._scheduled = False
+        for waiter in self._waiters.values():
+            waiter.event.set()
+
+    def begin(self, site: str) -> int:
+        """A master's call of ``site`` arrived: its number; the site's waiting call ends."""
+        number = next(self._numbers)
+        self._latest[site] = number
+        waiter = self._waiters.get(site)
+        if waiter is not None:
+            waiter.event.set()
+        return number
+
+    async def wait(self, site: str, number: int, seconds: float) -> bool:
+        """Call ``number`` of ``site`` waits up to ``seconds``: True when tasks were queued
+        meanwhile (look again), False when the time is up or a newer call of the site came."""
+        if self._latest.get(site) != number:
+            return False
+        self._loop = asyncio.get_running_loop()
+        waiter = self._waiters[site] = _Waiter(number)
+        try:
+            await asyncio.wait_for(waiter.event.wait(), seconds)
+        except TimeoutError:
+            return False
+        finally:
+            if self._waiters.get(site) is waiter:
+                del self._waiters[site]
+        if self._latest.get(site) != number:
+            return False
+        await asyncio.sleep(GATHER)
+        return self._latest.get(site) == number
