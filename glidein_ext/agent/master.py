@@ -443,7 +443,7 @@ class MasterRole:
         idle = len(self.book.idle())
         report = RoundReport(0.0, 0, idle, len(pairs), "successor", 0.0, 0)
         await self._place(pairs, [offer for offer, _ in direct], report, done, mark)
-        self.stock.round_ended()
+        self.book.leftover(self.stock.round_ended(), time.monotonic())
         self._account(len(pairs), len(pairs), idle, 0)
 
     async def _place(

@@ -24,14 +24,12 @@ What it keeps:
   Task Queue) start a batching ``window`` that each further event extends (at most 5 windows),
   and a batch that freed a tenth of the site's workers is full (its round comes at once);
   without events a round comes every ``period`` (the paper's fixed 20 s TaskList period, made a
-  fallback), and while the Task Queue has nothing runnable for the site (:meth:`supply`) that
-  period doubles after each empty answer, up to ``idle_max`` (10 s, an idle pre-DHT pilot's
-  longest wait between requests) and the heartbeat: an idle site polls as one idle pilot does,
-  not every period (the site's own completions are events); a Task Queue call (a heartbeat)
-  comes at least every ``heartbeat`` seconds (only the master heartbeats in this architecture).
-  Completions ride the round they trigger (its ``sync`` call): no call of their own.  While the
-  site is dry, a round's ``sync`` may wait at the Task Queue for work (:meth:`poll_wait`, a long
-  poll), and a quiet completion (it releases no task) triggers nothing: it rides the next call.
+  fallback), doubled after each empty answer (:meth:`supply`) up to ``idle_max`` (10 s) and the
+  heartbeat; a Task Queue call comes at least every ``heartbeat`` seconds (only the master
+  heartbeats in this architecture).  Completions ride the round they trigger (its call).  While
+  the site is dry (nothing runnable), a round's ``sync`` waits at the Task Queue for work
+  (:meth:`poll_wait`, a long poll), and a quiet completion (it releases no task) triggers
+  nothing: it rides the next call.
 
 Python 3.9, standard library only.
 """
@@ -213,11 +211,9 @@ class RoundBook:
     def completed(
         self, pilot_id: int, key: Key, completion: Any, now: float, quiet: bool = False
     ) -> bool:
-        """A worker's completion; False for one already held or reported (a resend).
-        ``quiet``: it releases no task (``sched.stock``); while the Task Queue has nothing
-        runnable for the site and other workers are busy it triggers no round and waits for the
-        next call (an idle round, at most the idle period later, or a round another event
-        brings)."""
+        """A worker's completion; False for one already held or reported (a resend).  A
+        ``quiet`` one (it releases no task) at a dry site while others run triggers no round:
+        it waits for the next call (an idle round, or one another event brings)."""
         worker = self.workers.get(pilot_id)
         task = worker.task if worker is not None else None
         if worker is not None:
@@ -305,6 +301,14 @@ class RoundBook:
         longest = min(self.heartbeat, self.idle_max)
         return max(self.period, min(longest, self.period * 2.0**self._dry))
 
+    def leftover(self, successors: int, now: float) -> None:
+        """A round from the successors left some to the Task Queue: the site is not dry, and a
+        round offers them if a worker is idle."""
+        if successors:
+            self.supply(successors)
+            if self.idle():
+                self.trigger(now)
+
     @property
     def dry(self) -> bool:
         """The Task Queue's last answer had nothing runnable for the site."""
@@ -312,9 +316,9 @@ class RoundBook:
 
     def poll_wait(self) -> float:
         """Seconds a round's ``sync`` may wait at the Task Queue for runnable work (a long
-        poll, at most the heartbeat): only while the site has nothing runnable, every worker
-        is idle (no completion can come meanwhile) and the master owes nothing but quiet
-        completions; 0 otherwise."""
+        poll, the heartbeat): while the site has nothing runnable and the master owes nothing
+        but quiet completions; 0 otherwise.  A completion that needs a round meanwhile makes
+        the master give the poll up (``agent.longpoll``)."""
         owed = len(self._pending) > len(self._quiet) or self._in_flight or self.news
         return 0.0 if owed or not self._dry else self.heartbeat
 

@@ -105,12 +105,14 @@ class OfferStock(Generic[OfferT]):
             return None
         return [(own[pilot], pilot) for pilot in mine]
 
-    def round_ended(self) -> None:
+    def round_ended(self) -> int:
         """A round is over (or a ``sync`` answered): the successors it did not place are the
-        Task Queue's to offer."""
+        Task Queue's to offer; how many there are (the site is not dry)."""
+        left = len(self._released)
         self._released.clear()
         self._holder.clear()
         self._stale = False
+        return left
 
     @property
     def expected(self) -> int:

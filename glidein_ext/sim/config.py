@@ -131,7 +131,7 @@ class SimConfig:
     # fresh sync's leftovers: ``sched.stock``) makes no sync, its assign carrying the
     # completions; False: every round syncs, as the paper's master fetches its TaskList.
     round_stock: bool = True
-    long_poll: bool = True  # an idle, dry site's sync waits at the Task Queue for work
+    long_poll: bool = True  # a dry site's sync waits at the Task Queue for work
     master_timeout: float = 60.0  # the Task Queue's default (``tq serve --master-timeout``)
     assignment: str = DEFAULT_METHOD
     # "product": as the product's master (``sched.rounds``: a completion rides the sync of the

@@ -190,7 +190,7 @@ class SiteMaster:
             pairs = [(task.task_id, pilot) for task, pilot in direct]
             done = book.take_completions(now)
             yield from self._place(pairs, 0.0, 0, done)  # it ranks nothing
-            self.stock.round_ended()
+            book.leftover(self.stock.round_ended(), ctx.env.now)
             return
         if want or book.call_due(now):
             wait = book.poll_wait() if ctx.config.long_poll and want else 0.0

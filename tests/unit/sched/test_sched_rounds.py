@@ -407,3 +407,14 @@ def test_the_last_busy_workers_quiet_completion_is_reported_at_once() -> None:
     assert book.deferred((40, 1))
     book.completed(8, (41, 1), "c41", now=1.5, quiet=True)
     assert not book.deferred((41, 1)) and book.first_event == 1.5
+
+
+def test_successors_left_to_the_task_queue_make_the_site_wet_and_bring_a_round() -> None:
+    book = _dry_book()
+    book.completed(7, (40, 1), "c40", now=1.0)
+    book.start_round(1.2)
+    book.leftover(0, 1.3)
+    assert book.dry and book.first_event is None
+    book.leftover(1, 1.3)  # worker 7 is idle: the leftover is offered to it soon
+    assert not book.dry and book.first_event == 1.3
+    assert book.poll_wait() == 0.0

@@ -110,3 +110,14 @@ def test_a_dry_site_places_the_successors_and_leaves_the_other_workers_idle() ->
     stock.completed(5, ok=True, pilot=7)
     assert stock.direct([7, 9], dry=True) is None
     assert stock.direct([9], dry=True) is None  # no idle worker with a successor of its own
+
+
+def test_a_round_ended_says_how_many_released_successors_it_left_to_the_task_queue() -> None:
+    stock: OfferStock[Offer] = OfferStock()
+    stock.placed(5, (Offer(51), Offer(52)))  # a split: two readers of its output
+    stock.completed(5, ok=True, pilot=7)
+    found = stock.direct([7])
+    assert found is not None and [o.task_id for o, _ in found] == [51]
+    stock.placed(51, ())  # the Task Queue accepted the pair
+    assert stock.round_ended() == 1  # 52 is the Task Queue's: the site is not dry
+    assert stock.round_ended() == 0
