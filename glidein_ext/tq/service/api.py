@@ -95,6 +95,8 @@ def _translate_errors(app: FastAPI) -> None:
 async def _stand(board: OfferBoard, pilot_id: int, wait: float) -> bool:
     """Lee 2003 §4.2.3: the pilot's request stands as an offer for up to ``wait`` s; True if an
     urgent task was pushed to it (it should take again), False when the wait ended."""
+    if board.closed:  # the server stops
+        return False
     loop = asyncio.get_running_loop()
     pushed = asyncio.Event()
 
@@ -108,7 +110,7 @@ async def _stand(board: OfferBoard, pilot_id: int, wait: float) -> bool:
         return False
     finally:
         board.withdraw(offer)
-    return True
+    return not board.closed
 
 
 async def _take(

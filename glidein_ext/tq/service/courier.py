@@ -44,6 +44,7 @@ class OfferBoard:
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()
         self.pushed = 0  # offers woken so far (counters for /status and tests)
+        self.closed = False  # the server stops: no request stands any more
 
     def offer(self, pilot_id: int, now: float, wake: Callable[[], None]) -> Offer:
         with self._lock:
@@ -71,6 +72,11 @@ class OfferBoard:
         for offer in taken:
             offer.wake()
         return taken
+
+    def close(self) -> None:
+        """The server stops: every standing offer is woken and none stands from now on."""
+        self.closed = True
+        self.push(len(self))
 
     def __len__(self) -> int:
         with self._lock:

@@ -35,6 +35,7 @@ class SiteWaits:
         self._waiters: dict[str, _Waiter] = {}
         self._numbers = itertools.count(1)
         self._scheduled = False
+        self._closed = False
 
     def __len__(self) -> int:
         return len(self._waiters)
@@ -52,6 +53,13 @@ class SiteWaits:
         for waiter in self._waiters.values():
             waiter.event.set()
 
+    def close(self) -> None:
+        """The server stops: every waiting call ends now and none waits from now on (a clean
+        stop does not wait out the polls)."""
+        self._closed = True
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake_all)
+
     def begin(self, site: str) -> int:
         """A master's call of ``site`` arrived: its number; the site's waiting call ends."""
         number = next(self._numbers)
@@ -64,7 +72,7 @@ class SiteWaits:
     async def wait(self, site: str, number: int, seconds: float) -> bool:
         """Call ``number`` of ``site`` waits up to ``seconds``: True when tasks were queued
         meanwhile (look again), False when the time is up or a newer call of the site came."""
-        if self._latest.get(site) != number:
+        if self._closed or self._latest.get(site) != number:
             return False
         self._loop = asyncio.get_running_loop()
         waiter = self._waiters[site] = _Waiter(number)
@@ -75,7 +83,7 @@ class SiteWaits:
         finally:
             if self._waiters.get(site) is waiter:
                 del self._waiters[site]
-        if self._latest.get(site) != number:
+        if self._closed or self._latest.get(site) != number:
             return False
         await asyncio.sleep(GATHER)
         return self._latest.get(site) == number
