@@ -180,12 +180,13 @@ def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
         tasks of the site (``want``); also the site's heartbeat."""
         call = message(body, SiteSync)
         acts_for(store, who, site, call.pilot_id)
-        number = waits.begin(site)
+        number, seen = waits.begin(site), waits.generation
         answer = store.sync(site, call)
         deadline = time.monotonic() + call.wait
         while call.wait and not answer.queued and (left := deadline - time.monotonic()) > 0:
-            if not await waits.wait(site, number, left):
+            if not await waits.wait(site, number, left, seen):
                 break
+            seen = waits.generation
             tasks, queued = store.offers(site, call.want)
             answer = dataclasses.replace(answer, tasks=tasks, queued=queued)
         return wire(answer)

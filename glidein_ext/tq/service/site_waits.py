@@ -1,13 +1,16 @@
 """A distributed site's long poll: the master's ``sync`` held while the site has nothing to run.
 
-A master whose site has nothing runnable, and whose workers are all idle, asks its ``sync`` to
-wait (``SiteSync.wait``, Delgado Peris 2014 §III.B's TaskList fetch made a long poll): instead of
-polling every few seconds, it is answered as soon as tasks are queued -- a submission, a
-completion that releases tasks, a task requeued, or another instance's change absorbed from the
-pool's notifications (each reaches the matcher: ``Matcher.on_queued``) -- or when the wait ends.
-Queued tasks of any site wake every waiting call, which looks again; its own site's offers decide
-whether it is answered.  A newer call of the same site (the master moved on, or another master
-took over) ends the site's waiting call at once: a site has one long poll at most.
+A master whose site has nothing runnable, and which owes the Task Queue nothing but completions
+that release no task, asks its ``sync`` to wait (``SiteSync.wait``, Delgado Peris 2014 §III.B's
+TaskList fetch made a long poll): instead of polling every few seconds, it is answered as soon
+as tasks are queued -- a submission, a completion that releases tasks, a task requeued, or
+another instance's change absorbed from the pool's notifications (each reaches the matcher:
+``Matcher.on_queued``) -- or when the wait ends.  Queued tasks of any site wake every waiting
+call, which looks again; its own site's offers decide whether it is answered.  A newer call of
+the same site (the master moved on, or another master took over) ends the site's waiting call at
+once: a site has one long poll at most.  A call notes :attr:`SiteWaits.generation` before it
+reads the offers, so tasks queued between that read and its wait (a submission's thread) are not
+missed.
 """
 
 from __future__ import annotations
@@ -36,12 +39,14 @@ class SiteWaits:
         self._numbers = itertools.count(1)
         self._scheduled = False
         self._closed = False
+        self.generation = 0  # tasks queued so far (a call compares it with what it read)
 
     def __len__(self) -> int:
         return len(self._waiters)
 
     def queued(self) -> None:
         """Tasks were queued (the matcher's hook: on the event loop or a submission's thread)."""
+        self.generation += 1
         loop = self._loop
         if loop is None or self._scheduled or not self._waiters:
             return
@@ -69,12 +74,15 @@ class SiteWaits:
             waiter.event.set()
         return number
 
-    async def wait(self, site: str, number: int, seconds: float) -> bool:
-        """Call ``number`` of ``site`` waits up to ``seconds``: True when tasks were queued
-        meanwhile (look again), False when the time is up or a newer call of the site came."""
+    async def wait(self, site: str, number: int, seconds: float, seen: int) -> bool:
+        """Call ``number`` of ``site``, which read the offers at :attr:`generation` ``seen``,
+        waits up to ``seconds``: True when tasks were queued since (look again), False when the
+        time is up or a newer call of the site came."""
         if self._closed or self._latest.get(site) != number:
             return False
         self._loop = asyncio.get_running_loop()
+        if self.generation != seen:
+            return True
         waiter = self._waiters[site] = _Waiter(number)
         try:
             await asyncio.wait_for(waiter.event.wait(), seconds)
