@@ -114,7 +114,7 @@ def monitor(
         service = PilotMonitorService(store, sites, tq_url, settings.monitor_interval, issuer=store)
         decisions = run_cycle(store, service.policies, time.time(), dry_run=dry_run)
     finally:
-        store.engine.dispose()
+        store.close()
     failed = 0
     for decision in decisions:
         verb = "would submit" if dry_run else "submitted"

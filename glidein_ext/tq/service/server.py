@@ -447,6 +447,6 @@ def serve(
         _Server(config, (app.state.site_waits.close, courier.close)).run(sockets=[sock])
     finally:
         sock.close()
-        store.engine.dispose()
+        store.close()
         if sole is not None:
             sole.close()

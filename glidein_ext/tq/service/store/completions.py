@@ -26,6 +26,7 @@ from glidein_ext.tq.client.protocol import Completion, CompletionAnswer
 from glidein_ext.tq.models import Architecture, PilotState, QueuedTask, TaskState
 from glidein_ext.tq.service import tables as t
 from glidein_ext.tq.service.store.core import StoreCore, Tx, chunks, queued_task, reread_queued
+from glidein_ext.tq.service.store.direct import run
 from glidein_ext.tq.service.store.statements import insert_row, row_by_id, update_row
 
 REPORT_CHARS = 4000  # of a task's report (its log's tail) kept in the database
@@ -103,7 +104,7 @@ class Completions:
             # An accepted report moves its task out of this (running, attempt, pilot) in the
             # same transaction as it is recorded: only a report that is not current can be a
             # repeat, so only then is the completions' table asked.
-            seen = conn.execute(_SEEN, {"task": task_id, "attempt": attempt}).one_or_none()
+            seen = run(conn, _SEEN, {"task": task_id, "attempt": attempt}).one_or_none()
             duplicate = seen is not None
             return CompletionAnswer(accepted=False, duplicate=duplicate, state=task.state), None
         declared = json.loads(task.outputs)
@@ -224,13 +225,13 @@ def _release(
     candidates: set[int] = set()
     for chunk in chunks(outputs):
         candidates.update(conn.execute(_READERS, {"lfns": chunk}).scalars())
-    candidates.update(conn.execute(_AFTER, {"done": done_id}).scalars())
+    candidates.update(run(conn, _AFTER, {"done": done_id}).scalars())
     released: list[QueuedTask] = []
     for task_id in sorted(candidates):
         # Locked: of two completions (in two processes) providing its last inputs, the
         # second waits here and then sees the first's files.
-        row = conn.execute(_WAITING, {"task": task_id}).one_or_none()
-        if row is None or conn.execute(_LACKING, {"task": task_id}).scalar_one():
+        row = run(conn, _WAITING, {"task": task_id}).one_or_none()
+        if row is None or run(conn, _LACKING, {"task": task_id}).scalar_one():
             continue
         update_row(conn, t.tasks, task_id, {"state": TaskState.QUEUED.value, "runnable_since": now})
         released.append(queued_task(row, since=now))  # read before its update

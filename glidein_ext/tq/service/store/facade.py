@@ -102,6 +102,11 @@ class Store:
     def engine(self) -> Engine:
         return self._core.engine
 
+    def close(self) -> None:
+        """Give back the connection the writes keep, and the engine's pooled ones."""
+        self._core.close()
+        self._core.engine.dispose()
+
     @property
     def matcher(self) -> Matcher:
         return self._core.matcher

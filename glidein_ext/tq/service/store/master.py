@@ -52,6 +52,7 @@ from glidein_ext.tq.service.store.core import (
     reread_queued,
     spec_of,
 )
+from glidein_ext.tq.service.store.direct import run
 from glidein_ext.tq.service.store.offers import SiteOffers, mismatch
 from glidein_ext.tq.service.store.pilots import TAKE_ONE, PilotProtocol
 from glidein_ext.tq.service.store.sites import SiteCoordination, epoch_key_hex, pilot_row, site_row
@@ -141,7 +142,7 @@ class MasterCalls:
             if pilot.task_id is not None:
                 refuse("pilot", f"pilot {pair.pilot_id} runs task {pilot.task_id}")
                 continue
-            task = conn.execute(_TASK, {"task": pair.task_id}).one_or_none()
+            task = run(conn, _TASK, {"task": pair.task_id}).one_or_none()
             if task is None or task.state != TaskState.QUEUED.value:
                 state = "unknown" if task is None else task.state
                 refuse("task", f"task {pair.task_id} is {state}, not queued")
@@ -150,7 +151,7 @@ class MasterCalls:
             if why is not None:
                 refuse("match", f"task {pair.task_id} and pilot {pair.pilot_id}: {why}")
                 continue
-            row = conn.execute(TAKE_ONE, {"c0": pair.task_id, "pilot": pair.pilot_id}).one_or_none()
+            row = run(conn, TAKE_ONE, {"c0": pair.task_id, "pilot": pair.pilot_id}).one_or_none()
             if row is None:
                 refuse("task", f"task {pair.task_id} is no longer queued")
                 continue

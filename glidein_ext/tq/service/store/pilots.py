@@ -46,6 +46,7 @@ from glidein_ext.tq.service.store.core import (
     pilot_info,
     reread_queued,
 )
+from glidein_ext.tq.service.store.direct import run
 from glidein_ext.tq.service.store.statements import (
     constant_in,
     insert_row,
@@ -258,8 +259,8 @@ def _take(conn: Connection, task_ids: Sequence[int], pilot_id: int) -> Any:
     params["pilot"] = pilot_id
     if conn.dialect.name == "sqlite" and len(task_ids) == 1:
         # One writer, no row locks: the same take without the candidates' subquery.
-        return conn.execute(TAKE_ONE, params).one_or_none()
-    return conn.execute(_take_statement(len(task_ids)), params).one_or_none()
+        return run(conn, TAKE_ONE, params).one_or_none()
+    return run(conn, _take_statement(len(task_ids)), params).one_or_none()
 
 
 @functools.lru_cache(maxsize=TAKE_CANDIDATES)
@@ -321,7 +322,7 @@ def _seen(now: float, cached: Sequence[str] | None) -> dict[str, Any]:
 
 
 def _neighbours(conn: Connection, row: Any) -> tuple[Neighbour, ...]:
-    found = conn.execute(_NEIGHBOURS, {"host": row.host, "pilot": row.id})
+    found = run(conn, _NEIGHBOURS, {"host": row.host, "pilot": row.id})
     return tuple(Neighbour(r.id, r.cache_dir) for r in found)
 
 

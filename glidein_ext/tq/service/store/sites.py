@@ -40,6 +40,7 @@ from glidein_ext.tq.service import tables as t
 from glidein_ext.tq.service.counters import RunCounters
 from glidein_ext.tq.service.store.completions import Completions, Ended
 from glidein_ext.tq.service.store.core import ACTIVE, StoreCore, Tx
+from glidein_ext.tq.service.store.direct import run
 from glidein_ext.tq.service.store.pilots import PilotProtocol
 from glidein_ext.tq.service.store.statements import constant_in
 from glidein_ext.tq.service.store.workflows import WorkflowSubmission
@@ -162,7 +163,7 @@ class SiteCoordination:
         site = task.site
         if task.state is TaskState.DONE:
             if task.outputs:  # a completion records the files of its declared outputs only
-                conn.execute(_FILES_SITE, {"task": completion.task_id, "v_site": site})
+                run(conn, _FILES_SITE, {"task": completion.task_id, "v_site": site})
             if self.architecture_of(site) is not Architecture.DISTRIBUTED:
                 # The pilot caches what it produced: the TQ's matcher prefers it for the
                 # tasks that read it (pre-DHT, and centralized until the pilot's next
@@ -170,7 +171,7 @@ class SiteCoordination:
                 outputs = list(task.outputs)
                 tx.after_commit(functools.partial(self.core.matcher.add_cached, pilot_id, outputs))
         # one unfinished task is enough to know (an index lookup, not a count of them all)
-        remaining = conn.execute(_UNFINISHED, {"workflow": task.workflow_id}).first()
+        remaining = run(conn, _UNFINISHED, {"workflow": task.workflow_id}).first()
 
         def count() -> None:
             self.counters.on_completion(

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from glidein_ext.tq.service import tables as t
+from glidein_ext.tq.service.store.direct import run
 
 _TABLES: dict[str, sa.Table] = {table.name: table for table in t.metadata.sorted_tables}
 ROW_ID = "row_id_"  # the bound id's name (not a column's: those are the SET clause's)
@@ -46,19 +47,19 @@ def _insert(table: str) -> sa.Insert:
 
 def insert_row(conn: Connection, table: sa.Table, values: Mapping[str, Any]) -> Any:
     """``INSERT INTO table`` one row of plain ``values``; the result (its primary key)."""
-    return conn.execute(_insert(table.name), dict(values))
+    return run(conn, _insert(table.name), values)
 
 
 def update_row(conn: Connection, table: sa.Table, row_id: int, values: Mapping[str, Any]) -> None:
     """``UPDATE table SET values WHERE id = row_id``."""
     params = {f"v_{name}": value for name, value in values.items()}
     params[ROW_ID] = row_id
-    conn.execute(_update(table.name, tuple(sorted(values))), params)
+    run(conn, _update(table.name, tuple(sorted(values))), params)
 
 
 def row_by_id(conn: Connection, table: sa.Table, row_id: int, *, locked: bool = False) -> Any:
     """The row of ``table`` with this id (``FOR UPDATE`` if ``locked``), or None."""
-    return conn.execute(_select(table.name, locked), {ROW_ID: row_id}).one_or_none()
+    return run(conn, _select(table.name, locked), {ROW_ID: row_id}).one_or_none()
 
 
 def constant_in(column: sa.ColumnElement[Any], values: Sequence[str]) -> sa.ColumnElement[bool]:
