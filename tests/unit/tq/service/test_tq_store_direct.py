@@ -14,9 +14,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from glidein_ext.tq.client.protocol import Registration
 from glidein_ext.tq.service import tables as t
+from glidein_ext.tq.service.db import make_engine, migrate
 from glidein_ext.tq.service.server import open_store
 from glidein_ext.tq.service.settings import TqSettings
-from glidein_ext.tq.service.db import make_engine, migrate
 from glidein_ext.tq.service.store import direct
 from glidein_ext.tq.service.store.pilots import _NEIGHBOURS, TAKE_ONE, _take_statement
 from glidein_ext.tq.service.store.statements import _select, _update, insert_row, row_by_id
