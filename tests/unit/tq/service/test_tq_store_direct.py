@@ -188,7 +188,8 @@ def test_writes_keep_one_connection_and_replace_one_the_database_dropped(tmp_pat
         writer.invalidate()  # as when the server closed it
         fourth = store.register(_registration("wn4")).pilot_id
         assert fourth == first + 3
-        assert store._core._writer is not writer and not store._core._writer.invalidated
+        replaced = store._core._writer
+        assert replaced is not None and replaced is not writer and not replaced.invalidated
     finally:
         store.close()
     assert store._core._writer is None
