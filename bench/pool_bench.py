@@ -200,7 +200,14 @@ def main() -> None:
             for kind in ("loop", "burst"):
                 for count in range(1, args.instances + 1):
                     url = pg.create_database()
-                    results[(kind, count)] = _run(kind, url, count, Path(tmp), args)
+                    result = results[(kind, count)] = _run(kind, url, count, Path(tmp), args)
+                    # each run as it ends: a bench cut short keeps what it measured
+                    print(
+                        f"  {kind} with {count}: {result['elapsed']:.2f} s, "
+                        f"{result['calls'] / result['elapsed']:.0f} calls/s, "
+                        f"{1000 * result['cpu'] / max(1, result['calls']):.2f} ms CPU a call",
+                        flush=True,
+                    )
     except ConfigError as exc:  # no PostgreSQL here (MissingDependencyError): one line
         sys.exit(f"pool_bench: {exc}")
 
