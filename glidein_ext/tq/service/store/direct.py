@@ -35,7 +35,7 @@ class _Plan:
     defaults: dict[str, Any]  # the values bound in the statement itself (``state = 'queued'``)
     convert: dict[str, Callable[[Any], Any]]  # the dialect's bind processors (SQLite: to_float)
     row: Any  # a named tuple's class: a row by index or by name; None: no rows
-    insert: bool
+    new_id: str  # an INSERT's new row id: "lastrowid" (SQLite), "returning" (PostgreSQL), "none"
     types: tuple[Any, ...] = ()  # the rows' columns' types
     # each column's result processor, found at the first run (they depend on the type the
     # driver reports: a PostgreSQL FLOAT needs none, a NUMERIC read as float one)
@@ -125,7 +125,13 @@ def run(conn: Connection, statement: Any, params: Mapping[str, Any] | None = Non
     try:
         cursor.execute(plan.sql, args)
         rows = plan.rows(cursor, conn.dialect) if plan.row is not None else []
-        return Ran(rows, cursor.rowcount, cursor.lastrowid if plan.insert else None)
+        new_id = None
+        if plan.new_id == "lastrowid":
+            new_id = cursor.lastrowid
+        elif plan.new_id == "returning":
+            returned = cursor.fetchone()
+            new_id = returned[0] if returned is not None else None
+        return Ran(rows, cursor.rowcount, new_id)
     except conn.dialect.loaded_dbapi.Error as exc:
         raise _translated(conn, exc, plan.sql, args, raw, cursor) from exc
     finally:
@@ -157,8 +163,11 @@ def _plan(statement: Any, dialect: sa.Dialect, columns: tuple[str, ...]) -> obje
     ):
         return _NO_PLAN  # a value SQLAlchemy would make for a column the call leaves out
     returns = statement.exported_columns if not isinstance(statement, sa.Delete) else None
-    if insert and ("RETURNING" in compiled.string.upper() or dialect.name != "sqlite"):
-        return _NO_PLAN  # the new id comes from RETURNING, which SQLAlchemy reads
+    new_id = ""
+    if isinstance(statement, sa.Insert):
+        new_id = _new_id(statement.table, compiled.string, dialect.name)
+        if not new_id:
+            return _NO_PLAN
     row: Any = None
     if returns is not None and len(returns) > 0 and not insert:
         names = tuple(str(name) for name in returns.keys())  # noqa: SIM118 -- the columns' keys
@@ -176,7 +185,19 @@ def _plan(statement: Any, dialect: sa.Dialect, columns: tuple[str, ...]) -> obje
         if processor is not None and bind in named:
             convert[named[bind]] = processor
     types = tuple(column.type for column in returns) if row is not None and returns else ()
-    return _Plan(compiled.string, order, defaults, convert, row, insert, types)
+    return _Plan(compiled.string, order, defaults, convert, row, new_id, types)
+
+
+def _new_id(table: Any, sql: str, dialect: str) -> str:
+    """How an INSERT's new id is read: SQLite's ``lastrowid``, or the ``RETURNING`` of the one
+    primary key column SQLAlchemy adds on PostgreSQL ("none" where it adds none: a composite
+    key); "" for anything else (SQLAlchemy's)."""
+    if " RETURNING " not in sql.upper():
+        return "lastrowid" if dialect == "sqlite" else "none"
+    keys = list(table.primary_key.columns)
+    if len(keys) == 1 and sql.rstrip().endswith(f"RETURNING {table.name}.{keys[0].name}"):
+        return "returning"
+    return ""
 
 
 def _field(name: str) -> bool:

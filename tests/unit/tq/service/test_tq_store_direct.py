@@ -164,10 +164,13 @@ def test_a_plan_sends_the_parameters_sqlalchemy_would(
     assert plan.sql == compiled.string
 
 
-def test_an_insert_on_postgresql_is_sqlalchemys(tmp_path: Path) -> None:
-    """There the new id comes back by ``RETURNING``, which SQLAlchemy reads."""
+def test_an_insert_on_postgresql_reads_its_new_id_from_returning() -> None:
+    """There SQLAlchemy adds ``RETURNING`` the one key column; with a composite key, none."""
     plan = direct._plan(t.pilots.insert(), _pg(), ("site", "host"))
-    assert not isinstance(plan, direct._Plan)
+    assert isinstance(plan, direct._Plan) and plan.new_id == "returning"
+    assert plan.sql.endswith("RETURNING pilots.id")
+    plan = direct._plan(t.completions.insert(), _pg(), ("task_id", "attempt"))
+    assert isinstance(plan, direct._Plan) and plan.new_id == "none"
 
 
 def _registration(host: str) -> Registration:
