@@ -67,7 +67,10 @@ def test_a_distributed_site_runs_the_seeds_workflows_through_its_tfc_and_a_slow_
     for kind, counters in rows.items():
         assert counters["tasks_done"] >= counters["tasks"], kind  # retries count too
         assert counters["requests"].keys() <= {"sync", "assign", "claim"}, kind
-        assert counters["rounds"]["n"] >= 2 and counters["rounds"]["rank_sum"] > 0
+        assert counters["rounds"]["n"] >= 2, kind
+    # The workers' ranks reach the counters.  A successor round ranks nothing (``Master._direct``):
+    # one workflow's sum was 0 once, under a loaded test run; all three's cannot be.
+    assert sum(counters["rounds"]["rank_sum"] for counters in rows.values()) > 0
     assert all(w.tasks["done"] == sum(w.tasks.values()) for w in status.workflows)
     assert rows["w3"]["inputs"]["peer"] + rows["w3"]["inputs"]["cache"] > 0
     # The outputs went to the SE at the TFC's PFNs, whole: W3's merge holds both its inputs.

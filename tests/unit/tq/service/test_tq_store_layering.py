@@ -30,7 +30,11 @@ from glidein_ext.tq.service.store import Store
 from glidein_ext.tq.service.store.pool import News
 from glidein_ext.tq.workflow import generate, parse_workflow
 
-NO_TRANSACTION = {"architecture_of", "queued_groups_for"}  # configuration, the matcher only
+NO_TRANSACTION = {
+    "architecture_of",
+    "queued_groups_for",
+    "close",
+}  # configuration, the matcher, the end
 
 
 class Clock:
@@ -132,6 +136,7 @@ def test_every_public_method_is_one_transaction(tmp_path: Path) -> None:
     call("architecture_of", "S")
     template = PilotInfo(0, "S", "h", "", 1, 1024, 1024, None, {}, "true", "0")
     call("queued_groups_for", template, clock.now)
+    call("close")
 
     missing = _public_methods() - set(call.seen)
     assert not missing, f"add each public Store method to this test: {sorted(missing)}"
