@@ -42,7 +42,13 @@ import classad2
 
 from glidein_ext import classads
 from glidein_ext.tq.models import MatchSpec, PilotInfo, QueuedTask
-from glidein_ext.tq.service import batched, classad_parse, classad_values, compiled
+from glidein_ext.tq.service import (
+    batched,
+    classad_parse,
+    classad_values,
+    compiled,
+    match_several,
+)
 from glidein_ext.tq.service.match_batches import Batches, Evaluated, Ranked
 from glidein_ext.tq.service.match_groups import (
     NO_MATCH,
@@ -342,19 +348,10 @@ class Matcher:
         """The best task for this pilot now, or None; the caller then removes it (assigns it)."""
         pilot = self._pilots[pilot_id]
         remaining = pilot.remaining(now)
-        verdicts: dict[str, Verdict] = {}
-
-        def usable(key: str) -> Verdict:
-            verdict = verdicts.get(key)
-            if verdict is None:
-                verdict = verdicts[key] = self._usable(pilot, key, remaining)
-            return verdict
+        usable = self._usable_once(pilot, remaining)
 
         # Locality first (Hasham 2011 §IV-E): only tasks that read a file this pilot caches.
-        hits: defaultdict[int, int] = defaultdict(int)
-        for lfn in pilot.cached:
-            for task_id in self._by_input.get(lfn, ()):
-                hits[task_id] += 1
+        hits = self._hits(pilot)
         best: tuple[int, float, float, int, int] | None = None
         for task_id, count in hits.items():
             task = self._tasks[task_id]
@@ -373,6 +370,26 @@ class Matcher:
                 if not self.held(self._tasks[task_id], pilot_id, now):
                     return Choice(task_id, 0, pilot_rank, task_rank)
         return None
+
+    def _usable_once(self, pilot: PilotInfo, remaining: float) -> Callable[[str], Verdict]:
+        """``_usable`` for this pilot, each group's verdict found once."""
+        verdicts: dict[str, Verdict] = {}
+
+        def usable(key: str) -> Verdict:
+            verdict = verdicts.get(key)
+            if verdict is None:
+                verdict = verdicts[key] = self._usable(pilot, key, remaining)
+            return verdict
+
+        return usable
+
+    def _hits(self, pilot: PilotInfo) -> defaultdict[int, int]:
+        """Each queued task reading files the pilot caches: how many."""
+        hits: defaultdict[int, int] = defaultdict(int)
+        for lfn in pilot.cached:
+            for task_id in self._by_input.get(lfn, ()):
+                hits[task_id] += 1
+        return hits
 
     def _one_by_one(self, keys: Iterable[str], usable: Any) -> list[Ranked]:
         ranked: list[Ranked] = []
@@ -413,12 +430,34 @@ class Matcher:
         yield from heapq.merge(ranked, *sources)
 
     def choose_several(self, pilot_id: int, now: float, count: int) -> list[Choice]:
-        """The ``count`` best tasks for this pilot now, best first; nothing is removed.  A pool
-        of TQ instances offers them all to one take (another instance may be taking the
-        first: Lee 2003, 4.2)."""
+        """The ``count`` best tasks for this pilot now, best first, in the order repeated
+        ``choose`` calls would give (each removing its pick), in one pass (``match_several``);
+        nothing is removed.  A pool of TQ instances offers them all to one take."""
         if count <= 1:
             first = self.choose(pilot_id, now)
             return [] if first is None else [first]
+        pilot = self._pilots[pilot_id]
+        remaining = pilot.remaining(now)
+        usable = self._usable_once(pilot, remaining)
+        scored = []
+        for task_id, n in self._hits(pilot).items():
+            verdict = usable(self._task_group[task_id])
+            if verdict.matched:
+                task = self._tasks[task_id]
+                scored.append((n, verdict.pilot_rank, verdict.task_rank, task.priority, -task_id))
+        picks = match_several.several(
+            scored,
+            self._ranked(pilot, remaining, usable),
+            lambda key: self._groups[key].order,
+            lambda task_id: self.held(self._tasks[task_id], pilot_id, now),
+            count,
+        )
+        if picks is None:  # NaN Ranks
+            return self._choose_one_by_one(pilot_id, now, count)
+        return [Choice(*pick) for pick in picks]
+
+    def _choose_one_by_one(self, pilot_id: int, now: float, count: int) -> list[Choice]:
+        """``choose_several`` by repeated ``choose`` (each pick set aside, then put back)."""
         chosen: list[Choice] = []
         aside: list[QueuedTask] = []
         try:
