@@ -87,7 +87,7 @@ class PoolView:
     def reread(self, conn: Connection, tasks: Sequence[int], pilots: Sequence[int]) -> None:
         """These tasks and pilots, read from the database into the matcher."""
         for chunk in _chunks(tasks):
-            rows = conn.execute(sa.select(t.tasks).where(t.tasks.c.id.in_(chunk))).all()
+            rows = conn.execute(_BY_IDS["tasks"], {"ids": chunk}).all()
             queued = {row.id: row for row in rows if row.state == TaskState.QUEUED.value}
             for task_id in chunk:
                 row = queued.get(task_id)
@@ -96,7 +96,7 @@ class PoolView:
                 else:
                     self.core.admit_task(queued_task(row))
         for chunk in _chunks(pilots):
-            rows = conn.execute(sa.select(t.pilots).where(t.pilots.c.id.in_(chunk))).all()
+            rows = conn.execute(_BY_IDS["pilots"], {"ids": chunk}).all()
             live = {row.id: row for row in rows if row.state in ACTIVE}
             for pilot_id in chunk:
                 row = live.get(pilot_id)
@@ -171,4 +171,13 @@ def _chunks(ids: Sequence[int]) -> Iterable[list[int]]:
 
 def _rows(conn: Connection, table: sa.Table, ids: Sequence[int]) -> Iterable[Any]:
     for chunk in _chunks(ids):
-        yield from conn.execute(sa.select(table).where(table.c.id.in_(chunk)))
+        yield from conn.execute(_BY_IDS[table.name], {"ids": chunk})
+
+
+# The rows of some ids, built once: each instance of a pool re-reads what the others changed
+# (a pilot registered elsewhere, a task released), and building a statement costs more than
+# running it (``statements``).
+_BY_IDS = {
+    table.name: sa.select(table).where(table.c.id.in_(sa.bindparam("ids", expanding=True)))
+    for table in (t.tasks, t.pilots)
+}
