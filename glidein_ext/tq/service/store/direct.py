@@ -3,12 +3,14 @@
 A statement built once (``statements``) is still executed by SQLAlchemy through an execution
 context, a compiled-cache lookup, parameter processing and a result object: about 15-30 us a
 statement, measured, against the few us SQLite then takes (a pilot's call runs four).  ``run``
-compiles a statement once per dialect (and, for an INSERT, per set of columns), and when running
-it needs nothing SQLAlchemy would add (no value to convert either way, no list to expand, no
-``RETURNING`` to read an INSERT's new id from), runs it on the transaction's own DBAPI connection;
-otherwise it is ``conn.execute`` as before.  Same connection, same transaction: nothing changes
-but the cost.  A driver's error becomes SQLAlchemy's (``DBAPIError.instance``: IntegrityError
-stays IntegrityError), and a lost connection is invalidated as SQLAlchemy would.
+compiles a statement once per dialect (and, for an INSERT, per set of columns) and, when running
+it needs nothing SQLAlchemy adds but the dialect's value conversions (applied here the same way,
+found once), runs it on the transaction's own DBAPI connection: no list to expand, no column
+default to fill in, an INSERT's new id from SQLite's ``lastrowid`` or the one-column ``RETURNING``
+SQLAlchemy adds on PostgreSQL.  Anything else is ``conn.execute`` as before.  Same connection,
+same transaction: nothing changes but the cost.  A driver's error becomes SQLAlchemy's
+(``DBAPIError.instance``: IntegrityError stays IntegrityError), and a lost connection is
+invalidated as SQLAlchemy would.
 """
 
 from __future__ import annotations
@@ -162,14 +164,14 @@ def _plan(statement: Any, dialect: sa.Dialect, columns: tuple[str, ...]) -> obje
         c.default is not None or c.onupdate is not None for c in statement.table.columns
     ):
         return _NO_PLAN  # a value SQLAlchemy would make for a column the call leaves out
-    returns = statement.exported_columns if not isinstance(statement, sa.Delete) else None
+    returns = statement.exported_columns  # a SELECT's columns, a RETURNING's
     new_id = ""
     if isinstance(statement, sa.Insert):
         new_id = _new_id(statement.table, compiled.string, dialect.name)
-        if not new_id:
-            return _NO_PLAN
+        if not new_id or len(returns) > 0:
+            return _NO_PLAN  # an INSERT ... RETURNING what the caller reads: SQLAlchemy's
     row: Any = None
-    if returns is not None and len(returns) > 0 and not insert:
+    if len(returns) > 0 and not insert:
         names = tuple(str(name) for name in returns.keys())  # noqa: SIM118 -- the columns' keys
         if len(set(names)) != len(names) or not all(_field(n) for n in names):
             return _NO_PLAN
@@ -184,7 +186,7 @@ def _plan(statement: Any, dialect: sa.Dialect, columns: tuple[str, ...]) -> obje
         processor = bind.type.dialect_impl(dialect).bind_processor(dialect)
         if processor is not None and bind in named:
             convert[named[bind]] = processor
-    types = tuple(column.type for column in returns) if row is not None and returns else ()
+    types = tuple(column.type for column in returns) if row is not None else ()
     return _Plan(compiled.string, order, defaults, convert, row, new_id, types)
 
 

@@ -196,3 +196,9 @@ def test_writes_keep_one_connection_and_replace_one_the_database_dropped(tmp_pat
     finally:
         store.close()
     assert store._core._writer is None
+
+
+def test_an_insert_returning_what_the_caller_reads_is_sqlalchemys() -> None:
+    statement = t.pilots.insert().returning(t.pilots.c.id, t.pilots.c.host)
+    assert not isinstance(direct._plan(statement, sqlite.dialect(), ("site", "host")), direct._Plan)
+    assert not isinstance(direct._plan(statement, _pg(), ("site", "host")), direct._Plan)
