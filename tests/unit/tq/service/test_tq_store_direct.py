@@ -198,7 +198,16 @@ def test_writes_keep_one_connection_and_replace_one_the_database_dropped(tmp_pat
     assert store._core._writer is None
 
 
-def test_an_insert_returning_what_the_caller_reads_is_sqlalchemys() -> None:
-    statement = t.pilots.insert().returning(t.pilots.c.id, t.pilots.c.host)
-    assert not isinstance(direct._plan(statement, sqlite.dialect(), ("site", "host")), direct._Plan)
-    assert not isinstance(direct._plan(statement, _pg(), ("site", "host")), direct._Plan)
+def test_a_returning_the_caller_reads_gives_its_rows(engine: sa.Engine) -> None:
+    """An INSERT ... RETURNING the key (the same SQL as the RETURNING SQLAlchemy adds on
+    PostgreSQL) is SQLAlchemy's to read; a DELETE ... RETURNING is read like a SELECT."""
+    insert = t.pilots.insert().returning(t.pilots.c.id)
+    for dialect in (sqlite.dialect(), _pg()):
+        assert not isinstance(direct._plan(insert, dialect, tuple(PILOT)), direct._Plan)
+    delete = t.pilots.delete().where(t.pilots.c.host == sa.bindparam("h")).returning(t.pilots.c.id)
+    with engine.begin() as conn:
+        first = direct.run(conn, insert, PILOT).scalar_one()
+        second = direct.run(conn, insert, {**PILOT, "host": "wn2"}).scalar_one()
+        assert second == first + 1
+        assert direct.run(conn, delete, {"h": "wn2"}).scalars() == [second]
+        assert conn.execute(sa.select(t.pilots.c.id)).scalars().all() == [first]
