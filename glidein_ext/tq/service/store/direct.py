@@ -159,7 +159,6 @@ def _plan(statement: Any, dialect: sa.Dialect, columns: tuple[str, ...]) -> obje
         return _NO_PLAN
     if getattr(compiled, "escaped_bind_names", None):
         return _NO_PLAN
-    insert = isinstance(statement, sa.Insert)
     if isinstance(statement, (sa.Insert, sa.Update)) and any(
         c.default is not None or c.onupdate is not None for c in statement.table.columns
     ):
@@ -171,7 +170,7 @@ def _plan(statement: Any, dialect: sa.Dialect, columns: tuple[str, ...]) -> obje
         if not new_id or len(returns) > 0:
             return _NO_PLAN  # an INSERT ... RETURNING what the caller reads: SQLAlchemy's
     row: Any = None
-    if len(returns) > 0 and not insert:
+    if len(returns) > 0:  # (an INSERT's are SQLAlchemy's, above)
         names = tuple(str(name) for name in returns.keys())  # noqa: SIM118 -- the columns' keys
         if len(set(names)) != len(names) or not all(_field(n) for n in names):
             return _NO_PLAN
