@@ -4,6 +4,14 @@
 the replies are received, or after some timeout, dependent on the node's depth in the broadcast
 tree, the aggregated result is sent back to the parent.  Late messages are simply discarded."
 
+A child that did not acknowledge in time is given up: its region is covered again through other
+contacts (``broadcaster``).  It may only have been slow (a loaded machine, a lost acknowledgement):
+then it handled the message, nodes of its region answer it rather than us (they say they had the
+message already), and its reply still counts while the table is open -- every node answers one
+parent, so nothing is counted twice.  Once a node of its region says it had the message, the
+table waits for the child's reply (until the timeout); without it the answers of the nodes that
+went to the child are missing, and the subtree is not whole.
+
 A node that has no handler for the topic cannot combine; it passes its children's answers up as
 a list of parts (``merged`` is False) and its parent adds them to its own list.
 
@@ -33,6 +41,8 @@ class Aggregation:
     def __init__(self, combine: Combine | None, own_answer_pending: bool) -> None:
         self._combine = combine
         self._expected: set[int] = set()
+        self._given_up: set[int] = set()
+        self._stale: set[int] = set()  # given-up children some of whose region answers them
         self._answers: list[Any] = []
         self._own_pending = own_answer_pending
         self._partial = False
@@ -47,6 +57,18 @@ class Aggregation:
     def forget(self, child: int) -> None:
         """A child already had the message, or died and its region was given to others."""
         self._expected.discard(child)
+
+    def give_up(self, child: int) -> None:
+        """A child did not acknowledge in time; its region was given to others, but its reply
+        is still taken while the table is open (it may have been slow, not dead)."""
+        if child in self._expected:
+            self._expected.discard(child)
+            self._given_up.add(child)
+
+    def stale(self, child: int) -> None:
+        """A node of the given-up ``child``'s region had the message already: it answers the
+        child (or a node below it), so the subtree is whole only if the child's reply comes."""
+        self._stale.add(child)
 
     def own_answer(self, value: Any) -> None:
         """This node's own answer (from the caller-given handler)."""
@@ -63,10 +85,11 @@ class Aggregation:
         ``complete`` is False when some node of the child's subtree did not answer in time;
         ``merged`` is False when ``value`` is a list of uncombined parts.
         """
-        if self.finished or child not in self._expected:
+        if self.finished or (child not in self._expected and child not in self._given_up):
             self.late += 1
             return False
         self._expected.discard(child)
+        self._given_up.discard(child)
         self._partial = self._partial or not complete
         if not merged:
             self._answers.extend(v for v in value if v is not None)
@@ -85,8 +108,9 @@ class Aggregation:
 
     @property
     def complete(self) -> bool:
-        """Nothing more to wait for."""
-        return not self._expected and not self._own_pending
+        """Nothing more to wait for (before the timeout): no expected reply, our own answer in,
+        and no given-up child whose region's nodes answered it (its reply would bring them)."""
+        return not self._expected and not self._own_pending and not (self._stale & self._given_up)
 
     @property
     def whole(self) -> bool:

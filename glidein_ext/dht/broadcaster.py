@@ -7,7 +7,9 @@ a pointer to its parent.  It sends the aggregated reply up when every expected r
 its depth-dependent budget runs out.  Forwards are acknowledged at once; a child that does not
 acknowledge is taken as dead, our contacts closest to it are asked for its live neighbours, and
 its region is planned again without it (beyond the paper), so a broadcast with dead nodes still
-reaches the live ones.
+reaches the live ones.  Such a child may only have been slow: its reply is still taken while the
+table is open, and a subtree whose nodes went to a child that never replied is not whole
+(``aggregation``).
 """
 
 from __future__ import annotations
@@ -204,12 +206,21 @@ class Broadcaster:
         state.aggregation.own_answer(value)
         self._maybe_finish(state.request.bid, state)
 
-    def _forward_all(self, state: _Active, delegations: list[regions.Delegation]) -> None:
+    def _forward_all(
+        self,
+        state: _Active,
+        delegations: list[regions.Delegation],
+        given_up: tuple[int, ...] = (),
+    ) -> None:
+        """Forward to one contact per delegation; ``given_up``: the children (and their own
+        given-up ancestors in this table) whose regions these delegations cover again."""
         for delegation in delegations:
             state.aggregation.expect(delegation.contact.id)
-            self._spawn(self._forward(state, delegation))
+            self._spawn(self._forward(state, delegation, given_up))
 
-    async def _forward(self, state: _Active, delegation: regions.Delegation) -> None:
+    async def _forward(
+        self, state: _Active, delegation: regions.Delegation, given_up: tuple[int, ...]
+    ) -> None:
         request = state.request
         contact = delegation.contact
         remaining = state.deadline - asyncio.get_running_loop().time()
@@ -233,11 +244,14 @@ class Broadcaster:
                 log.debug("malformed broadcast ack from %s", contact)
             if not fresh:  # it had the message already: its reply goes to another parent
                 state.aggregation.forget(contact.id)
+                for slow in given_up:  # perhaps to a given-up child that was only slow
+                    state.aggregation.stale(slow)
         else:
-            # The child is dead.  It may have been the only node we knew in its part of the
-            # region, so first ask our contacts closest to it for its neighbours, then cover
-            # the region again with the contacts we have left.  It stays expected until then,
-            # so that the table of replies cannot look complete in between.
+            # The child is dead, or too slow to acknowledge.  It may have been the only node we
+            # knew in its part of the region, so first ask our contacts closest to it for its
+            # neighbours, then cover the region again with the contacts we have left.  It stays
+            # expected until then, so that the table of replies cannot look complete in between;
+            # then it is given up (its reply, should it come, still counts).
             state.failed.add(contact.id)
             skip = {*state.failed, self._own_id}
             found = await self._discover(contact.id, skip)
@@ -251,8 +265,8 @@ class Broadcaster:
                 skip,
                 self._settings.region_bits,
             )
-            self._forward_all(state, again)
-            state.aggregation.forget(contact.id)
+            self._forward_all(state, again, (*given_up, contact.id))
+            state.aggregation.give_up(contact.id)
         self._maybe_finish(request.bid, state)
 
     def _maybe_finish(self, bid: bytes, state: _Active) -> None:

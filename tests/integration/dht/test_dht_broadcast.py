@@ -8,7 +8,10 @@ import time
 
 import pytest
 
+from glidein_ext.dht.broadcaster import BroadcastResult
+from glidein_ext.dht.contact import Address, Contact
 from glidein_ext.dht.node import DhtNode
+from glidein_ext.dht.protocol import Kind, Message, parse_broadcast
 from glidein_ext.errors import DhtError
 from glidein_ext.testbed.dht_testnet import network
 
@@ -69,6 +72,61 @@ def test_broadcast_with_ten_percent_killed_returns_the_live_answers_in_time() ->
             assert {n.stats.broadcasts_handled for n in live} == {1}
 
     asyncio.run(scenario())
+
+
+async def _slow_child(reply_comes: bool) -> tuple[BroadcastResult, int, int]:
+    """A broadcast whose root does not hear one child's acknowledgement in time (a loaded machine,
+    or the datagram lost) although the child handled the message and its whole region heard it
+    from the child; the child's reply comes 0.5 s later, or never.  The result, the sum of every
+    node's answer, and that of the child's region."""
+    async with network(60, seed=25) as nodes:
+        answers = register_sum(nodes)
+        root = nodes[0]
+        by_id = {n.id: n for n in nodes}
+        broadcaster = root._broadcaster
+        forward = broadcaster._request
+        region: list[DhtNode] = []
+
+        async def request(contact: Contact, kind: Kind, body: list[object]) -> Message | None:
+            inside = [n for n in nodes if n.id in parse_broadcast(body).block]
+            if kind != Kind.BROADCAST or region or len(inside) < 3:
+                return await forward(contact, kind, body)
+            region.extend(inside)  # a region with nodes besides the child
+            child = by_id[contact.id]._broadcaster
+            notify = child._notify
+
+            def slow(address: Address, kind: Kind, body: list[object]) -> None:
+                if reply_comes:
+                    asyncio.get_running_loop().call_later(0.5, notify, address, kind, body)
+
+            child._notify = slow
+            await forward(contact, kind, body)
+            for _ in range(200):  # the child reached its region before we cover it again
+                if all(n.stats.broadcasts_handled for n in inside):
+                    break
+                await asyncio.sleep(0.01)
+            return None  # the acknowledgement "timed out"
+
+        broadcaster._request = request
+        result = await root.broadcast("sum", {"scale": 1}, timeout=3)
+        assert region
+        # The root covered the region again: the nodes it sent it to had the message already.
+        assert {n.stats.broadcasts_handled for n in nodes} == {1}
+        assert sum(n.stats.broadcast_duplicates for n in region) >= 1
+        return result, sum(answers.values()), sum(answers[n.id] for n in region)
+
+
+def test_a_child_given_up_as_dead_that_was_only_slow_still_counts() -> None:
+    result, total, _ = asyncio.run(_slow_child(reply_comes=True))
+    assert result.value == total  # its late reply brought its region's answers
+    assert result.complete
+    assert result.elapsed < 2.5  # the root waited for the reply, not for its timeout
+
+
+def test_a_given_up_child_whose_reply_never_comes_makes_the_answer_partial() -> None:
+    result, total, lost = asyncio.run(_slow_child(reply_comes=False))
+    assert result.value == total - lost
+    assert not result.complete  # the region's nodes answered the child: the root says so
 
 
 def test_slow_answers_time_out_and_the_root_returns_what_it_has() -> None:

@@ -85,3 +85,54 @@ def test_a_gap_in_a_subtree_makes_the_answer_partial() -> None:
     whole.expect(1)
     whole.reply(1, 3)
     assert whole.whole
+
+
+def test_a_given_up_child_that_was_only_slow_still_counts() -> None:
+    # Child 1 did not acknowledge in time; its region went to child 3, but child 1 was alive and
+    # child 3 had heard from it already (so answers child 1): child 1's late reply carries both.
+    agg = Aggregation(sum, own_answer_pending=False)
+    agg.expect(1)
+    agg.expect(2)
+    agg.expect(3)
+    agg.give_up(1)
+    agg.forget(3)
+    agg.stale(1)
+    assert agg.reply(2, 4)
+    assert not agg.complete and not agg.whole  # child 1's region comes with its reply: wait
+    assert agg.reply(1, 10)  # taken, not dropped as unexpected
+    assert agg.complete and agg.whole and agg.late == 0
+    assert not agg.reply(1, 10)  # once
+    assert agg.finish() == 14
+
+
+def test_a_given_up_child_whose_reply_never_comes_leaves_a_gap() -> None:
+    agg = Aggregation(sum, own_answer_pending=False)
+    agg.expect(1)
+    agg.give_up(1)
+    agg.stale(1)
+    assert not agg.complete
+    assert agg.finish() is None  # the timeout closed the table
+    assert not agg.whole
+
+
+def test_a_given_up_child_that_was_dead_leaves_the_answer_whole() -> None:
+    # Its region was covered again and every node there answered us: nothing is missing.
+    agg = Aggregation(sum, own_answer_pending=False)
+    agg.expect(1)
+    agg.expect(2)
+    agg.give_up(1)
+    assert agg.reply(2, 4)
+    assert agg.whole
+    assert agg.finish() == 4
+    assert not agg.reply(1, 10)  # too late once closed
+    assert agg.late == 1
+
+
+def test_giving_up_a_child_that_already_replied_changes_nothing() -> None:
+    agg = Aggregation(sum, own_answer_pending=False)
+    agg.expect(1)
+    assert agg.reply(1, 5)  # its reply beat the timeout of its acknowledgement
+    agg.give_up(1)
+    agg.stale(1)
+    assert agg.whole
+    assert agg.finish() == 5
