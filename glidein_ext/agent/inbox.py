@@ -211,16 +211,19 @@ class WorkerInbox:
         that the role is free: the first claims at once, not after the master timeout's
         silence.  Sealed with each one's key; a successor that does not answer waits as
         before."""
+        body = messages.encode_resign(successors)  # their order: who claims first
         sends = [
-            self._resign(address, pilot_id, self.keys[pilot_id])
+            self._resign(address, pilot_id, self.keys[pilot_id], body)
             for pilot_id, address in successors
             if pilot_id in self.keys
         ]
         if sends:
             await asyncio.gather(*sends)
 
-    async def _resign(self, address: tuple[str, int], pilot_id: int, key: bytes) -> None:
-        payload = messages.seal(key, messages.RESIGN, pilot_id, self.epoch, [], time.time())
+    async def _resign(
+        self, address: tuple[str, int], pilot_id: int, key: bytes, body: list[Any]
+    ) -> None:
+        payload = messages.seal(key, messages.RESIGN, pilot_id, self.epoch, body, time.time())
         try:
             await self.node.message(address, messages.RESIGN, payload, timeout=1.0)
         except DhtError:

@@ -10,7 +10,9 @@
   is not the master;
 - ``bye``, worker to master: ``[pilot]``; answer True, None when not the master;
 - ``end``, master to worker: ``[reason]``: the Task Queue no longer has the pilot (its credential
-  was revoked, or it was found dead): it leaves (its task is requeued already); answer True.
+  was revoked, or it was found dead): it leaves (its task is requeued already); answer True;
+- ``resign``, a leaving master to its successors: ``[[pilot, host, port], ...]``, the succession
+  list (a worker that joined after the last TaskList learns its turn here); answer True.
 
 Each of them travels sealed (beyond Delgado Peris 2014, where every pilot holds the one site key
 and so could speak for any other): ``[pilot, epoch, nonce, time, body, mac]``, the MAC an
@@ -34,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +109,20 @@ def decode_hello(payload: Any) -> Hello:
         _int(task, "task"),
         _int(attempt, "attempt"),
     )
+
+
+def encode_resign(successors: Sequence[tuple[int, tuple[str, int]]]) -> list[Any]:
+    return [[pilot, host, port] for pilot, (host, port) in successors]
+
+
+def decode_resign(payload: Any) -> tuple[tuple[int, tuple[str, int]], ...]:
+    if not isinstance(payload, list) or len(payload) > 64:
+        raise ValueError("resign: expected a list of successors")
+    successors = []
+    for item in payload:
+        pilot, host, port = _fields(item, 3, "resign")
+        successors.append((_int(pilot, "pilot"), (_str(host, "host"), _int(port, "port"))))
+    return tuple(successors)
 
 
 def encode_assign(epoch: int, task: TaskAssignment) -> list[Any]:

@@ -267,10 +267,18 @@ class DistributedWorker:
         if opened is None:
             return False
         envelope, key = opened
+        try:
+            successors = messages.decode_resign(envelope.body)
+        except ValueError as exc:
+            log.info("pilot %s: %s", self.pilot_id, exc)
+            successors = ()
         known = self.succession.master
         if known is not None and known.epoch == envelope.epoch:
             log.info("pilot %s: the master of epoch %s leaves", self.pilot_id, envelope.epoch)
-            self.succession.forget(time.monotonic())
+            # Its order may be news: a pilot that joined after the last TaskList knew none.
+            self.election.addresses.update(dict(successors))
+            ids = [pilot for pilot, _ in successors]
+            self.succession.forget(time.monotonic(), ids if ids else None)
         return messages.seal_answer(key, messages.RESIGN, envelope.nonce, True)
 
     def _take(self, epoch: int, task: TaskAssignment) -> bool:

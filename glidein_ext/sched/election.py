@@ -14,7 +14,11 @@ informed about the result."  Two halves:
   succession list the master broadcasts (the live pilots with the lowest ids); when the master
   is silent for ``silence`` seconds it probes it; when the probe fails, the first successor
   claims at once, the k-th after ``k * stagger`` seconds (in case those before it died too), and a
-  pilot outside the list after ``patience``.  A refused claim that names a live master adopts it.
+  pilot outside the list after ``patience``.  A pilot that never heard a list (it joined after the
+  last TaskList, or while no master was alive) claims after one ``stagger``: the Task Queue grants
+  the role only to the lowest live id, so its claim is refused while a successor's is due, and a
+  wait of ``patience`` (minutes) would leave the site without a master if the successors left
+  with the master.  A refused claim that names a live master adopts it.
 
 Python 3.9, standard library only (it runs in the pilots).
 """
@@ -137,8 +141,11 @@ class Succession:
             return
         self.heard(master, now)
 
-    def forget(self, now: float) -> None:
-        """The master said it is not the master any more (it stepped down, or left)."""
+    def forget(self, now: float, successors: Sequence[int] | None = None) -> None:
+        """The master said it is not the master any more (it stepped down, or left; a leaving
+        master says who succeeds it)."""
+        if successors is not None:
+            self.successors = tuple(successors)
         self._probing = False
         if self._dead_since is None:
             self._dead_since = now
@@ -161,6 +168,8 @@ class Succession:
     def _claim_delay(self) -> float:
         if self.me in self.successors:
             return self.successors.index(self.me) * self.stagger
+        if not self.successors:  # never heard a list: the Task Queue knows the order
+            return self.stagger
         return self.patience
 
     def probe_answered(self, now: float) -> None:

@@ -26,10 +26,10 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -70,6 +70,7 @@ pytestmark = pytest.mark.condor
 SITE = "T2_GLIDEINS"
 CPUS = 2  # per glidein: two lanes, two tasks at once in its partitionable slot
 TASK_ATTR = "GlideinExtTqTask"
+T = TypeVar("T")
 
 
 @dataclass
@@ -113,6 +114,28 @@ class Stack:
             wait_glideins_joined(self.box, fresh, 120)
             running = [(b, g) for b, g in self.glideins.items() if g in fresh]
         return running
+
+    def diagnosis(self) -> str:
+        """What a failed wait reports: the Task Queue's pilots and master, the glideins' logs."""
+        with self.store.engine.connect() as conn:
+            pilots = conn.exec_driver_sql(
+                "SELECT id, batch_id, state, task_id FROM pilots ORDER BY id"
+            ).all()
+            masters = conn.exec_driver_sql(
+                "SELECT site, master_id, epoch, master_seen FROM site_state"
+            ).all()
+        logs = "".join(
+            f"\n--- glidein {g.job_id}:\n{self.glidein_log(g)[-4000:]}"
+            for g in self.glideins.values()
+        )
+        return f"pilots {pilots}; masters {masters} at {time.time():.0f}{logs}"
+
+    def wait(self, probe: Callable[[], T | None], timeout: float, what: str) -> T:
+        """``wait_for``, its error with the diagnosis."""
+        try:
+            return wait_for(probe, timeout, what)
+        except CondorError as exc:
+            raise AssertionError(f"{exc}\n{self.diagnosis()}") from None
 
     def glidein_log(self, glidein: SiteGlidein) -> str:
         path = self.box.host_path(f"{self.workdir}/glidein-{glidein.job_id}.err")
@@ -444,7 +467,7 @@ def test_deadline_evicts_the_task_which_the_tq_requeues_elsewhere(stack: Stack) 
     assert not [c for c in stack.completions(workflow) if c[0] == task]  # nothing reported
     if fresh:
         wait_glideins_joined(stack.box, fresh, 90)
-    again = wait_for(
+    again = stack.wait(
         lambda: (t := stack.task(task))["attempt"] >= 2 and t["state"] == "running" and t,
         60,
         "the task running again",

@@ -26,6 +26,8 @@ def test_messages_travel_and_come_back_equal() -> None:
     long = Completion(41, 1, 1, (), "x" * 10_000)
     _, decoded = messages.decode_done(_travel(messages.encode_done(7, long)))
     assert decoded.report == "x" * messages.REPORT_CHARS  # the tail of a long report
+    successors = ((8, ("10.0.0.8", 4008)), (13, ("10.0.0.13", 4013)))
+    assert messages.decode_resign(_travel(messages.encode_resign(successors))) == successors
 
 
 @pytest.mark.parametrize(
@@ -38,6 +40,9 @@ def test_messages_travel_and_come_back_equal() -> None:
         (messages.decode_done, [7, 40, 2, 0, [], "r", None, None, []]),
         (messages.decode_done, [7, 40, 2, 0, [], "r", "t", None, {}]),
         (messages.decode_done, None),
+        (messages.decode_resign, None),
+        (messages.decode_resign, [[8, "h"]]),
+        (messages.decode_resign, [[8, "h", "4008"]]),
     ],
 )
 def test_malformed_messages_are_refused(decode: object, payload: object) -> None:

@@ -74,10 +74,36 @@ def test_a_new_masters_tasklist_ends_the_election_and_a_stale_one_is_ignored() -
 
 def test_the_task_queue_names_the_master_or_leaves_the_election_going() -> None:
     worker = _worker(8)
-    assert worker.master_dead  # no master known yet: an outsider waits its patience
+    assert worker.master_dead  # no master known yet: the election is on
     worker.adopt(MASTER, now=1.0)
     assert not worker.master_dead and worker.master == MASTER
     worker.forget(2.0)  # the addressee said it is not the master any more
     assert worker.master_dead
     worker.granted(4, ("10.0.0.8", 4000), now=3.0)
     assert worker.is_master and worker.next_action(100.0) is Action.NONE
+
+
+def test_a_pilot_that_never_heard_a_succession_list_claims_after_one_stagger() -> None:
+    # It registered while no master was alive (or joined after the last TaskList): the patience
+    # of an outsider (minutes) would leave the site masterless if the successors left too.
+    newcomer = _worker(21, now=10.0)
+    assert newcomer.next_action(11.9) is Action.NONE
+    assert newcomer.next_action(12.0) is Action.CLAIM
+    listed = _worker(21, now=10.0)
+    listed.heard(MASTER, now=10.0, successors=[5, 8])
+    listed.probe_failed(14.0)
+    assert listed.next_action(16.0) is Action.NONE  # it knows the successors: patience
+    assert listed.next_action(34.0) is Action.CLAIM
+
+
+def test_a_leaving_masters_resignation_tells_the_order() -> None:
+    worker = _worker(13)
+    worker.adopt(MASTER, now=0.0)  # no TaskList heard yet
+    worker.forget(5.0, successors=[8, 13])
+    assert worker.successors == (8, 13)
+    assert worker.next_action(6.9) is Action.NONE
+    assert worker.next_action(7.0) is Action.CLAIM  # second in the list: one stagger
+    first = _worker(8)
+    first.heard(MASTER, now=0.0, successors=[5, 8])
+    first.forget(5.0, successors=[8, 13])  # 5 left with the master
+    assert first.next_action(5.0) is Action.CLAIM
