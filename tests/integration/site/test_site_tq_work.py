@@ -467,9 +467,12 @@ def test_deadline_evicts_the_task_which_the_tq_requeues_elsewhere(stack: Stack) 
     assert not [c for c in stack.completions(workflow) if c[0] == task]  # nothing reported
     if fresh:
         wait_glideins_joined(stack.box, fresh, 90)
+    # Distributed, the leaving glidein's lane may have been the master: its resign hands the
+    # role on at once (test_tq_master_leaves times that); a master that could not say so is
+    # replaced after the Task Queue's master timeout (60 s), so the wait covers that too.
     again = stack.wait(
         lambda: (t := stack.task(task))["attempt"] >= 2 and t["state"] == "running" and t,
-        60,
+        120,
         "the task running again",
     )
     # Elsewhere: on the fresh glidein, or on another that was already there.
