@@ -474,7 +474,7 @@ class MasterRole:
         if done is not None:
             self.book.reported(called)
         for item in answer.accepted:
-            self.stock.placed(item.task_id, item.successors, item.more)
+            self.stock.placed(item.task_id, item.successors, item.more, item.needs)
         self.rank_sums.append(report.rank_sum)
         if answer.refused:
             self.refused.write(answer.refused, time.monotonic())

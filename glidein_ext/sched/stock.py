@@ -17,9 +17,15 @@ Queue records before it checks the pairs (that queues the successors and frees t
 Any other round syncs and ranks as before: an idle worker without a successor of its own gets
 what the Task Queue offers, not another worker's successor (the Task Queue holds a task whose
 input's maker is busy for a while, waitForData).  Successors a round did not place are the Task
-Queue's to offer after it; a completion of a task that feeds other waiting tasks too (a merge
-that needs other tasks' outputs, ``Placed.more``) makes the next round ``sync``: only the Task
-Queue knows whether it released them.
+Queue's to offer after it; a completion of a task that feeds other waiting tasks too
+(``Placed.more``) makes the next round ``sync``: only the Task Queue knows whether it released
+them.
+
+A merge (a task reading the outputs of several unfinished tasks) is a *joint* successor of each
+of them: the Task Queue names it with the other tasks it still needs (``Placed.needs``).  The
+last of them to complete here releases it, when the master saw the others succeed here too; when
+one of them is neither placed here nor seen to succeed here (it runs at another site, or is not
+placed yet), the completion makes the round ``sync``, as before.
 
 Python 3.9, standard library only.
 """
@@ -46,33 +52,57 @@ class OfferStock(Generic[OfferT]):
     """The successors of the tasks the master placed, released by their completions."""
 
     def __init__(self) -> None:
-        # a placed task -> its successors, and whether it feeds other waiting tasks too
-        self._expected: dict[int, tuple[tuple[OfferT, ...], bool]] = {}
+        # a placed task -> its successors, whether it feeds other waiting tasks too, and what
+        # else each successor needs (the other unfinished tasks of a merge; empty: nothing)
+        self._expected: dict[int, tuple[tuple[OfferT, ...], bool, tuple[tuple[int, ...], ...]]] = {}
+        self._succeeded: dict[int, None] = {}  # tasks seen to succeed here, the latest last
         self._released: dict[int, OfferT] = {}  # successors of completed tasks, for this round
         self._holder: dict[int, int] = {}  # a released successor -> the worker that made its input
         self._stale = False  # a completion may have released tasks only a sync shows
 
-    def placed(self, task_id: int, successors: Sequence[OfferT] = (), more: bool = False) -> None:
+    def placed(
+        self,
+        task_id: int,
+        successors: Sequence[OfferT] = (),
+        more: bool = False,
+        needs: Sequence[Sequence[int]] = (),
+    ) -> None:
         """The Task Queue accepted a pair: the task's successors are expected when it
         completes; ``more``: other waiting tasks read its outputs and need more than its
         success (or do not fit the site): its completion may release them, and only a sync
-        shows which."""
+        shows which; ``needs``: for each successor, the other tasks it still waits for (none
+        when empty)."""
         self._released.pop(task_id, None)
         self._holder.pop(task_id, None)
-        self._expected[task_id] = (tuple(successors), more)
+        self._succeeded.pop(task_id, None)  # placed again: it has not succeeded (yet)
+        joint = tuple(tuple(n) for n in needs) or ((),) * len(successors)
+        self._expected[task_id] = (tuple(successors), more, joint)
         while len(self._expected) > REMEMBERED:
             del self._expected[next(iter(self._expected))]
 
     def completed(self, task_id: int, ok: bool, pilot: int | None = None) -> None:
-        """Worker ``pilot`` reported the task's end: on success its successors join the stock.
-        Once per task: a resend, or a completion already seen, changes nothing."""
-        successors, more = self._expected.pop(task_id, ((), False))
-        if ok:
-            self._stale = self._stale or more
-            for offer in successors:
-                if offer.task_id not in self._released and pilot is not None:
-                    self._holder[offer.task_id] = pilot
-                self._released.setdefault(offer.task_id, offer)
+        """Worker ``pilot`` reported the task's end: on success the successors it releases join
+        the stock (a merge's once every task it needs succeeded here).  Once per task: a resend,
+        or a completion already seen, changes nothing."""
+        if task_id not in self._expected:
+            return
+        successors, more, needs = self._expected.pop(task_id)
+        if not ok:
+            return
+        self._succeeded[task_id] = None
+        while len(self._succeeded) > REMEMBERED:
+            del self._succeeded[next(iter(self._succeeded))]
+        self._stale = self._stale or more
+        for offer, others in zip(successors, needs):
+            if not all(other in self._succeeded for other in others):
+                # One of them will release it here; one of them not placed here: a sync shows.
+                self._stale = self._stale or not all(
+                    other in self._succeeded or other in self._expected for other in others
+                )
+                continue
+            if offer.task_id not in self._released and pilot is not None:
+                self._holder[offer.task_id] = pilot
+            self._released.setdefault(offer.task_id, offer)
 
     def forget(self, task_id: int) -> None:
         """The task will not complete here (released, its worker dead), or its completion goes
@@ -81,7 +111,8 @@ class OfferStock(Generic[OfferT]):
 
     def quiet(self, task_id: int) -> bool:
         """The task was placed here and its success releases no waiting task."""
-        return self._expected.get(task_id) == ((), False)
+        expected = self._expected.get(task_id)
+        return expected is not None and not expected[0] and not expected[1]
 
     def direct(self, idle: Collection[int], dry: bool = False) -> list[tuple[OfferT, int]] | None:
         """The round's pairs, without a ``sync`` or a TaskList: when each idle worker made the
@@ -113,6 +144,11 @@ class OfferStock(Generic[OfferT]):
         self._holder.clear()
         self._stale = False
         return left
+
+    @property
+    def stale(self) -> bool:
+        """A completion may have released tasks that only a ``sync`` shows."""
+        return self._stale
 
     @property
     def expected(self) -> int:

@@ -276,8 +276,8 @@ class SiteMaster:
         placed = yield from ctx.tq.call("assign", call)
         if done is not None:
             book.reported(called)
-        for task_id, _, _, successors, more in placed:
-            self.stock.placed(task_id, successors, more)
+        for task_id, _, _, successors, more, needs in placed:
+            self.stock.placed(task_id, successors, more, needs)
         # On their way (``agent.handout``): an idle reply meanwhile does not mean a task is lost.
         placed_now = [(task_id, pilot_id, attempt) for task_id, pilot_id, attempt, *_ in placed]
         book.assigned(placed_now, delivering=True)

@@ -325,10 +325,10 @@ class SimTaskQueue:
             for task_id, pilot_id in pairs:
                 if task_id in queued:
                     attempt = self.take(task_id, pilot_id)
-                    after, more = self._successors(task_id, pilot_id)
+                    after, more, needs = self._successors(task_id, pilot_id)
                     rows += len(after)
                     offers = [self.tasks[t] for t in after]
-                    placed.append((task_id, pilot_id, attempt, offers, more))
+                    placed.append((task_id, pilot_id, attempt, offers, more, needs))
                     queued.discard(task_id)
             self.recorder.round(rank_sum, served)
             costs = self.config.costs
@@ -336,18 +336,22 @@ class SimTaskQueue:
 
         return op
 
-    def _successors(self, task_id: int, pilot_id: int) -> tuple[list[int], bool]:
-        """The waiting tasks the task's success alone releases, but for those with an input
-        made at another site (``choose_offers`` decides where those go); and whether other
-        waiting tasks read its outputs (the product's ``Placed.more``)."""
+    def _successors(
+        self, task_id: int, pilot_id: int
+    ) -> tuple[list[int], bool, list[tuple[int, ...]]]:
+        """The waiting tasks the task's success releases, with the other unfinished tasks each
+        needs (a merge's other makers), but for those with an input made at another site
+        (``choose_offers`` decides where those go); whether other waiting tasks read its
+        outputs (the product's ``Placed.more``); and each successor's needs."""
         site = str(self.pilot_site.get(pilot_id, 0))
         outputs = self.tasks[task_id].outputs
-        found = []
-        for reader in self.deps.successors(outputs):
+        found, needs = [], []
+        for reader, others in self.deps.successors(outputs):
             made = (self.made.get(lfn) for lfn in self.tasks[reader].inputs)
             if all(m is None or m.site == site for m in made):
                 found.append(reader)
-        return found, self.deps.readers(outputs) > len(found)
+                needs.append(tuple(t for t in others if t != task_id and t not in self.ended))
+        return found, self.deps.readers(outputs) > len(found), needs
 
     def release(self, task_ids: Iterable[int]) -> None:
         """Tasks assigned but lost (never delivered): queued again."""

@@ -44,6 +44,7 @@ class Dependencies:
         self.existing: set[str] = set()
         self._missing: dict[int, set[str]] = {}
         self._readers: defaultdict[str, list[int]] = defaultdict(list)
+        self._maker = {lfn: task.task_id for task in tasks for lfn in task.outputs}
         for task in tasks:
             if task.inputs:
                 self._missing[task.task_id] = set(task.inputs)
@@ -71,17 +72,22 @@ class Dependencies:
                     released.append(reader)
         return sorted(released)
 
-    def successors(self, lfns: tuple[str, ...]) -> list[int]:
-        """The waiting tasks that these files alone would release (each missing input is one
-        of them), in order: a task's successors (``sched.stock``)."""
+    def successors(self, lfns: tuple[str, ...]) -> list[tuple[int, tuple[int, ...]]]:
+        """The waiting tasks that read these files, in order, each with the tasks that make
+        its other missing inputs (a merge's other makers; empty: these files alone release
+        it): a task's successors (``sched.stock``).  A reader of a file no task makes is
+        left out."""
         made = set(lfns)
-        found = {
-            reader
-            for lfn in lfns
-            for reader in self._readers.get(lfn, ())
-            if reader in self._missing and self._missing[reader] <= made
-        }
-        return sorted(found)
+        found = {}
+        for lfn in lfns:
+            for reader in self._readers.get(lfn, ()):
+                missing = self._missing.get(reader)
+                if missing is None or reader in found:
+                    continue
+                rest = missing - made
+                if all(other in self._maker for other in rest):
+                    found[reader] = tuple(sorted({self._maker[other] for other in rest}))
+        return sorted(found.items())
 
     def readers(self, lfns: tuple[str, ...]) -> int:
         """How many waiting tasks read any of these files."""

@@ -333,9 +333,10 @@ class SiteAssign:
 @dataclass(frozen=True)
 class Placed:
     """A pair the Task Queue accepted: the attempt the worker's completion must name, and its
-    successors: the waiting tasks this one's success alone makes runnable (every other input and
-    predecessor already there, at this site or on the SE), which the master may offer its
-    workers when the completion comes, without a ``sync``."""
+    successors: the waiting tasks this one's success makes runnable (every other input and
+    predecessor already there, at this site or on the SE, or made by the tasks ``needs``
+    names), which the master may offer its workers when the completion comes, without a
+    ``sync``."""
 
     task_id: int
     pilot_id: int
@@ -345,6 +346,9 @@ class Placed:
     # may not run on this site's pilots: its completion may release them, which a ``sync``
     # shows.
     more: bool = False
+    # For each successor, the other unfinished tasks it waits for (a merge's other inputs'
+    # makers; empty: this task's success alone releases it); empty when every one is alone.
+    needs: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -470,6 +474,7 @@ _READERS: dict[str, Callable[[Any], Any]] = {
     "tuple[str, ...]": _tuple_of(_str),
     "tuple[str, ...] | None": _optional(_tuple_of(_str)),
     "tuple[int, ...]": _tuple_of(_int),
+    "tuple[tuple[int, ...], ...]": _tuple_of(_tuple_of(_int)),
     "Mapping[str, Scalar]": _mapping_of(_scalar),
     "MasterInfo | None": _optional(_message(MasterInfo)),
     "Completion": _message(Completion),

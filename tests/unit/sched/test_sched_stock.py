@@ -70,6 +70,38 @@ def test_a_completion_that_may_have_released_a_merge_makes_the_round_sync() -> N
     assert _pairs(stock, [9]) == [(31, 9)]
 
 
+def test_a_merge_is_released_by_the_last_of_its_inputs_tasks_to_succeed_here() -> None:
+    stock: OfferStock[Offer] = OfferStock()
+    stock.placed(1, (Offer(30),), needs=[(2,)])  # merge 30 reads the outputs of 1 and 2
+    stock.placed(2, (Offer(30),), needs=[(1,)])
+    stock.completed(1, ok=True, pilot=7)
+    assert _pairs(stock, [7]) is None  # 2 still runs here: nothing released, and no sync due
+    assert not stock.stale
+    stock.round_ended()
+    stock.completed(2, ok=True, pilot=8)
+    assert _pairs(stock, [8]) == [(30, 8)]  # the last input's maker gets it, no sync
+
+
+def test_a_merge_whose_other_input_is_not_made_here_makes_the_round_sync() -> None:
+    stock: OfferStock[Offer] = OfferStock()
+    stock.placed(1, (Offer(30),), needs=[(2,)])  # task 2 runs at another site, or is queued
+    stock.completed(1, ok=True, pilot=7)
+    assert _pairs(stock, [7]) is None and stock.stale  # only a sync tells if 30 is runnable
+    stock.round_ended()
+    # A failed input, or one forgotten (its worker died), never releases the merge here.
+    stock.placed(3, (Offer(40),), needs=[(4,)])
+    stock.placed(4, (Offer(40),), needs=[(3,)])
+    stock.completed(3, ok=False, pilot=7)
+    stock.completed(4, ok=True, pilot=8)
+    assert _pairs(stock, [8]) is None
+    stock.round_ended()
+    stock.placed(5, (Offer(50),), needs=[(6,)])
+    stock.placed(6, (Offer(50),), needs=[(5,)])
+    stock.forget(6)
+    stock.completed(5, ok=True, pilot=7)
+    assert _pairs(stock, [7]) is None and stock.stale
+
+
 def test_the_stock_remembers_a_bounded_number_of_placed_tasks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -13,10 +13,12 @@ from glidein_ext.tq.client.protocol import (
     CompletionAnswer,
     HeartbeatAnswer,
     Neighbour,
+    Placed,
     RegisterAnswer,
     Registration,
     Status,
     TaskAssignment,
+    TaskOffer,
     WorkflowStatus,
     parse,
     to_json,
@@ -82,3 +84,12 @@ def test_the_heartbeats_needed_files_are_optional_both_ways() -> None:
     assert parse(HeartbeatAnswer, {"needed_cached": []}).needed_cached == ()
     with pytest.raises(ValueError, match="needed_cached"):
         parse(HeartbeatAnswer, {"needed_cached": [1]})
+
+
+def test_a_placed_pairs_successors_travel_with_what_each_still_needs() -> None:
+    merge = TaskOffer(30, "m", "true", ("/fa", "/fc"), ("/fm",), 60)
+    placed = Placed(10, 2, 1, (merge,), False, ((11,),))
+    assert parse(Placed, to_json(placed)) == placed
+    assert parse(Placed, {"task_id": 10, "pilot_id": 2, "attempt": 1}).needs == ()  # older TQ
+    with pytest.raises(ValueError, match="needs"):
+        parse(Placed, {**to_json(placed), "needs": [["11"]]})

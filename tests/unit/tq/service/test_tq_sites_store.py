@@ -341,9 +341,9 @@ def test_assign_names_each_task_s_successors_and_takes_them_with_the_completion(
     store_for: Any,
 ) -> None:
     """A chain a -> b (b reads a's output), a merge m of a and c, and a task d that must run on
-    another site: ``assign`` names b as a's successor (m needs c too; d does not fit), says a
-    feeds more; a round without a sync carries a's completion in its ``assign``, which queues b
-    and frees the pilot before the pair (b, that pilot) is checked."""
+    another site: ``assign`` names b and m as a's successors (m needs c too; d does not fit),
+    says a feeds more; a round without a sync carries a's completion in its ``assign``, which
+    queues b and frees the pilot before the pair (b, that pilot) is checked."""
     clock = Clock()
     store = store_for(clock, default_architecture=Architecture.DISTRIBUTED)
     master = _register(store, 3)[0].master
@@ -367,8 +367,10 @@ def test_assign_names_each_task_s_successors_and_takes_them_with_the_completion(
     (placed,) = store.assign(
         "S", SiteAssign(master.pilot_id, master.epoch, (Pair(a.task_id, 2),))
     ).accepted
-    assert [s.name for s in placed.successors] == ["b"] and placed.more
-    (b,) = placed.successors
+    assert [s.name for s in placed.successors] == ["b", "m"] and placed.more
+    c = next(o for o in offers if o.name == "c")
+    assert placed.needs == ((), (c.task_id,))  # the merge waits for c too
+    b = placed.successors[0]
     assert b.inputs == ("/fa",) and b.outputs == ("/fb",)
     # b is not runnable yet: a pair for it alone is refused.
     early = store.assign("S", SiteAssign(master.pilot_id, master.epoch, (Pair(b.task_id, 3),)))
@@ -389,6 +391,43 @@ def test_assign_names_each_task_s_successors_and_takes_them_with_the_completion(
     assert after_b.successors == () and not after_b.more  # nothing reads b's output
     states = {r.name: r.state for r in store.task_rows()}
     assert states == {"a": "done", "c": "queued", "b": "running", "m": "waiting", "d": "queued"}
+
+
+def test_a_merge_is_each_input_makers_joint_successor_and_runs_without_a_sync(
+    store_for: Any,
+) -> None:
+    """m reads the outputs of a and c, both placed at the site: each one's ``assign`` names m
+    with the other; the completions of both, carried by the ``assign`` of m, queue it first."""
+    clock = Clock()
+    store = store_for(clock, default_architecture=Architecture.DISTRIBUTED)
+    master = _register(store, 3)[0].master
+    assert master is not None
+    store.submit(
+        _workflow(
+            {"name": "a", "command": "true", "outputs": ["/fa"]},
+            {"name": "c", "command": "true", "outputs": ["/fc"]},
+            {"name": "m", "command": "true", "inputs": ["/fa", "/fc"], "outputs": ["/fm"]},
+        )
+    )
+    offers = {
+        o.name: o for o in store.sync("S", SiteSync(master.pilot_id, master.epoch, want=10)).tasks
+    }
+    a, c = offers["a"], offers["c"]
+    pairs = (Pair(a.task_id, 2), Pair(c.task_id, 3))
+    placed = store.assign("S", SiteAssign(master.pilot_id, master.epoch, pairs)).accepted
+    by_task = {p.task_id: p for p in placed}
+    assert [s.name for s in by_task[a.task_id].successors] == ["m"]
+    assert by_task[a.task_id].needs == ((c.task_id,),) and not by_task[a.task_id].more
+    assert by_task[c.task_id].needs == ((a.task_id,),) and not by_task[c.task_id].more
+    (m,) = by_task[c.task_id].successors
+    done = (
+        SiteCompletion(2, Completion(a.task_id, by_task[a.task_id].attempt, 0, ("/fa",))),
+        SiteCompletion(3, Completion(c.task_id, by_task[c.task_id].attempt, 0, ("/fc",))),
+    )
+    answer = store.assign(
+        "S", SiteAssign(master.pilot_id, master.epoch, (Pair(m.task_id, 3),), completions=done)
+    )
+    assert [(p.task_id, p.pilot_id) for p in answer.accepted] == [(m.task_id, 3)]
 
 
 def test_a_completion_carried_by_assign_for_another_site_s_pilot_is_refused(
