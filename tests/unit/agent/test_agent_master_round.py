@@ -207,6 +207,45 @@ def test_a_round_of_successors_makes_no_sync_and_its_assign_carries_the_completi
     assert role.stock.direct([7, 8]) is None  # the round is over: nothing held back
 
 
+class _MergeClient(_SuccessorClient):
+    """Names merge 60, which reads the outputs of 40 and 41, with each of them."""
+
+    def assign(self, site: str, call: SiteAssign) -> SiteAssignAnswer:
+        self.assigns.append(call)
+        merge = TaskOffer(60, "m", "true", ("/f40", "/f41"), (), 60)
+        placed = tuple(
+            Placed(p.task_id, p.pilot_id, 1, (merge,), False, ((81 - p.task_id,),))
+            if p.task_id in (40, 41)
+            else Placed(p.task_id, p.pilot_id, 1)
+            for p in call.pairs
+        )
+        return SiteAssignAnswer(
+            placed, (), tuple(CompletionAnswer(True, False, "done") for _ in call.completions)
+        )
+
+
+def test_a_merge_goes_to_the_maker_of_its_last_input_without_a_sync() -> None:
+    node = _Node()
+    client = _MergeClient()
+    role = _role(node, client, method="greedy")
+    _one_round(role)  # 40 and 41 to workers 7 and 8: each names the merge, with the other
+    ran = {task: pilot for pilot, task in node.sent}
+    now = time.monotonic()
+    for task in (40, 41):
+        role.book.completed(ran[task], (task, 1), Completion(task, 1, 0), now)
+    assert role.stock.direct([ran[41]]) is None  # the stock has not seen them yet
+    node.sent.clear()
+    role.book.assigned([(99, ran[40], 1)])  # the maker of 40 is busy again: only one idle
+
+    async def second_round() -> None:
+        await role._round(time.monotonic())
+        await asyncio.gather(*role.handout.handing)
+
+    asyncio.run(second_round())
+    assert len(client.syncs) == 1  # no sync: both inputs were made here
+    assert node.sent == [(ran[41], 60)]  # to the last maker the stock saw
+
+
 def test_a_failed_completion_releases_no_successor_and_the_round_syncs() -> None:
     node = _Node()
     client = _SuccessorClient()
