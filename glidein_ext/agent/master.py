@@ -306,7 +306,7 @@ class MasterRole:
             self.book.unreported(report)
             return None
         self.book.reported()
-        self.stock.round_ended()  # the Task Queue's offers are fresh now
+        self.stock.round_ended(time.monotonic())  # the Task Queue's offers are fresh now
         self.book.supply(answer.queued)  # nothing runnable: the idle rounds slow down
         for phase, seconds in call.phases:  # the Task Queue has these (counted since)
             self._unsent_phases[phase] -= seconds
@@ -443,7 +443,7 @@ class MasterRole:
         idle = len(self.book.idle())
         report = RoundReport(0.0, 0, idle, len(pairs), "successor", 0.0, 0)
         await self._place(pairs, [offer for offer, _ in direct], report, done, mark)
-        self.book.leftover(self.stock.round_ended(), time.monotonic())
+        self.book.leftover(self.stock.round_ended(time.monotonic()), time.monotonic())
         self._account(len(pairs), len(pairs), idle, 0)
 
     async def _place(

@@ -16,8 +16,13 @@ its cache -- the pair the workers' ranks choose in the paper's round.  Such a ro
 Queue records before it checks the pairs (that queues the successors and frees the workers).
 Any other round syncs and ranks as before: an idle worker without a successor of its own gets
 what the Task Queue offers, not another worker's successor (the Task Queue holds a task whose
-input's maker is busy for a while, waitForData).  Successors a round did not place are the Task
-Queue's to offer after it; a completion of a task that feeds other waiting tasks too
+input's maker is busy for a while, waitForData).  A successor a round did not place (a split's
+second reader: its maker took the first) is queued at the Task Queue, which holds it for its
+input's maker; the stock holds it too, and the maker's next round gets it without a ``sync``
+(the oldest it holds first, as the Task Queue's offers would come), unless a ``sync``'s offers
+placed it meanwhile (another idle worker ranked it, or the Task Queue stopped waiting) or
+``hold`` seconds passed; a pair the Task Queue refuses (another site took the task) costs an
+idle round, nothing more.  A completion of a task that feeds other waiting tasks too
 (``Placed.more``) makes the next round ``sync``: only the Task Queue knows whether it released
 them.
 
@@ -38,6 +43,7 @@ from typing import Generic, Protocol, TypeVar
 # Placed tasks remembered for their successors; past this the oldest are forgotten (a task whose
 # worker died, or that another master reported, never completes here).
 REMEMBERED = 65536
+HOLD = 3600.0  # seconds a successor left by its round waits for its busy maker here
 
 
 class HasTaskId(Protocol):
@@ -51,7 +57,8 @@ OfferT = TypeVar("OfferT", bound=HasTaskId)
 class OfferStock(Generic[OfferT]):
     """The successors of the tasks the master placed, released by their completions."""
 
-    def __init__(self) -> None:
+    def __init__(self, hold: float = HOLD) -> None:
+        self.hold = hold
         # a placed task -> its successors, whether it feeds other waiting tasks too, and what
         # else each successor needs (the other unfinished tasks of a merge; empty: nothing)
         self._expected: dict[int, tuple[tuple[OfferT, ...], bool, tuple[tuple[int, ...], ...]]] = {}
@@ -59,6 +66,8 @@ class OfferStock(Generic[OfferT]):
         self._released: dict[int, OfferT] = {}  # successors of completed tasks, for this round
         self._holder: dict[int, int] = {}  # a released successor -> the worker that made its input
         self._stale = False  # a completion may have released tasks only a sync shows
+        # successors earlier rounds left, for their makers: task -> (offer, maker, since)
+        self._held: dict[int, tuple[OfferT, int, float]] = {}
 
     def placed(
         self,
@@ -74,6 +83,7 @@ class OfferStock(Generic[OfferT]):
         when empty)."""
         self._released.pop(task_id, None)
         self._holder.pop(task_id, None)
+        self._held.pop(task_id, None)
         self._succeeded.pop(task_id, None)  # placed again: it has not succeeded (yet)
         joint = tuple(tuple(n) for n in needs) or ((),) * len(successors)
         self._expected[task_id] = (tuple(successors), more, joint)
@@ -116,30 +126,45 @@ class OfferStock(Generic[OfferT]):
 
     def direct(self, idle: Collection[int], dry: bool = False) -> list[tuple[OfferT, int]] | None:
         """The round's pairs, without a ``sync`` or a TaskList: when each idle worker made the
-        input of a released successor (and no completion may have released tasks the stock
-        does not know), each gets the first such successor; None otherwise (the round syncs and
-        ranks: an idle worker without a successor of its own gets what the Task Queue offers,
-        not another worker's successor, which the Task Queue holds for its input's maker).
-        ``dry``: the Task Queue had nothing runnable for the site at its last answer, so when
-        every released successor goes to its maker there is nothing to offer the other idle
-        workers: they stay idle."""
+        input of a successor held or released here (and no completion may have released tasks
+        the stock does not know), each gets the oldest such successor; None otherwise (the
+        round syncs and ranks: an idle worker without a successor of its own gets what the Task
+        Queue offers, not another worker's successor, which the Task Queue holds for its
+        input's maker).  ``dry``: the Task Queue had nothing runnable for the site at its last
+        answer, so when every released successor goes to its maker there is nothing to offer
+        the other idle workers: they stay idle."""
         if not idle or self._stale:
             return None
         own: dict[int, OfferT] = {}
+        for offer, maker, _ in self._held.values():  # the oldest first
+            own.setdefault(maker, offer)
         for task_id, offer in self._released.items():
             holder = self._holder.get(task_id)
-            if holder is not None and holder not in own:
-                own[holder] = offer
+            if holder is not None:
+                own.setdefault(holder, offer)
         mine = [pilot for pilot in sorted(idle) if pilot in own]
+        chosen = {own[pilot].task_id for pilot in mine}
         everyone = len(mine) == len(idle)
-        if not mine or not (everyone or (dry and len(mine) == len(self._released))):
+        if not mine or not (everyone or (dry and chosen >= self._released.keys())):
             return None
+        for task_id in chosen:  # placed now, or refused: the Task Queue's either way
+            self._held.pop(task_id, None)
         return [(own[pilot], pilot) for pilot in mine]
 
-    def round_ended(self) -> int:
-        """A round is over (or a ``sync`` answered): the successors it did not place are the
-        Task Queue's to offer; how many there are (the site is not dry)."""
+    def round_ended(self, now: float) -> int:
+        """A round is over (or a ``sync`` answered): the successors it did not place are held
+        for their makers (and are queued at the Task Queue); how many there are (the site is
+        not dry).  Those held ``hold`` seconds are the Task Queue's alone."""
         left = len(self._released)
+        for task_id, offer in self._released.items():
+            holder = self._holder.get(task_id)
+            if holder is not None and task_id not in self._held:
+                self._held[task_id] = (offer, holder, now)
+        while self._held:
+            oldest = next(iter(self._held))
+            if now - self._held[oldest][2] <= self.hold and len(self._held) <= REMEMBERED:
+                break
+            del self._held[oldest]
         self._released.clear()
         self._holder.clear()
         self._stale = False
@@ -149,6 +174,11 @@ class OfferStock(Generic[OfferT]):
     def stale(self) -> bool:
         """A completion may have released tasks that only a ``sync`` shows."""
         return self._stale
+
+    @property
+    def held(self) -> int:
+        """Successors held for their busy makers."""
+        return len(self._held)
 
     @property
     def expected(self) -> int:

@@ -170,7 +170,7 @@ class SiteMaster:
             offers, runnable = yield from tq.long_sync(self.site, outcomes, want, 0.0)
         self.book.reported()
         self.book.supply(runnable)
-        self.stock.round_ended()  # the Task Queue has the completions: its offers are fresh
+        self.stock.round_ended(self.ctx.env.now)  # the Task Queue has the completions
         # More runnable than asked for: another round if a worker is left idle (``agent.master``)
         self._more = runnable > len(offers)
         if self._more and not want and self.book.idle():
@@ -190,7 +190,7 @@ class SiteMaster:
             pairs = [(task.task_id, pilot) for task, pilot in direct]
             done = book.take_completions(now)
             yield from self._place(pairs, 0.0, 0, done)  # it ranks nothing
-            book.leftover(self.stock.round_ended(), ctx.env.now)
+            book.leftover(self.stock.round_ended(ctx.env.now), ctx.env.now)
             return
         if want or book.call_due(now):
             wait = book.poll_wait() if ctx.config.long_poll and want else 0.0

@@ -35,7 +35,10 @@ def test_each_idle_worker_gets_a_successor_of_its_own_task() -> None:
     # Worker 9 holds nothing released: the round syncs and ranks (it does not take worker 7's
     # second successor, which the Task Queue holds for its input's maker).
     assert _pairs(stock, [7, 8, 9]) is None
-    stock.round_ended()
+    stock.placed(21)  # the round placed 21 (ranked), not 11 or 12: they are held for worker 7
+    stock.round_ended(0.0)
+    assert stock.held == 2
+    assert _pairs(stock, [7]) == [(11, 7)] and _pairs(stock, [7]) == [(12, 7)]
     assert _pairs(stock, [7]) is None and _pairs(stock, []) is None
 
 
@@ -64,7 +67,7 @@ def test_a_completion_that_may_have_released_a_merge_makes_the_round_sync() -> N
     assert _pairs(stock, [7]) == [(11, 7)]
     stock.completed(2, ok=True, pilot=8)
     assert _pairs(stock, [7]) is None  # the merge may be runnable: only a sync tells
-    stock.round_ended()
+    stock.round_ended(0.0)
     stock.placed(3, (Offer(31),))
     stock.completed(3, ok=True, pilot=9)
     assert _pairs(stock, [9]) == [(31, 9)]
@@ -77,7 +80,7 @@ def test_a_merge_is_released_by_the_last_of_its_inputs_tasks_to_succeed_here() -
     stock.completed(1, ok=True, pilot=7)
     assert _pairs(stock, [7]) is None  # 2 still runs here: nothing released, and no sync due
     assert not stock.stale
-    stock.round_ended()
+    stock.round_ended(0.0)
     stock.completed(2, ok=True, pilot=8)
     assert _pairs(stock, [8]) == [(30, 8)]  # the last input's maker gets it, no sync
 
@@ -87,14 +90,14 @@ def test_a_merge_whose_other_input_is_not_made_here_makes_the_round_sync() -> No
     stock.placed(1, (Offer(30),), needs=[(2,)])  # task 2 runs at another site, or is queued
     stock.completed(1, ok=True, pilot=7)
     assert _pairs(stock, [7]) is None and stock.stale  # only a sync tells if 30 is runnable
-    stock.round_ended()
+    stock.round_ended(0.0)
     # A failed input, or one forgotten (its worker died), never releases the merge here.
     stock.placed(3, (Offer(40),), needs=[(4,)])
     stock.placed(4, (Offer(40),), needs=[(3,)])
     stock.completed(3, ok=False, pilot=7)
     stock.completed(4, ok=True, pilot=8)
     assert _pairs(stock, [8]) is None
-    stock.round_ended()
+    stock.round_ended(0.0)
     stock.placed(5, (Offer(50),), needs=[(6,)])
     stock.placed(6, (Offer(50),), needs=[(5,)])
     stock.forget(6)
@@ -135,9 +138,10 @@ def test_a_dry_site_places_the_successors_and_leaves_the_other_workers_idle() ->
     assert _pairs(stock, [7, 9]) is None  # not known to be dry: worker 9 may get an offer
     found = stock.direct([7, 9], dry=True)
     assert found is not None and [(o.task_id, p) for o, p in found] == [(11, 7)]
+    stock.placed(11)
     # A successor left over (a second one of worker 7's task) is the Task Queue's to offer to
     # worker 9: the round syncs.
-    stock.round_ended()
+    stock.round_ended(0.0)
     stock.placed(5, (Offer(51), Offer(52)))
     stock.completed(5, ok=True, pilot=7)
     assert stock.direct([7, 9], dry=True) is None
@@ -151,5 +155,36 @@ def test_a_round_ended_says_how_many_released_successors_it_left_to_the_task_que
     found = stock.direct([7])
     assert found is not None and [o.task_id for o, _ in found] == [51]
     stock.placed(51, ())  # the Task Queue accepted the pair
-    assert stock.round_ended() == 1  # 52 is the Task Queue's: the site is not dry
-    assert stock.round_ended() == 0
+    assert stock.round_ended(0.0) == 1  # 52 is queued at the Task Queue: the site is not dry
+    assert stock.round_ended(1.0) == 0
+
+
+def test_a_splits_second_reader_waits_for_its_maker_and_goes_to_it_without_a_sync() -> None:
+    stock: OfferStock[Offer] = OfferStock(hold=100.0)
+    stock.placed(5, (Offer(51), Offer(52)))  # a split: two readers of its output
+    stock.completed(5, ok=True, pilot=7)
+    stock.placed(51)  # to worker 7, which made the input
+    stock.round_ended(10.0)
+    assert stock.held == 1  # 52 waits for worker 7 here (and at the Task Queue)
+    stock.placed(51, (Offer(61),))
+    assert _pairs(stock, [8]) is None  # another idle worker: the round syncs and ranks
+    stock.round_ended(20.0)
+    stock.completed(51, ok=True, pilot=7)
+    # Worker 7 is idle again: the oldest it made the input of first, 61 later.
+    assert _pairs(stock, [7]) == [(52, 7)]
+    stock.placed(52)
+    stock.round_ended(30.0)
+    assert _pairs(stock, [7]) == [(61, 7)]
+
+
+def test_a_held_successor_placed_by_a_ranked_round_or_held_too_long_leaves_the_stock() -> None:
+    stock: OfferStock[Offer] = OfferStock(hold=100.0)
+    stock.placed(5, (Offer(51), Offer(52), Offer(53)))
+    stock.completed(5, ok=True, pilot=7)
+    stock.round_ended(0.0)  # none placed: all three held
+    stock.placed(51)  # a sync offered it and the ranks gave it to another worker
+    assert stock.held == 2
+    stock.round_ended(100.0)
+    assert stock.held == 2
+    stock.round_ended(100.5)  # past ``hold``: the Task Queue's offers decide
+    assert stock.held == 0 and _pairs(stock, [7]) is None
