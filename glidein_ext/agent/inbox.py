@@ -45,11 +45,12 @@ class WorkerInbox:
         *,
         poke: Callable[[], None],
         active: Callable[[], bool],
-        quiet: Callable[[int], bool] = lambda task_id: False,
+        quiet: Callable[[int, int], bool] = lambda task_id, pilot_id: False,
     ) -> None:
         """``book``: the master's rounds (a message joins, completes, leaves there); ``poke``:
         wake the rounds; ``active``: whether the role still holds (no answer after it ends);
-        ``quiet``: whether a task's success releases no waiting task (``sched.stock``)."""
+        ``quiet``: whether a task's success (by a pilot) releases no waiting task and leaves
+        it nothing held (``sched.stock``)."""
         self.node = node
         self.book = book
         self.epoch = epoch
@@ -168,7 +169,7 @@ class WorkerInbox:
     def local_done(self, pilot_id: int, completion: Completion) -> None:
         """A completion, from a worker or from this pilot's own last task."""
         key = (completion.task_id, completion.attempt)
-        quiet = completion.exit_code == 0 and self._quiet(completion.task_id)
+        quiet = completion.exit_code == 0 and self._quiet(completion.task_id, pilot_id)
         new = self.book.completed(pilot_id, key, completion, time.monotonic(), quiet)
         if new and not self.book.deferred(key):  # a quiet one waits for the next call
             self._poke()

@@ -119,10 +119,13 @@ class OfferStock(Generic[OfferT]):
         up by a ``sync``: its successors are not expected."""
         self._expected.pop(task_id, None)
 
-    def quiet(self, task_id: int) -> bool:
-        """The task was placed here and its success releases no waiting task."""
+    def quiet(self, task_id: int, pilot: int | None = None) -> bool:
+        """The task was placed here, its success releases no waiting task, and no successor
+        is held for its worker ``pilot`` (whose next round would get it)."""
         expected = self._expected.get(task_id)
-        return expected is not None and not expected[0] and not expected[1]
+        if expected is None or expected[0] or expected[1]:
+            return False
+        return pilot is None or all(maker != pilot for _, maker, _ in self._held.values())
 
     def direct(self, idle: Collection[int], dry: bool = False) -> list[tuple[OfferT, int]] | None:
         """The round's pairs, without a ``sync`` or a TaskList: when each idle worker made the

@@ -113,7 +113,7 @@ class SiteMaster:
         outcome = yield from execute(ctx, pilot_id, task, attempt, True)
         yield ctx.env.timeout(dht_publish_time(ctx, len(task.outputs) + len(task.inputs)) + lan)
         worker.current, worker.last_done = 0, task.task_id
-        quiet = outcome.ok and self.stock.quiet(task.task_id)
+        quiet = outcome.ok and self.stock.quiet(task.task_id, pilot_id)
         key = (task.task_id, attempt)
         new = self.book.completed(pilot_id, key, outcome, ctx.env.now, quiet)
         if new and not self.book.deferred(key):

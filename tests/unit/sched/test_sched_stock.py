@@ -177,6 +177,18 @@ def test_a_splits_second_reader_waits_for_its_maker_and_goes_to_it_without_a_syn
     assert _pairs(stock, [7]) == [(61, 7)]
 
 
+def test_a_completion_is_not_quiet_while_a_successor_is_held_for_its_worker() -> None:
+    # A quiet completion at a dry site waits for the next call; worker 7's must start the round
+    # that gives it the second reader held for it.
+    stock: OfferStock[Offer] = OfferStock()
+    stock.placed(5, (Offer(51), Offer(52)))
+    stock.completed(5, ok=True, pilot=7)
+    stock.placed(51)  # to worker 7; 52 is held for it
+    stock.round_ended(0.0)
+    assert stock.quiet(51) and stock.quiet(51, pilot=8)
+    assert not stock.quiet(51, pilot=7)
+
+
 def test_a_held_successor_placed_by_a_ranked_round_or_held_too_long_leaves_the_stock() -> None:
     stock: OfferStock[Offer] = OfferStock(hold=100.0)
     stock.placed(5, (Offer(51), Offer(52), Offer(53)))
