@@ -256,8 +256,9 @@ WHY = {
     "delay_median": "a round waits for its batching window, the sync, the broadcast and the assign",
     "first_burst": "the first round must wait for the sync and a TaskList that fits one datagram",
     "local_hit": (
-        "a task whose input's maker is busy when it is offered runs on another pilot (the "
-        "master does not hold it for the maker, as waitForData does not for a busy one)"
+        "a split's two readers offered in one ranked round while their maker is idle: it takes "
+        "one, the assignment gives the other to another idle worker (waitForData would hold it "
+        "for the maker)"
     ),
 }
 
