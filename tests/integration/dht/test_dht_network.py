@@ -39,11 +39,16 @@ def test_two_hundred_nodes_sets_gets_and_broadcast() -> None:
             for node in nodes:
                 node.register_broadcast("count", lambda payload: 1, sum)
             # 200 nodes share this one event loop: a budget that a loaded machine cannot exhaust.
+            for node in nodes:
+                node.stats.rpc_timeouts = 0
             result = await nodes[17].broadcast("count", None, timeout=60)
             assert result.value == 200
             assert result.complete
-            assert sum(n.stats.broadcasts_forwarded for n in nodes) == 199
             assert {n.stats.broadcasts_handled for n in nodes} == {1}
+            # N-1 messages -- unless an acknowledgement timed out on a loaded machine: the
+            # parent then covers that child's region again (its nodes still answer once).
+            if sum(n.stats.rpc_timeouts for n in nodes) == 0:
+                assert sum(n.stats.broadcasts_forwarded for n in nodes) == 199
 
     asyncio.run(scenario())
 
