@@ -26,6 +26,8 @@ import logging
 import os
 import queue
 import re
+import socket
+import sys
 import threading
 import time
 import urllib.parse
@@ -97,6 +99,15 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: Address, peer: PeerServer) -> None:
         self.peer = peer
         super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A peer that hangs up (or stalls past the timeout) mid-transfer is one log line, not
+        socketserver's traceback on stderr; anything else is logged with its traceback."""
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionError, TimeoutError, socket.timeout)):  # 3.9: distinct
+            log.info("peer %s: the transfer ended early: %s", client_address[0], error)
+        else:
+            log.exception("peer %s: the request failed", client_address[0])
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import http.client
 import os
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -254,3 +256,26 @@ def test_other_methods_are_not_implemented(
     _, server = shared
     status, _, _ = _get(server, url_path("/store/good"), method=method)
     assert status == 501
+
+
+def test_a_peer_hanging_up_mid_transfer_is_one_log_line_not_a_traceback(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    store = CacheStore(tmp_path / "cache", 256 * 1024 * 1024, fsync=False)
+    store.insert_bytes("/store/big", os.urandom(1024) * 32 * 1024)  # 32 MiB: more than buffers
+    caplog.set_level("INFO", logger="glidein_ext.cache.peer")
+    with PeerServer(store, KEY) as server:
+        path = url_path("/store/big")
+        for _ in range(3):
+            auth = peerauth.authorization(KEY, "GET", path, server.clock())
+            request = f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\n\r\n"
+            with socket.create_connection(server.address, timeout=10) as sock:
+                sock.sendall(request.encode())
+                assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+            # the reader went away with most of the file unsent
+        deadline = time.monotonic() + 10
+        while caplog.text.count("ended early") < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _get(server, url_path("/store/big"), {"Range": "bytes=0-9"})[0] == 206
+    assert caplog.text.count("ended early") == 3
+    assert "Traceback" not in capfd.readouterr().err
