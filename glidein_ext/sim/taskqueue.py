@@ -350,7 +350,7 @@ class SimTaskQueue:
             made = (self.made.get(lfn) for lfn in self.tasks[reader].inputs)
             if all(m is None or m.site == site for m in made):
                 found.append(reader)
-                needs.append(tuple(t for t in others if t != task_id and t not in self.ended))
+                needs.append(others)  # as the product's: every maker of a missing input
         return found, self.deps.readers(outputs) > len(found), needs
 
     def release(self, task_ids: Iterable[int]) -> None:
