@@ -443,7 +443,7 @@ class MasterRole:
         idle = len(self.book.idle())
         report = RoundReport(0.0, 0, idle, len(pairs), "successor", 0.0, 0)
         await self._place(pairs, [offer for offer, _ in direct], report, done, mark)
-        self.book.leftover(self.stock.round_ended(time.monotonic()), time.monotonic())
+        self.book.leftover(self.stock.round_ended(now := time.monotonic()), now)
         self._account(len(pairs), len(pairs), idle, 0)
 
     async def _place(

@@ -16,6 +16,7 @@ from glidein_ext.tq.client import pilotkeys
 from glidein_ext.tq.client.protocol import (
     Claim,
     Completion,
+    MasterInfo,
     Pair,
     PilotKey,
     RegisterAnswer,
@@ -324,11 +325,16 @@ def test_a_merge_of_inputs_made_at_two_sites_runs_once_at_one_of_them(store_for:
     assert {r.state for r in rows} == {"done"} and {r.attempt for r in rows} == {1}
 
 
-def test_a_site_is_offered_first_what_its_idle_pilots_made(store_for: Any) -> None:
-    clock = Clock()
-    store = store_for(clock, default_architecture=Architecture.DISTRIBUTED)
+def _distributed_site(store_for: Any) -> tuple[Any, MasterInfo]:
+    """A store whose site S is distributed, three pilots registered; its master."""
+    store = store_for(Clock(), default_architecture=Architecture.DISTRIBUTED)
     master = _register(store, 3)[0].master
     assert master is not None
+    return store, master
+
+
+def test_a_site_is_offered_first_what_its_idle_pilots_made(store_for: Any) -> None:
+    store, master = _distributed_site(store_for)
     store.submit(parse_workflow(generate("w1", scale=8 / 80)))  # 8 chains of 2 steps
     offers = store.sync("S", SiteSync(master.pilot_id, master.epoch, want=1)).tasks
     _run_at(store, "S", master, 2, offers[0])
@@ -344,10 +350,7 @@ def test_assign_names_each_task_s_successors_and_takes_them_with_the_completion(
     another site: ``assign`` names b and m as a's successors (m needs c too; d does not fit),
     says a feeds more; a round without a sync carries a's completion in its ``assign``, which
     queues b and frees the pilot before the pair (b, that pilot) is checked."""
-    clock = Clock()
-    store = store_for(clock, default_architecture=Architecture.DISTRIBUTED)
-    master = _register(store, 3)[0].master
-    assert master is not None
+    store, master = _distributed_site(store_for)
     store.submit(
         _workflow(
             {"name": "a", "command": "true", "outputs": ["/fa"]},
@@ -398,10 +401,7 @@ def test_a_merge_is_each_input_makers_joint_successor_and_runs_without_a_sync(
 ) -> None:
     """m reads the outputs of a and c, both placed at the site: each one's ``assign`` names m
     with the other; the completions of both, carried by the ``assign`` of m, queue it first."""
-    clock = Clock()
-    store = store_for(clock, default_architecture=Architecture.DISTRIBUTED)
-    master = _register(store, 3)[0].master
-    assert master is not None
+    store, master = _distributed_site(store_for)
     store.submit(
         _workflow(
             {"name": "a", "command": "true", "outputs": ["/fa"]},
