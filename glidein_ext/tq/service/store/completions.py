@@ -27,7 +27,7 @@ from glidein_ext.tq.models import Architecture, PilotState, QueuedTask, TaskStat
 from glidein_ext.tq.service import tables as t
 from glidein_ext.tq.service.store.core import StoreCore, Tx, chunks, queued_task, reread_queued
 from glidein_ext.tq.service.store.direct import run
-from glidein_ext.tq.service.store.statements import insert_row, row_by_id, update_row
+from glidein_ext.tq.service.store.statements import constant_in, insert_row, row_by_id, update_row
 
 REPORT_CHARS = 4000  # of a task's report (its log's tail) kept in the database
 
@@ -36,9 +36,28 @@ _SEEN = sa.select(t.completions.c.ok).where(
     t.completions.c.task_id == sa.bindparam("task"),
     t.completions.c.attempt == sa.bindparam("attempt"),
 )
-_AFTER = sa.select(t.task_after.c.task_id).where(t.task_after.c.after_id == sa.bindparam("done"))
+UNFINISHED = (TaskState.WAITING.value, TaskState.QUEUED.value, TaskState.RUNNING.value)
+# One unfinished task of the workflow is enough to know it goes on (an index lookup, not a count).
+_UNFINISHED = (
+    sa.select(t.tasks.c.id)
+    .where(
+        t.tasks.c.workflow_id == sa.bindparam("workflow"),
+        constant_in(t.tasks.c.state, UNFINISHED),
+    )
+    .limit(1)
+)
+# The tasks that wait for this one and whether its workflow goes on, in one statement (a round
+# trip fewer on PostgreSQL): one row per waiting task, or a single row with no task.
+_ONE = sa.select(sa.literal_column("1").label("one")).subquery("one")
+_AFTER_AND_UNFINISHED = sa.select(
+    t.task_after.c.task_id, _UNFINISHED.scalar_subquery().label("unfinished")
+).select_from(_ONE.outerjoin(t.task_after, t.task_after.c.after_id == sa.bindparam("done")))
 _LFNS: sa.BindParameter[list[str]] = sa.bindparam("lfns", expanding=True)
 _READERS = sa.select(t.task_inputs.c.task_id).where(t.task_inputs.c.lfn.in_(_LFNS))
+# One output (the usual case) without an expanding list, so that it runs on the driver.
+_READERS_OF_ONE = sa.select(t.task_inputs.c.task_id).where(
+    t.task_inputs.c.lfn == sa.bindparam("lfn")
+)
 _PRODUCERS = sa.select(t.files.c.lfn, t.files.c.produced_by).where(t.files.c.lfn.in_(_LFNS))
 _DROP_FILES = t.files.delete().where(t.files.c.lfn.in_(_LFNS))
 _ADD_FILES = sa.insert(t.files)
@@ -71,6 +90,7 @@ class Ended:
     state: TaskState
     outputs: tuple[str, ...]  # the task's declared outputs
     site: str  # the reporting pilot's
+    finished: bool  # the workflow has no task left waiting, queued or running
 
 
 class Completions:
@@ -128,16 +148,21 @@ class Completions:
             "task_id": None,
             "last_seen": now,
         }
+        finished: bool | None = None
         if clash is not None:
             state = _clashed(conn, task, clash, completion.report, now)
         elif ok:
-            newly_queued = _succeeded(conn, task, declared, completion.report, now)
+            newly_queued, finished = _succeeded(
+                conn, task, declared, completion.report, now, pilot.site
+            )
             if self.core.default_architecture is Architecture.PRE_DHT and declared:
                 cached = {*json.loads(pilot.cached), *declared}
                 pilot_values["cached"] = json.dumps(sorted(cached))
             state = TaskState.DONE
         else:
             state, newly_queued = _failed(conn, task, exit_code, completion.report, now)
+        if finished is None:
+            finished = run(conn, _UNFINISHED, {"workflow": task.workflow_id}).first() is None
         update_row(conn, t.pilots, pilot_id, pilot_values)
 
         def ended() -> None:
@@ -149,21 +174,25 @@ class Completions:
 
         tx.after_commit(ended)
         answer = CompletionAnswer(accepted=True, duplicate=False, state=state.value)
-        return answer, Ended(task.workflow_id, state, tuple(declared), pilot.site)
+        return answer, Ended(task.workflow_id, state, tuple(declared), pilot.site, finished)
 
 
 def _succeeded(
-    conn: Connection, task: Any, declared: Sequence[str], report: str, now: float
-) -> list[QueuedTask]:
-    """Done: its outputs exist now; the waiting tasks this releases."""
+    conn: Connection, task: Any, declared: Sequence[str], report: str, now: float, site: str
+) -> tuple[list[QueuedTask], bool]:
+    """Done: its outputs exist now, at the reporting pilot's site (Delgado Peris 2014 §III.B);
+    the waiting tasks this releases, and whether the workflow is finished."""
     done = {"state": TaskState.DONE.value, "exit_code": 0, "report": report[:REPORT_CHARS]}
     update_row(conn, t.tasks, task.id, {**done, "finished_at": now})
     if declared:
         conn.execute(
             _ADD_FILES,
-            [{"lfn": lfn, "produced_by": task.id, "created_at": now} for lfn in declared],
+            [
+                {"lfn": lfn, "produced_by": task.id, "created_at": now, "site": site}
+                for lfn in declared
+            ],
         )
-    return _release(conn, task.id, declared, now)
+    return _release(conn, task, declared, now)
 
 
 def _produced_elsewhere(conn: Connection, declared: Sequence[str]) -> str | None:
@@ -219,13 +248,19 @@ def _failed(
 
 
 def _release(
-    conn: Connection, done_id: int, outputs: Sequence[str], now: float
-) -> list[QueuedTask]:
-    """Waiting tasks that read these outputs or wait for this task, and are now runnable."""
+    conn: Connection, done: Any, outputs: Sequence[str], now: float
+) -> tuple[list[QueuedTask], bool]:
+    """Waiting tasks that read these outputs or wait for this task, and are now runnable; and
+    whether the workflow is finished (releasing keeps a task unfinished: waiting to queued)."""
     candidates: set[int] = set()
-    for chunk in chunks(outputs):
-        candidates.update(conn.execute(_READERS, {"lfns": chunk}).scalars())
-    candidates.update(run(conn, _AFTER, {"done": done_id}).scalars())
+    if len(outputs) == 1:
+        candidates.update(run(conn, _READERS_OF_ONE, {"lfn": outputs[0]}).scalars())
+    else:
+        for chunk in chunks(outputs):
+            candidates.update(conn.execute(_READERS, {"lfns": chunk}).scalars())
+    rows = run(conn, _AFTER_AND_UNFINISHED, {"done": done.id, "workflow": done.workflow_id}).all()
+    candidates.update(row.task_id for row in rows if row.task_id is not None)
+    finished = rows[0].unfinished is None
     released: list[QueuedTask] = []
     for task_id in sorted(candidates):
         # Locked: of two completions (in two processes) providing its last inputs, the
@@ -235,4 +270,4 @@ def _release(
             continue
         update_row(conn, t.tasks, task_id, {"state": TaskState.QUEUED.value, "runnable_since": now})
         released.append(queued_task(row, since=now))  # read before its update
-    return released
+    return released, finished

@@ -40,14 +40,11 @@ from glidein_ext.tq.service import tables as t
 from glidein_ext.tq.service.counters import RunCounters
 from glidein_ext.tq.service.store.completions import Completions, Ended
 from glidein_ext.tq.service.store.core import ACTIVE, StoreCore, Tx
-from glidein_ext.tq.service.store.direct import run
 from glidein_ext.tq.service.store.pilots import PilotProtocol
-from glidein_ext.tq.service.store.statements import constant_in
 from glidein_ext.tq.service.store.workflows import WorkflowSubmission
 from glidein_ext.tq.workflow import WorkflowDef
 
 CONTACTS = 20  # site contacts handed to a joining pilot: Kademlia's k
-UNFINISHED = (TaskState.WAITING.value, TaskState.QUEUED.value, TaskState.RUNNING.value)
 
 
 class SiteCoordination:
@@ -156,22 +153,17 @@ class SiteCoordination:
         return answer
 
     def _after_completion(self, tx: Tx, pilot_id: int, completion: Completion, task: Ended) -> None:
-        """The produced files' site, what the pilot caches now, and the counters (the workflow
-        may have ended)."""
+        """What the pilot caches now, and the counters (the workflow may have ended).  The
+        produced files' site is recorded with them (``completions``)."""
         now = self.core.clock()
-        conn = tx.conn
-        site = task.site
-        if task.state is TaskState.DONE:
-            if task.outputs:  # a completion records the files of its declared outputs only
-                run(conn, _FILES_SITE, {"task": completion.task_id, "v_site": site})
-            if self.architecture_of(site) is not Architecture.DISTRIBUTED:
-                # The pilot caches what it produced: the TQ's matcher prefers it for the
-                # tasks that read it (pre-DHT, and centralized until the pilot's next
-                # request brings its whole cache list).
-                outputs = list(task.outputs)
-                tx.after_commit(functools.partial(self.core.matcher.add_cached, pilot_id, outputs))
-        # one unfinished task is enough to know (an index lookup, not a count of them all)
-        remaining = run(conn, _UNFINISHED, {"workflow": task.workflow_id}).first()
+        if task.state is TaskState.DONE and self.architecture_of(task.site) is not (
+            Architecture.DISTRIBUTED
+        ):
+            # The pilot caches what it produced: the TQ's matcher prefers it for the tasks
+            # that read it (pre-DHT, and centralized until the pilot's next request brings its
+            # whole cache list).
+            outputs = list(task.outputs)
+            tx.after_commit(functools.partial(self.core.matcher.add_cached, pilot_id, outputs))
 
         def count() -> None:
             self.counters.on_completion(
@@ -181,7 +173,7 @@ class SiteCoordination:
                 completion.ended_at,
                 completion.origins,
             )
-            if remaining is None:
+            if task.finished:
                 self.counters.on_finish(task.workflow_id, now)
 
         tx.after_commit(count)
@@ -211,23 +203,6 @@ class SiteCoordination:
 
         tx.after_commit(count)
         return workflow_id
-
-
-# ``_after_completion``'s statements, built once (building one costs more than running it).
-_FILES_SITE = (
-    t.files.update()
-    .where(t.files.c.produced_by == sa.bindparam("task"))
-    .values(site=sa.bindparam("v_site"))
-)
-# one unfinished task is enough to know (an index lookup, not a count of them all)
-_UNFINISHED = (
-    sa.select(t.tasks.c.id)
-    .where(
-        t.tasks.c.workflow_id == sa.bindparam("workflow"),
-        constant_in(t.tasks.c.state, UNFINISHED),
-    )
-    .limit(1)
-)
 
 
 def site_row(conn: Connection, site: str) -> Any:
