@@ -56,7 +56,8 @@ from glidein_ext.errors import (
 from glidein_ext.sched.assign import DEFAULT_METHOD, optimal_available
 from glidein_ext.sched.matrix import RankMatrix
 from glidein_ext.sched.ranking import InputFile, TaskEntry, TaskSpec
-from glidein_ext.sched.rounds import Report, RoundBook
+from glidein_ext.sched.roundrecords import Report
+from glidein_ext.sched.rounds import RoundBook
 from glidein_ext.sched.stock import OfferStock
 from glidein_ext.sched.tasklist import (
     TaskList,
@@ -137,6 +138,7 @@ class MasterRole:
             period=period,
             heartbeat=heartbeat,
             grace=grace,
+            long_poll=True,
             now=time.monotonic(),
         )
         self.stock: OfferStock[TaskOffer] = OfferStock()  # the successors the TQ named
@@ -307,7 +309,7 @@ class MasterRole:
             return None
         self.book.reported()
         self.stock.round_ended(time.monotonic())  # the Task Queue's offers are fresh now
-        self.book.supply(answer.queued)  # nothing runnable: the idle rounds slow down
+        self.book.supply(answer.queued, wait > 0)  # nothing runnable: the site is dry
         for phase, seconds in call.phases:  # the Task Queue has these (counted since)
             self._unsent_phases[phase] -= seconds
         if answer.keys or answer.gone:

@@ -39,12 +39,11 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from glidein_ext.sched.roundrecords import Candidates, Key, Report, Worker
 from glidein_ext.sched.tasklist import Reply
 
-Key = tuple[int, int]  # (task id, attempt)
 REMEMBERED = 65536  # completions remembered as reported (resends are answered, not re-reported)
 WANT_PER_IDLE = 4  # runnable tasks fetched per idle worker: a choice for the ranking
 MAX_WANT = 2000
@@ -67,40 +66,6 @@ def full_batch(workers: float, fraction: float = FULL_FRACTION) -> int:
     return max(FULL_MIN, math.ceil(fraction * workers))
 
 
-@dataclass
-class Worker:
-    """One worker as the master sees it."""
-
-    pilot_id: int
-    address: tuple[str, int]
-    task: Key | None = None  # what it runs, per the master (None: idle)
-    missed: int = 0  # rounds in a row without its reply
-    awaiting_since: float | None = None  # idle, the completion of ``task`` not here yet
-    delivering: bool = False  # ``task`` is on its way to it (the master hands out meanwhile)
-    delivered_in: int = -1  # the round in progress when it acknowledged ``task``
-    heard: float = 0.0  # when it was last heard (a reply, a message, a probe answered)
-    finished: int = 0  # the task id of its last completion that came (0: none)
-
-
-@dataclass(frozen=True)
-class Report:
-    """What a Task Queue call carries for the master: completions (pilot id, completion), dead
-    workers, tasks to release."""
-
-    completions: tuple[tuple[int, Any], ...] = ()
-    dead: tuple[int, ...] = ()
-    release: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
-class Candidates:
-    """The columns of the round's rank matrix: idle workers that replied, and their ranks."""
-
-    pilots: tuple[int, ...]
-    ranks: tuple[dict[int, float], ...]
-    truncated: tuple[int, ...]
-
-
 class RoundBook:
     """The master's state between rounds."""
 
@@ -116,9 +81,11 @@ class RoundBook:
         grace: float = 0.0,
         idle_max: float = IDLE_MAX,
         full_fraction: float = FULL_FRACTION,
+        long_poll: bool = False,
         now: float = 0.0,
     ) -> None:
         self.me = me
+        self.long_poll = long_poll  # a dry site's round waits at the Task Queue (poll_wait)
         self.full_fraction = full_fraction  # 0: rounds by the window alone (the paper's period)
         self.grace = grace
         self.idle_max = idle_max
@@ -141,6 +108,7 @@ class RoundBook:
         self._last_round = now
         self._last_call = now
         self._dry = 0  # empty answers in a row (the idle period doubles with each)
+        self._polls = 0  # of them, answers to long polls
         self._quiet: set[Key] = set()  # pending completions that wait for the next call
 
     # --- the roster -----------------------------------------------------------------------------
@@ -201,6 +169,9 @@ class RoundBook:
 
     def idle(self) -> list[int]:
         return [w.pilot_id for w in self.workers.values() if w.task is None]
+
+    def _all_idle(self) -> bool:
+        return bool(self.workers) and all(w.task is None for w in self.workers.values())
 
     def awaiting(self) -> list[int]:
         """Workers idle at home but busy at the Task Queue: their completion has not come."""
@@ -288,18 +259,27 @@ class RoundBook:
             return None
         return min(self._last_event + self.window, self._trigger_at + MAX_BATCH * self.window)
 
-    def supply(self, runnable: int) -> None:
-        """A Task Queue answer: how many runnable tasks the site has."""
+    def supply(self, runnable: int, polled: bool = False) -> None:
+        """A Task Queue answer: how many runnable tasks the site has; ``polled``: the answer to
+        a long poll (it waited at the Task Queue)."""
         self._dry = 0 if runnable else min(self._dry + 1, 16)
+        self._polls = 0 if runnable else min(self._polls + polled, 16)
 
     @property
     def idle_period(self) -> float:
         """Seconds between rounds without events: ``period``, doubled by each empty answer in a
-        row, at most ``idle_max`` and the heartbeat (and never below ``period``)."""
-        if not self._dry:
+        row, at most ``idle_max`` and the heartbeat (and never below ``period``).  A master that
+        long-polls waits at the Task Queue instead: when the site has just gone idle (no worker
+        busy, and its last call was no poll), the next round comes after ``period`` and its
+        ``sync`` waits for work, so a workflow submitted then reaches the site at once; each
+        empty poll doubles the period as before (a busy site's completions bring its rounds)."""
+        empty = self._dry
+        if self.long_poll and empty and self.poll_wait() and self._all_idle():
+            empty = self._polls
+        if not empty:
             return self.period
         longest = min(self.heartbeat, self.idle_max)
-        return max(self.period, min(longest, self.period * 2.0**self._dry))
+        return max(self.period, min(longest, self.period * 2.0**empty))
 
     def leftover(self, successors: int, now: float) -> None:
         """A round from the successors left some to the Task Queue: the site is not dry, and a

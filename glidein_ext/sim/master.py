@@ -21,7 +21,8 @@ from glidein_ext.dht import wire
 from glidein_ext.sched.assign import assign
 from glidein_ext.sched.matrix import RankMatrix
 from glidein_ext.sched.ranking import InputFile, Ranker, TaskEntry, TaskSpec, WorkerAd, WorkerState
-from glidein_ext.sched.rounds import Report, RoundBook
+from glidein_ext.sched.roundrecords import Report
+from glidein_ext.sched.rounds import RoundBook
 from glidein_ext.sched.stock import OfferStock
 from glidein_ext.sched.tasklist import (
     TaskList,
@@ -78,6 +79,7 @@ class SiteMaster:
             period=config.round_period,
             heartbeat=max(0.5, config.master_timeout / 3),
             full_fraction=config.round_full,
+            long_poll=config.long_poll,
             now=ctx.env.now,
         )
         self.stock: OfferStock[SimTask] = OfferStock()
@@ -169,7 +171,7 @@ class SiteMaster:
         else:
             offers, runnable = yield from tq.long_sync(self.site, outcomes, want, 0.0)
         self.book.reported()
-        self.book.supply(runnable)
+        self.book.supply(runnable, wait > 0)
         self.stock.round_ended(self.ctx.env.now)  # the Task Queue has the completions
         # More runnable than asked for: another round if a worker is left idle (``agent.master``)
         self._more = runnable > len(offers)

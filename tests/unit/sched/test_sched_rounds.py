@@ -352,6 +352,36 @@ def test_an_idle_site_polls_less_while_the_task_queue_has_nothing_for_it() -> No
     assert short.idle_period == 1.5  # never beyond the heartbeat (the workers' silence)
 
 
+def test_a_long_polling_master_whose_site_went_idle_waits_at_the_task_queue_at_once() -> None:
+    # The site's last worker finished and the call that carried it found nothing runnable: the
+    # next round comes after the period and its sync waits at the Task Queue, so a workflow
+    # submitted meanwhile reaches the site at once (not after a doubled idle period).
+    book = RoundBook(1, window=0.2, period=1.0, heartbeat=20.0, idle_max=10.0, long_poll=True)
+    book.join(7, A, now=0.0)
+    book.join(8, A, now=0.0)
+    book.start_round(0.5)
+    for _ in range(3):
+        book.supply(0)  # empty answers to calls that were no polls (they carried completions)
+        assert book.idle_period == 1.0 and book.poll_wait() == 20.0
+    book.supply(0, polled=True)  # an empty poll: the rounds slow down as before
+    book.supply(0, polled=True)
+    assert book.idle_period == 4.0
+    book.supply(2)  # work again
+    book.supply(0)
+    assert book.idle_period == 1.0
+    # A busy worker: its completion will bring a round; the dry site's idle rounds (a TaskList
+    # to every worker each) slow down as without the long poll.
+    book.assigned([(40, 7, 1)])
+    assert book.idle_period == 2.0
+    book.supply(0)
+    assert book.idle_period == 4.0
+    plain = RoundBook(1, window=0.2, period=1.0, heartbeat=20.0, idle_max=10.0)
+    plain.join(7, A, now=0.0)
+    plain.supply(0)
+    plain.supply(0)
+    assert plain.idle_period == 4.0  # a master that does not long-poll polls less instead
+
+
 def _dry_book() -> RoundBook:
     book = _book()
     book.join(7, A, now=0.0)
