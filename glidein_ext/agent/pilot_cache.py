@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -47,6 +48,12 @@ from glidein_ext.tq.client.protocol import Neighbour
 log = logging.getLogger("glidein_ext.agent")
 
 _DEFAULTS = AgentSettings()
+
+# A maker publishes its outputs in the site DHT while it reports its completion (``agent.worker``),
+# so a reader the master placed at once may look before the publication has landed: it looks
+# again after these pauses (seconds) before reading the SE.  A file no pilot of the site holds
+# (made at another site, or the workflow's own input) costs their sum.
+LOCATE_AGAIN = (0.25,)
 
 Locate = Callable[[str], Sequence[Location]]
 """The replicas of an LFN the site DHT knows (Delgado Peris 2014 §III.A)."""
@@ -191,6 +198,11 @@ class PilotCache:
         if self.locate is None or self.peer_client is None:
             return None
         replicas = [r for r in self.locate(lfn) if r.pilot_id != self.pilot_id]
+        for pause in LOCATE_AGAIN:
+            if replicas:
+                break
+            time.sleep(pause)
+            replicas = [r for r in self.locate(lfn) if r.pilot_id != self.pilot_id]
         random.shuffle(replicas)  # spread the readers of a popular file over its replicas
         for replica in replicas:
             try:

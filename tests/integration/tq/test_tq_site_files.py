@@ -6,6 +6,7 @@ SE), withdrawal when a file leaves a cache, and the origin of each input."""
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -109,3 +110,23 @@ def test_a_file_that_leaves_a_cache_is_withdrawn_from_the_dht(site: list[SiteNet
     assert origin == "peer" and path.read_bytes() == GOOD
     c.publish_cache()  # the fetched input is a replica too
     assert {r.pilot_id for r in a.locate(LFN)} == {2, 3}
+
+
+def test_a_reader_looks_again_for_a_location_still_being_published(
+    site: list[SiteNetwork], tmp_path: Path
+) -> None:
+    # The maker publishes while it reports its completion: a reader placed at once may look
+    # first.  It looks again before it reads the SE (which has the file too: stage-out).
+    a, _, c = site
+    on_se = tmp_path / "se" / LFN.lstrip("/")
+    on_se.parent.mkdir(parents=True, exist_ok=True)
+    on_se.write_bytes(GOOD)
+    a.cache.store.insert_bytes(LFN, GOOD)
+    assert c.locate(LFN) == []
+    publisher = threading.Timer(0.05, a.publish_cache)
+    publisher.start()
+    try:
+        path, origin = c.cache.fetch(LFN)
+    finally:
+        publisher.join()
+    assert (origin, path.read_bytes()) == ("peer", GOOD)
