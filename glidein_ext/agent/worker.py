@@ -52,7 +52,7 @@ from glidein_ext.agent.masterlink import MasterLink
 from glidein_ext.agent.sitenet import SiteNetwork
 from glidein_ext.cache.need import NeededFiles, needed_files
 from glidein_ext.errors import DhtError
-from glidein_ext.sched.election import MasterView, Succession
+from glidein_ext.sched.election import MasterView, Succession, lost_own_task
 from glidein_ext.sched.outbox import Outbox
 from glidein_ext.sched.ranking import Ranker, TaskEntry, WorkerState
 from glidein_ext.sched.tasklist import combine, decode_tasklist, encode_reply
@@ -357,8 +357,16 @@ class DistributedWorker:
             **self.master_settings,
         )
         role.install(pilots)
-        for _, completion in self.outbox.everything():  # what no master synced: ours now
+        unsynced = self.outbox.everything()
+        for _, completion in unsynced:  # what no master synced: ours now
             role.local_done(self.pilot_id, completion)
+        running = self.current  # read once: the pilot's thread clears it
+        listed = next((p.task_id for p in pilots if p.pilot_id == self.pilot_id), None)
+        held = {key[0] for key, _ in unsynced}
+        lost = lost_own_task(listed, running[0] if running else None, held)
+        if lost is not None:  # listed as ours, never received: the Task Queue requeues it
+            log.info("pilot %s: task %s never reached this pilot; released", self.pilot_id, lost)
+            role.book.undelivered(lost, self.pilot_id)
         self.master = role
         self.loop.spawn(role.run(), name=f"master-{self.pilot_id}")
 

@@ -19,6 +19,9 @@ informed about the result."  Two halves:
   the role only to the lowest live id, so its claim is refused while a successor's is due, and a
   wait of ``patience`` (minutes) would leave the site without a master if the successors left
   with the master.  A refused claim that names a live master adopts it.
+- :func:`lost_own_task`, the new master's own pilot at a takeover: the Task Queue may list it
+  holding a task it never got (its hand-out failed and the old master died before the release
+  reached the Task Queue); a master is no worker of its own rounds, so it releases that task.
 
 Python 3.9, standard library only (it runs in the pilots).
 """
@@ -195,3 +198,12 @@ class Succession:
             return max(0.0, self._heard_at + self.silence - now)
         start = max(self._next_claim, self._dead_since + self._claim_delay())
         return max(0.0, start - now)
+
+
+def lost_own_task(listed: int | None, running: int | None, unsynced: Collection[int]) -> int | None:
+    """At a takeover: the task the Task Queue lists for the new master's own pilot (``listed``),
+    when that pilot neither runs it (``running``: its task, running or being reported) nor
+    holds its completion for a sync (``unsynced``); None when there is none to release."""
+    if listed is None or listed == running or listed in unsynced:
+        return None
+    return listed

@@ -3,7 +3,7 @@ worker's succession, driven synchronously."""
 
 from __future__ import annotations
 
-from glidein_ext.sched.election import Action, MasterView, Succession, arbitrate
+from glidein_ext.sched.election import Action, MasterView, Succession, arbitrate, lost_own_task
 
 LIVE = {3, 5, 8, 13}
 
@@ -107,3 +107,12 @@ def test_a_leaving_masters_resignation_tells_the_order() -> None:
     first.heard(MASTER, now=0.0, successors=[5, 8])
     first.forget(5.0, successors=[8, 13])  # 5 left with the master
     assert first.next_action(5.0) is Action.CLAIM
+
+
+def test_a_new_master_releases_a_task_listed_as_its_own_that_it_never_got() -> None:
+    # Its hand-out failed, and the old master died before the release reached the Task Queue.
+    assert lost_own_task(12, None, set()) == 12
+    assert lost_own_task(12, 9, {9}) == 12  # it runs another one
+    assert lost_own_task(12, 12, set()) is None  # it runs it: its completion will come
+    assert lost_own_task(12, None, {12}) is None  # it ran it: the completion rides a sync
+    assert lost_own_task(None, None, set()) is None
