@@ -8,8 +8,9 @@ A Task Queue (``tq serve --architecture distributed``) and one site of ``--pilot
 over ``--processes`` processes (``pilot run --pilots N``; the master alone in the first), each
 task a real subprocess writing real files, run each workflow; the Task Queue's counters (as
 ``tq status --json`` shows them) give one row per workflow.  Then ``glidein_ext.sim`` runs the
-same site (pilots, tasks, task length, round period, master timeout, heartbeats; loopback
-latencies) with this machine's calibration, and the table shows both and whether they agree:
+same site (pilots, tasks, round period, master timeout, heartbeats; loopback latencies; the
+tasks as long as the real ones took at their pilots, mean and spread, from the counters'
+``task_time``) with this machine's calibration, and the table shows both and whether they agree:
 
   requests per task     within 25% (relative)
   inter-task delay p50  within 1 s, or within 50%
@@ -22,6 +23,7 @@ latencies) with this machine's calibration, and the table shows both and whether
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import tempfile
 import time
@@ -45,8 +47,11 @@ def agree(real: float | None, sim: float | None, rel: float, absolute: float) ->
 
 
 def simulated(
-    pilots: int, kind: str, tasks: int, sleep: float, master_timeout: float
+    pilots: int, kind: str, tasks: int, task_time: tuple[float, float], master_timeout: float
 ) -> dict[str, Any]:
+    """The simulator at the real run's size, its tasks as long as the real ones were (mean and
+    standard deviation: a wave's completions spread as the real ones did, which decides how
+    many rounds it makes)."""
     from glidein_ext.sim.calibration import calibrate
     from glidein_ext.sim.config import Network, SimConfig, Storage, TqCosts
     from glidein_ext.sim.engine import simulate
@@ -57,8 +62,8 @@ def simulated(
         tasks=tasks,
         pilots=pilots,
         sites=1,
-        runtime_mean=sleep + 0.05,  # the task's subprocess start and its files
-        runtime_sd=0.02,
+        runtime_mean=task_time[0],
+        runtime_sd=task_time[1],
         file_size=100,
         round_period=1.0,
         master_timeout=master_timeout,
@@ -82,6 +87,15 @@ def measured(row: Any) -> dict[str, Any]:
     }
 
 
+def task_time(counters: dict[str, Any], sleep: float) -> tuple[float, float]:
+    """The real tasks' time at their pilots (mean, sd); without one, the sleep plus the
+    subprocess start and the files (0.05 s) and a small spread."""
+    measured_time = counters.get("task_time") or {}
+    if measured_time.get("mean") is None:
+        return sleep + 0.05, 0.02
+    return float(measured_time["mean"]), float(measured_time["sd"])
+
+
 def _phases(site: Any) -> dict[str, float]:
     """The master's round phases so far (seconds, summed over the site's masters' rounds)."""
     counters = site.operator.call("GET", "/api/v1/counters")
@@ -90,6 +104,36 @@ def _phases(site: Any) -> dict[str, float]:
         for phase, seconds in spent.items():
             found[phase] = found.get(phase, 0.0) + float(seconds)
     return found
+
+
+def _timeline(database: str, workflow_id: int) -> list[str]:
+    """Per step of a real run: when its tasks became runnable and when they ended, in seconds
+    since the submission (min/median/max), from the Task Queue's database: where a workflow's
+    turnaround goes."""
+    import sqlite3
+    import statistics
+
+    with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
+        (submitted,) = db.execute(
+            "SELECT submitted_at FROM workflows WHERE id = ?", (workflow_id,)
+        ).fetchone()
+        rows = db.execute(
+            "SELECT step, runnable_since, finished_at FROM tasks WHERE workflow_id = ?",
+            (workflow_id,),
+        ).fetchall()
+    lines = []
+    for step in sorted({r[0] for r in rows}):
+        spans = []
+        for index in (1, 2):
+            values = sorted(r[index] - submitted for r in rows if r[0] == step and r[index])
+            spans.append(
+                f"{values[0]:.1f}/{statistics.median(values):.1f}/{values[-1]:.1f}"
+                if values
+                else "-"
+            )
+        count = sum(1 for r in rows if r[0] == step)
+        lines.append(f"step {step}: {count} tasks, runnable {spans[0]} s, ended {spans[1]} s")
+    return lines
 
 
 def _fmt(value: float | None) -> str:
@@ -135,9 +179,14 @@ def main() -> None:
             before = _phases(site)
             counters = site.run_workflow(kind, args.scale, sleep=args.sleep, timeout=1800)
             real[kind] = measured(row("distributed", counters))
+            real[kind]["task_time"] = task_time(counters, args.sleep)
             real[kind]["phases"] = {p: s - before.get(p, 0.0) for p, s in _phases(site).items()}
+            assert site.server is not None
+            real[kind]["timeline"] = _timeline(site.server.database, counters["id"])
     sims = {
-        kind: simulated(args.pilots, kind, real[kind]["tasks"], args.sleep, args.master_timeout)
+        kind: simulated(
+            args.pilots, kind, real[kind]["tasks"], real[kind]["task_time"], args.master_timeout
+        )
         for kind in kinds
     }
     print(
@@ -160,8 +209,12 @@ def main() -> None:
         for label, values in (("real", real[kind]), ("sim", sims[kind])):
             by_kind = sorted(values["requests_by_kind"].items())
             print(f"    {label} requests: " + ", ".join(f"{k} {n}" for k, n in by_kind))
+        mean, sd = real[kind]["task_time"]
+        print(f"    task time (real, given to the simulator): mean {mean:.2f} s, sd {sd:.2f} s")
         spent = real[kind]["phases"]
         print("    real master, seconds: " + ", ".join(f"{p} {s:.2f}" for p, s in spent.items()))
+        for line in real[kind]["timeline"]:
+            print(f"    real {line} (min/median/max since the submission)")
     print(
         "margins: req/task and turnaround 25%, delay p50 1 s or 50%, hit ratios 0.10; "
         f"{sum(verdicts)}/{len(verdicts)} agree ({time.monotonic() - started:.0f} s)"

@@ -13,6 +13,8 @@ round a distributed master reports.  ``snapshot`` gives, overall and per workflo
   one (times reported by the pilot), over pairs of tasks of the same workflow: median, p99, mean
   (Delgado Peris 2014 §IV.A, figure 3);
 - **turnaround**: from the submission to the end of the workflow's last task;
+- **task time**: how long its tasks took at their pilots (stage-in to stage-out): count, mean,
+  standard deviation (what a simulator of the run is given);
 - **cache hit ratio**: inputs read from a cache (the pilot's own, a same-host pilot's, a peer's
   through the DHT) over all inputs read; **local hit ratio**: inputs read from the pilot's node
   (its own cache, or a same-host pilot's by hard link) over all (Delgado Peris 2014 §IV.B, figures
@@ -246,6 +248,7 @@ class RunCounters:
                 metrics.update(
                     id=run.workflow_id,
                     name=run.name,
+                    task_time=span_stats(span for spans in run.spans.values() for span in spans),
                     submitted_at=run.submitted_at,
                     finished_at=end,
                     turnaround=None if end is None else end - run.submitted_at,
@@ -269,6 +272,17 @@ class RunCounters:
 def _count(n: float) -> float:
     """A request count as shown: whole when it is (shares of overlapping workflows are not)."""
     return int(n) if float(n).is_integer() else round(n, 3)
+
+
+def span_stats(spans: Iterable[tuple[float, float]]) -> dict[str, float | int | None]:
+    """How long the workflow's tasks took at their pilots (stage-in and stage-out included):
+    count, mean and standard deviation in seconds (a simulator of the run takes these)."""
+    times = [end - start for start, end in spans]
+    if not times:
+        return {"n": 0, "mean": None, "sd": None}
+    mean = sum(times) / len(times)
+    sd = math.sqrt(sum((t - mean) ** 2 for t in times) / len(times))
+    return {"n": len(times), "mean": mean, "sd": sd}
 
 
 def idle_gaps(spans: Iterable[tuple[float, float]]) -> list[float]:

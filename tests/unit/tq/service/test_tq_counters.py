@@ -65,6 +65,8 @@ def test_a_workflows_window_counts_its_requests_delays_hits_and_rounds() -> None
     assert wf["inputs"] == {"cache": 1, "host": 0, "peer": 2, "se": 1}
     assert wf["cache_hit_ratio"] == 0.75 and wf["local_hit_ratio"] == 0.25
     assert wf["turnaround"] == pytest.approx(4.2)
+    # the tasks took 2.0 and 1.5 s at the pilot
+    assert wf["task_time"] == {"n": 2, "mean": pytest.approx(1.75), "sd": pytest.approx(0.25)}
     assert wf["rounds"] == {
         "n": 1,
         "rank_sum": 16.5,
