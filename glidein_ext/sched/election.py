@@ -3,7 +3,7 @@
 "Since every pilot needs to register with the TQ on wake-up, the TQ can assign the master role to a
 site's first registered pilot and inform the following ones about it.  When the master pilot dies,
 a simple election process is carried out to choose the pilot with lowest identifier and the TQ is
-informed about the result."  Two halves:
+informed about the result."  Three parts:
 
 - :func:`arbitrate`, the Task Queue's rule: the role goes to a claimant only if the old master is
   gone (it left, it was lost, or it has made no call for the master timeout) and the claimant is
