@@ -1,5 +1,6 @@
 """The store, once per engine (SQLite file, real PostgreSQL): migrations, atomic submit, the pilot
-protocol, idempotent completion, reaping, restart, the PilotMonitor's bookkeeping, the views.
+protocol, idempotent completion, a workflow's end, reaping, restart, the PilotMonitor's
+bookkeeping, the views.
 
 The PostgreSQL runs come from ``tests.support.postgres`` (skipped without PostgreSQL, failed if
 ``GLIDEIN_EXT_REQUIRE_POSTGRES=1``); what only PostgreSQL does (several processes on one
@@ -366,3 +367,57 @@ def test_heartbeat_answers_the_cached_files_queued_tasks_read(open_store: OpenSt
     clock.now += 3600  # past waitForData (the holder is idle and holds the input)
     assert store.request(runner) is not None  # running: no longer a task still to run
     assert store.heartbeat(holder).needed_cached == ()
+
+
+def _turnaround(store: Store, clock: Clock, workflow: int) -> Any:
+    runs = store.counters.snapshot(clock.now)["workflows"]
+    return next(r["turnaround"] for r in runs if r["id"] == workflow)
+
+
+def _run_next(store: Store, clock: Clock, pilot: int, exit_code: int = 0) -> str:
+    """The pilot takes its next task, which ends 10 s later; the task's name."""
+    task = store.request(pilot)
+    assert task is not None
+    clock.now += 10
+    _finish(store, pilot, task, exit_code)
+    return task.name
+
+
+def test_the_last_success_ends_the_workflow_and_releases_what_waits(
+    open_store: OpenStore,
+) -> None:
+    # The tasks a completion releases and whether its workflow goes on are one statement.
+    clock = Clock()
+    store = open_store(clock)
+    spec = {
+        "name": "chain",
+        "tasks": [
+            {"name": "make", "command": "true", "outputs": ["/store/a.dat"]},
+            {"name": "read", "command": "true", "inputs": ["/store/a.dat"]},
+            {"name": "last", "command": "true", "after": ["read"]},
+        ],
+    }
+    workflow = store.submit(parse_workflow(spec))
+    pilot = _register(store)
+    assert _run_next(store, clock, pilot) == "make"
+    assert _turnaround(store, clock, workflow) is None
+    assert _run_next(store, clock, pilot) == "read"  # released by its input
+    assert _turnaround(store, clock, workflow) is None
+    assert _run_next(store, clock, pilot) == "last"  # released by its ``after``
+    assert _turnaround(store, clock, workflow) == pytest.approx(30.0)
+    with store.engine.connect() as conn:
+        site = conn.execute(sa.select(tables.files.c.site)).scalar_one()
+    assert site == "S"  # recorded with the file, where it was produced
+
+
+def test_a_last_task_failing_for_good_ends_the_workflow(open_store: OpenStore) -> None:
+    clock = Clock()
+    store = open_store(clock)
+    spec = {"name": "fails", "tasks": [{"name": "t", "command": "false", "max_retries": 1}]}
+    workflow = store.submit(parse_workflow(spec))
+    pilot = _register(store)
+    _run_next(store, clock, pilot, exit_code=3)  # requeued: one retry left
+    assert _turnaround(store, clock, workflow) is None
+    _run_next(store, clock, pilot, exit_code=3)
+    assert [r.state for r in store.task_rows()] == ["failed"]
+    assert _turnaround(store, clock, workflow) == pytest.approx(20.0)
