@@ -19,6 +19,10 @@ class TaskState(enum.StrEnum):
     FAILED = "failed"
 
 
+# A workflow goes on while one of its tasks is in one of these.
+UNFINISHED = (TaskState.WAITING.value, TaskState.QUEUED.value, TaskState.RUNNING.value)
+
+
 class PilotState(enum.StrEnum):
     """Hasham 2011 §IV-A: inactive (submitted, not running), idle, busy; plus the ends of a
     pilot."""

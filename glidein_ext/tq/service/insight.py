@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from glidein_ext.errors import TaskQueueNotFound
-from glidein_ext.tq.models import PilotState, QueuedTask, TaskState
+from glidein_ext.tq.models import UNFINISHED, PilotState, QueuedTask, TaskState
 from glidein_ext.tq.service import tables as t
 from glidein_ext.tq.service.matcher import Matcher
 from glidein_ext.tq.service.store.core import pilot_info, queued_task
@@ -346,11 +346,10 @@ def stuck_snapshot(engine: Engine, now: float) -> Snapshot:
                 ).where(t.pilots.c.state == PilotState.BUSY.value)
             )
         ]
-        unfinished = (TaskState.WAITING.value, TaskState.QUEUED.value, TaskState.RUNNING.value)
         per_wf: dict[int, Counter[str]] = defaultdict(Counter)
         for wf_id, state, n in conn.execute(
             sa.select(t.tasks.c.workflow_id, t.tasks.c.state, sa.func.count())
-            .where(t.tasks.c.state.in_(unfinished))
+            .where(t.tasks.c.state.in_(UNFINISHED))
             .group_by(t.tasks.c.workflow_id, t.tasks.c.state)
         ):
             per_wf[wf_id][state] = n

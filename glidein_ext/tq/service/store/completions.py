@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection
 from glidein_ext.errors import TaskQueueNotFound
 from glidein_ext.tq.client.limits import shorten
 from glidein_ext.tq.client.protocol import Completion, CompletionAnswer
-from glidein_ext.tq.models import Architecture, PilotState, QueuedTask, TaskState
+from glidein_ext.tq.models import UNFINISHED, Architecture, PilotState, QueuedTask, TaskState
 from glidein_ext.tq.service import tables as t
 from glidein_ext.tq.service.store.core import StoreCore, Tx, chunks, queued_task, reread_queued
 from glidein_ext.tq.service.store.direct import run
@@ -36,7 +36,6 @@ _SEEN = sa.select(t.completions.c.ok).where(
     t.completions.c.task_id == sa.bindparam("task"),
     t.completions.c.attempt == sa.bindparam("attempt"),
 )
-UNFINISHED = (TaskState.WAITING.value, TaskState.QUEUED.value, TaskState.RUNNING.value)
 # One unfinished task of the workflow is enough to know it goes on (an index lookup, not a count).
 _UNFINISHED = (
     sa.select(t.tasks.c.id)
