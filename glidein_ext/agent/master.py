@@ -6,18 +6,18 @@ undelivered tasks, and the site's runnable tasks it wants), broadcasts the TaskL
 DHT, gets the workers' ranks back through the aggregation tree, builds the rank matrix of its idle
 workers and assigns at most one task to each (``sched.assign``: ``optimal`` by default, greedy
 when scipy is missing or asked for), tells the Task Queue (``assign``, one call, each task taken
-atomically) and then each assigned worker (MESSAGE ``assign``).  A round whose idle workers
-each finished a task with a successor (the Task Queue named them with each accepted pair) gives
-each its own task's successor: no ``sync``, no TaskList, its ``assign`` carries the completions
-(``sched.stock``).  Rounds come after events (a
-completion, a worker's hello, a TaskList cut to fit a datagram) and a short batching window, or
-every ``period`` without events; a call comes at least every ``heartbeat`` (only the master
-heartbeats in this architecture, for itself and its workers).  Workers that miss rounds and a
-probe are reported dead.  A leaving pilot's role ends with a last ``sync`` of what it holds
-(:meth:`MasterRole.close`).  Each pair ``assign`` refuses is logged (task, pilot, reason; rate
-limited), and the rounds' phase timings ride the next ``sync`` to the Task Queue's counters.  A
-call refused as stale (another pilot holds the role) ends the role; a
-call refused for its credential (revoked) ends the pilot.
+atomically) and then each assigned worker (MESSAGE ``assign``).  An idle worker that finished a
+task with a successor (the Task Queue names them with each accepted pair) gets it without ranking
+(``sched.stock``).  Rounds without a ``sync``, their ``assign`` carrying the completions: one whose
+idle workers all have such a successor has no TaskList; another ranks a TaskList of the last
+``sync``'s offers no round placed.  Rounds come after events (a completion, a worker's hello, a
+TaskList cut to fit a datagram) and a short batching window, or every ``period`` without events; a
+call comes at least every ``heartbeat`` (only the master heartbeats in this architecture, for
+itself and its workers).  Workers that miss rounds and a probe are reported dead.  A leaving
+pilot's role ends with a last ``sync`` of what it holds (:meth:`MasterRole.close`).  Each pair
+``assign`` refuses is logged (task, pilot, reason; rate limited), and the rounds' phase timings
+ride the next ``sync`` to the Task Queue's counters.  A call refused as stale (another pilot holds
+the role) ends the role; one refused for its credential (revoked) ends the pilot.
 
 The workers' hello/done/bye messages, sealed with each worker's key for this master's epoch,
 are taken by ``agent.inbox`` (the keys come with the claim's answer and with ``sync``); the
@@ -42,6 +42,8 @@ from glidein_ext.agent.broadcastwait import BroadcastWait
 from glidein_ext.agent.handout import HandOut
 from glidein_ext.agent.inbox import WorkerInbox
 from glidein_ext.agent.longpoll import unless_woken
+from glidein_ext.agent.offerentry import entry_of
+from glidein_ext.agent.phases import RoundPhases
 from glidein_ext.agent.refused import RefusedLog
 from glidein_ext.agent.solver import RoundSolver
 from glidein_ext.dht import wire
@@ -54,8 +56,8 @@ from glidein_ext.errors import (
     TaskQueueError,
 )
 from glidein_ext.sched.assign import DEFAULT_METHOD, optimal_available
-from glidein_ext.sched.matrix import RankMatrix
-from glidein_ext.sched.ranking import InputFile, TaskEntry, TaskSpec
+from glidein_ext.sched.matrix import RankMatrix, in_order
+from glidein_ext.sched.ranking import TaskEntry
 from glidein_ext.sched.roundrecords import Report
 from glidein_ext.sched.rounds import RoundBook
 from glidein_ext.sched.stock import OfferStock
@@ -83,27 +85,7 @@ log = logging.getLogger("glidein_ext.agent.master")
 TASKLIST_BUDGET = BODY_BUDGET - 256  # the broadcast's own fields
 REPLY_BUDGET = int(BODY_BUDGET * 0.85)  # the aggregated replies, in one datagram at the root
 TOPIC = "tasklist"
-# A round's phases, timed (the master's log and ``MasterRole.phase_totals``): the wait from the
-# first event to the round (batching, and the end of the round before), the Task Queue's sync,
-# the TaskList broadcast with its replies, reading the replies, solving the rank matrix (and the
-# other method, for the counters), the Task Queue's assign, probing suspects; and handing the
-# tasks out, which goes on beside the next round (timed when it ends).
-PHASES = ("wait", "sync", "broadcast", "replies", "solve", "tq_assign", "hand_out", "probe")
 CLOSE_TIMEOUT = 10.0  # seconds a leaving master gives its last round, hand-outs and sync
-
-
-def entry_of(offer: TaskOffer) -> TaskEntry:
-    """A Task Queue offer as a TaskList entry (``sched.ranking``)."""
-    spec = TaskSpec(
-        offer.requirements,
-        offer.rank,
-        offer.request_cpus,
-        offer.request_memory,
-        offer.request_disk,
-        float(offer.max_runtime),
-        tuple(sorted(offer.attributes.items())),
-    )
-    return TaskEntry(offer.task_id, spec, tuple(InputFile(lfn) for lfn in offer.inputs))
 
 
 class MasterRole:
@@ -141,24 +123,20 @@ class MasterRole:
             long_poll=True,
             now=time.monotonic(),
         )
-        self.stock: OfferStock[TaskOffer] = OfferStock()  # the successors the TQ named
+        self.stock: OfferStock[TaskOffer] = OfferStock(spare=heartbeat)  # successors, spares
         self.rank_sums: list[float] = []  # one per round that assigned (reports, tests)
         self.active = True
         self._wake: asyncio.Event | None = None
-        self._offers: dict[int, TaskOffer] = {}
-        self.timings: dict[str, float] = {}  # the last round's phases, seconds (PHASES)
-        self.phase_totals = dict.fromkeys(PHASES, 0.0)  # over every round of the role
-        self.timed_rounds = 0
+        self.phases = RoundPhases()  # the rounds' phases, timed (``agent.phases``)
         self._more = False  # the last sync left runnable tasks unasked for
         self.waits = BroadcastWait(broadcast_timeout)  # the TaskList's wait for its replies
         self._closing = False  # the pilot leaves: a last sync, then the role ends
         self._closed_clean = False  # the last sync got through
-        self._unsent_phases: dict[str, float] = {}  # phase seconds the Task Queue lacks
         self.refused = RefusedLog(log)  # the refused pairs' lines, rate limited
         self._ended: asyncio.Event | None = None  # set when :meth:`run` returns
         # The workers' messages and keys; the hand-outs and probes in flight.
         self.inbox = WorkerInbox(
-            node, self.book, epoch, poke=self._poke, active=self._active, quiet=self.stock.quiet
+            node, self.book, epoch, poke=self._poke, active=self._active, quiet=self._quiet
         )
         self.handout = HandOut(
             node, self.book, epoch, self.inbox, poke=self._poke, handed=self._handed
@@ -181,6 +159,10 @@ class MasterRole:
     def _active(self) -> bool:
         return self.active
 
+    def _quiet(self, task_id: int, pilot_id: int) -> bool:  # ``OfferStock.quiet``
+        held = {key[0] for key, _, _ in self.book.pending()}  # completions the master holds
+        return self.stock.quiet(task_id, pilot_id, held)
+
     # --- the rounds ------------------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -198,8 +180,8 @@ class MasterRole:
                 warming.cancel()
             log.info(
                 "master: %d round(s); in all: %s",
-                self.timed_rounds,
-                ", ".join(f"{p} {self.phase_totals[p]:.1f} s" for p in PHASES),
+                self.phases.rounds,
+                ", ".join(f"{p} {v:.1f} s" for p, v in self.phases.totals.items()),
             )
             self.handout.cancel()
             ended.set()
@@ -288,7 +270,7 @@ class MasterRole:
             release=report.release,
             want=want,
             pilots=self.inbox.asked(time.monotonic()),
-            phases=tuple((p, round(v, 6)) for p, v in self._unsent_phases.items() if v > 0),
+            phases=self.phases.unsent(),
             wait=wait,
         )
         try:
@@ -307,11 +289,13 @@ class MasterRole:
             log.warning("master: the Task Queue call failed (kept for the next one): %s", exc)
             self.book.unreported(report)
             return None
-        self.book.reported()
-        self.stock.round_ended(time.monotonic())  # the Task Queue's offers are fresh now
+        now = time.monotonic()
+        self.book.reported(now if answer.seen else None)  # a poll the TQ saw the master end
+        self.stock.round_ended(now)  # the Task Queue's offers are fresh now
+        if want:  # kept for the next rounds, but those another site gets first
+            self.stock.offered([offer for offer in answer.tasks if not offer.shared], now)
         self.book.supply(answer.queued, wait > 0)  # nothing runnable: the site is dry
-        for phase, seconds in call.phases:  # the Task Queue has these (counted since)
-            self._unsent_phases[phase] -= seconds
+        self.phases.sent(call.phases)  # the Task Queue has these (counted since)
         if answer.keys or answer.gone:
             await self.inbox.learn(answer.keys, answer.gone)
         # More runnable than asked for: another round, if a worker is left idle (after this
@@ -321,28 +305,21 @@ class MasterRole:
             self.book.trigger(time.monotonic())
         return list(answer.tasks)
 
-    def _lap(self, phase: str, since: float) -> float:
-        """Time ``phase`` of this round from ``since``; now."""
-        now = time.monotonic()
-        self.timings[phase] = self.timings.get(phase, 0.0) + now - since
-        return now
-
     async def _round(self, now: float) -> None:
-        self.timings = {"wait": max(0.0, now - (self.book.first_event or now))}
+        self.phases.start(now - (self.book.first_event or now))
         want = self.book.start_round(now)
-        offers: list[TaskOffer] = []
-        wait = 0.0  # seconds the sync may wait for work (a long poll)
         direct = self._direct_pairs(want)
         if direct is not None:  # the successors the Task Queue named (``sched.stock``)
             await self._direct(direct, self.book.take_completions(now))
             return
-        if want or self.inbox.held or self.book.call_due(now):
-            wait = self.book.poll_wait() if want and not self.inbox.held else 0.0
-            got = await self._sync(self.book.take_report(now), want, wait)
-            if not self.active or (got is None and wait):
-                return  # given up for an event (or failed): the loop looks at it
-            offers = got or []
-        mark = self._lap("wait" if wait else "sync", now)  # a long poll waits for work
+        found = await self._round_offers(want, now)
+        if found is None:
+            return  # given up for an event (or failed): the loop looks at it
+        offers, done, wait = found
+        mark = self.phases.lap("wait" if wait else "sync", now)  # a long poll waits for work
+        # The idle makers of successors get theirs; the others rank the rest (``sched.stock``).
+        own = self.stock.mine(self.book.idle())
+        offers = self.stock.others(offers, self.book.idle())
         entries = [entry_of(offer) for offer in offers]
         idle = len(self.book.idle())
 
@@ -367,86 +344,103 @@ class MasterRole:
             result = await self.node.broadcast(TOPIC, payload, timeout=wait)
         except DhtError as exc:
             log.error("master: the TaskList could not be broadcast: %s", exc)
+            if done is not None:
+                self.book.unreported(done)  # the next call carries them
             return
         self.waits.record(result.elapsed, result.complete, wait)
-        mark = self._lap("broadcast", mark)
+        mark = self.phases.lap("broadcast", mark)
         replies = decode_replies(result.value, fitted)
-        candidates = self.book.replies(replies)
+        candidates = self.book.replies(replies).without({pilot for _, pilot in own})
         offered = offers[:fitted]
-        mark = self._lap("replies", mark)
-        if offered and candidates.pilots:
-            await self._assign(offered, candidates, idle)
+        mark = self.phases.lap("replies", mark)
+        if own or (offered and candidates.pilots):
+            await self._assign(offered, candidates, idle, done, own)
+        elif done is not None:  # the spares fit no idle worker: the next round syncs
+            self.stock.refused()
+            self.book.unreported(done)
         if self._more and self.book.idle():
             self.book.trigger(time.monotonic())
         mark = time.monotonic()
         await self.handout.probe_suspects()
-        self._lap("probe", mark)
+        self.phases.lap("probe", mark)
         idle_replies = sum(1 for reply in replies if reply.idle)
-        self._account(len(offered), len(candidates.pilots), idle_replies, len(replies))
+        counts = (len(offered), len(candidates.pilots), idle_replies, len(replies))
+        self.phases.account(self.book.round, *counts)
         if not result.complete:
             log.info("master: round %d: the broadcast timed out", self.book.round)
 
+    async def _round_offers(
+        self, want: int, now: float
+    ) -> tuple[list[TaskOffer], Report | None, float] | None:
+        """The round's offers, the completions its ``assign`` carries and the sync's wait: the
+        last sync's spares (``OfferStock.spares``: no sync), or a sync's offers; None when
+        the sync was given up for an event or failed."""
+        spares = self.stock.spares(self.book.idle(), now) if want and self._stocked() else None
+        if spares is not None:
+            return spares, self.book.take_completions(now), 0.0
+        if not (want or self.inbox.held or self.book.call_due(now)):
+            return [], None, 0.0
+        wait = self.book.poll_wait() if want and not self.inbox.held else 0.0
+        got = await self._sync(self.book.take_report(now), want, wait)
+        return None if not self.active or (got is None and wait) else (got or [], None, wait)
+
     def _direct_pairs(self, want: int) -> list[tuple[TaskOffer, int]] | None:
         """This round's pairs when it needs neither a ``sync`` nor a TaskList
-        (``OfferStock.direct``): workers wait, each finished a task with a successor, and no
-        dead workers, tasks to release or held messages wait for a sync; None otherwise."""
+        (``OfferStock.direct``): workers wait, each finished a task with a successor, and
+        :meth:`_stocked`; None otherwise."""
         for (task_id, _), pilot, completion in self.book.pending():
             self.stock.completed(task_id, completion.exit_code == 0, pilot)
-        if not want or self.book.news or self.inbox.held:
+        if not want or not self._stocked():
             return None
         return self.stock.direct(self.book.idle(), self.book.dry)
 
-    def _account(self, offered: int, candidates: int, idle: int, replies: int) -> None:
-        """The round's phases into the totals, and one log line."""
-        self.timed_rounds += 1
-        for phase, seconds in self.timings.items():
-            self.phase_totals[phase] = self.phase_totals.get(phase, 0.0) + seconds
-            self._unsent_phases[phase] = self._unsent_phases.get(phase, 0.0) + seconds
-        log.info(
-            "master: round %d: %d task(s) offered to %d candidate(s), %d idle of %d that "
-            "answered; %s",
-            self.book.round,
-            offered,
-            candidates,
-            idle,
-            replies,
-            ", ".join(f"{p} {self.timings[p]:.3f} s" for p in PHASES if p in self.timings),
-        )
+    def _stocked(self) -> bool:  # a round may go without a sync: it owes none
+        return not (self.book.news or self.inbox.held)
 
-    async def _assign(self, offered: list[TaskOffer], candidates: Any, idle: int) -> None:
-        matrix = RankMatrix.from_replies(
-            list(range(len(offered))), list(candidates.ranks), candidates.truncated
-        )
+    async def _assign(
+        self,
+        offered: list[TaskOffer],
+        candidates: Any,
+        idle: int,
+        done: Report | None,
+        own: Sequence[tuple[TaskOffer, int]],
+    ) -> None:
+        """The own successors' pairs (``OfferStock.mine``) and the ranked ones."""
         mark = time.monotonic()
-        # In a thread: a large matrix takes a while, and the node's event loop must go on.
-        result, other = await self._tq(self.solver.solve_both, matrix)
-        pairs = tuple(
-            Pair(offered[row].task_id, candidates.pilots[col]) for row, col in result.pairs
-        )
-        report = RoundReport(
-            result.total,
-            result.served,
-            idle,
-            len(offered),
-            result.method,
-            other.total if other is not None else 0.0,
-            other.served if other is not None else 0,
-        )
-        mark = self._lap("solve", mark)
-        await self._place(pairs, offered, report, None, mark)
+        pairs = tuple(Pair(offer.task_id, pilot) for offer, pilot in own)
+        report = RoundReport(0.0, 0, idle, len(own), "successor", 0.0, 0)
+        if offered and candidates.pilots:
+            matrix = RankMatrix.from_replies(
+                list(range(len(offered))), in_order(candidates.ranks), candidates.truncated
+            )
+            # In a thread: a large matrix takes a while, and the node's event loop must go on.
+            result, other = await self._tq(self.solver.solve_both, matrix)
+            pairs += tuple(
+                Pair(offered[row].task_id, candidates.pilots[col]) for row, col in result.pairs
+            )
+            report = RoundReport(
+                result.total,
+                result.served,
+                idle,
+                len(offered),
+                result.method,
+                other.total if other is not None else 0.0,
+                other.served if other is not None else 0,
+            )
+        mark = self.phases.lap("solve", mark)
+        await self._place(pairs, [*offered, *(offer for offer, _ in own)], report, done, mark)
 
     async def _direct(self, direct: Sequence[tuple[TaskOffer, int]], done: Report) -> None:
         """A round without a TaskList (``OfferStock.direct``): each idle worker gets a
-        successor of the task it finished, whose input it holds.  The pairs go to the Task
-        Queue as any round's do; the report ranks nothing (no rank, no pilot served by a
-        ranking), so the counters' ranks stay those of the ranked rounds."""
+        successor of the task it finished, whose input it holds.  Its report ranks nothing
+        (the counters' ranks stay those of the ranked rounds)."""
         mark = time.monotonic()
         pairs = tuple(Pair(offer.task_id, pilot) for offer, pilot in direct)
         idle = len(self.book.idle())
         report = RoundReport(0.0, 0, idle, len(pairs), "successor", 0.0, 0)
         await self._place(pairs, [offer for offer, _ in direct], report, done, mark)
         self.book.leftover(self.stock.round_ended(now := time.monotonic()), now)
-        self._account(len(pairs), len(pairs), idle, 0)
+        self.phases.account(self.book.round, len(pairs), len(pairs), idle, 0)
 
     async def _place(
         self,
@@ -478,19 +472,20 @@ class MasterRole:
         for item in answer.accepted:
             self.stock.placed(item.task_id, item.successors, item.more, item.needs)
         self.rank_sums.append(report.rank_sum)
-        if answer.refused:
+        if answer.refused:  # another site took a task, say: no spare any more
             self.refused.write(answer.refused, time.monotonic())
+            self.stock.refused([item.task_id for item in answer.refused])
         placed = [(p.task_id, p.pilot_id, p.attempt) for p in answer.accepted]
         self.book.assigned(placed, delivering=True)
+        self.book.took(len(placed), time.monotonic())
         by_id = {offer.task_id: offer for offer in offered}
-        self._lap("tq_assign", mark)
+        self.phases.lap("tq_assign", mark)
         # Handed out while the next round goes on: the book knows they are on their way.
         self.handout.start([(by_id[t], p, a) for t, p, a in placed])
 
     def _handed(self, seconds: float) -> None:
         """A round's hand-outs ended after ``seconds`` (beside the next round): its phase."""
-        self.phase_totals["hand_out"] += seconds
-        self._unsent_phases["hand_out"] = self._unsent_phases.get("hand_out", 0.0) + seconds
+        self.phases.add("hand_out", seconds)
 
     def _step_down(self, reason: str) -> None:
         log.warning("master: pilot %s steps down: %s", self.pilot_id, reason)

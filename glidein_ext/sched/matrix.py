@@ -190,6 +190,18 @@ class RankMatrix:
         return None
 
 
+# Rank taken off per TaskList position (``in_order``): below any difference a rank can show on
+# the wire (``sched.tasklist.SCALE``), so it decides between equal ranks only.
+ORDER_STEP = 1e-9
+
+
+def in_order(replies: Sequence[Mapping[int, float]]) -> list[dict[int, float]]:
+    """The workers' ranks keyed by TaskList position, each lowered by ``ORDER_STEP`` per
+    position: of equally ranked tasks the assignment takes the earlier ones, in the order the
+    Task Queue offered them (priority, then age: ``sched.offers``), not any."""
+    return [{pos: rank - ORDER_STEP * pos for pos, rank in reply.items()} for reply in replies]
+
+
 def _replies_python(
     cls: type[RankMatrix],
     task_ids: Sequence[int],

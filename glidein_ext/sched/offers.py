@@ -17,9 +17,19 @@ The Task Queue (``tq.service.store.offers``) and the simulator (``sim.taskqueue`
   §IV-E).  A task none of whose inputs a site holds goes to every site it matches.
 - **Order: local first.**  The tasks with an input made by an idle pilot of the site come first
   (that pilot caches it: its master's ranking will give it to that pilot), then the others; by
-  priority, then local before not, then age.  Offered by age alone, a step-1 task of a serial
-  chain is rarely in the TaskList while the pilot holding its input is idle: with thousands of
-  step-0 tasks queued ahead of it, the master's locality ranks have nothing to choose from.
+  priority, then local before not, then the site's share before the others', then age.  Offered by
+  age alone, a step-1 task of a serial chain is rarely in the TaskList while the pilot holding its
+  input is idle: with thousands of step-0 tasks queued ahead of it, the master's locality ranks
+  have nothing to choose from.
+
+- **Shares.**  A task several sites may have is one site's share: of the sites holding most of
+  its inputs (of all the sites it matches when none holds any), the one its id picks, by blocks
+  of ``SHARE_BLOCK`` ids (a workflow's neighbours, often read together, as a merge's inputs,
+  stay at one site).  Within a tier a site is offered its share first, by age, then the
+  others', newest first (``Offers.shared``): their site takes them from the oldest, so two
+  masters seldom pick the same task, and each may keep its offers for the next rounds
+  (``sched.stock``).  No task waits for its share's site: the others get it once their own
+  share is placed.
 
 At most ``want`` tasks are offered; :attr:`Offers.runnable` says how many the site may run now
 (the master asks for another round when it is more than it got).  File sizes: the Task Queue does
@@ -29,11 +39,13 @@ Python 3.9 compatible: the pilots' master does not import this, but ``sched`` st
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 # The order of a site's offers among tasks of equal priority (module docstring).
 LOCAL, OTHER = 0, 1
+# Tasks with consecutive ids (a workflow's neighbours, often read together) share a site.
+SHARE_BLOCK = 32
 
 
 @dataclass(frozen=True)
@@ -73,6 +85,9 @@ class Offers:
     task_ids: tuple[int, ...] = ()
     runnable: int = 0
     local: int = 0
+    # of them, the tasks another site gets first (its share): the master keeps none of these
+    # for later rounds (``sched.stock``), that site may take them meanwhile
+    shared: frozenset[int] = frozenset()
 
 
 class _Sites:
@@ -127,7 +142,8 @@ def choose_offers(
     there from the start: on the SE only); ``members``: every registered pilot of every site."""
     sites = _Sites(members, matches)
     idle_here = {m.pilot_id for m in sites.pilots.get(site, ()) if m.idle}
-    chosen: list[tuple[int, int, int, int]] = []  # (-priority, not local, position, task id)
+    # (-priority, not local, not the site's share, position, task id)
+    chosen: list[tuple[int, int, int, int, int]] = []
     runnable = 0
     for position, task in enumerate(queued):
         able = sites.able(task.group)
@@ -146,11 +162,31 @@ def choose_offers(
         if held and not _ours(site, task, held, sites, now, hold):
             continue
         runnable += 1
-        chosen.append((-task.priority, tier, position, task.task_id))
+        share = 0 if _share(task.task_id, held, able) == site else 1
+        # another site's share from its newest: that site takes it from its oldest
+        chosen.append((-task.priority, tier, share, -position if share else position, task.task_id))
     if want <= 0:
         return Offers((), runnable, 0)
     best = sorted(chosen)[:want]
-    return Offers(tuple(item[3] for item in best), runnable, sum(1 for i in best if i[1] == LOCAL))
+    return Offers(
+        tuple(item[4] for item in best),
+        runnable,
+        sum(1 for item in best if item[1] == LOCAL),
+        frozenset(item[4] for item in best if item[2]),
+    )
+
+
+def _share(task_id: int, held: Mapping[str, int], able: Collection[str]) -> str:
+    """The site whose share a task is: of the sites holding most of its inputs (every site
+    that may run it when none holds any), the one its id picks.  A task offered to several
+    sites comes first to the site whose share it is, so that two masters rarely pick the same
+    task, and each may keep an earlier answer's offers for its next rounds (``sched.stock``)."""
+    if held:
+        most = max(held.values())
+        homes = sorted(other for other, size in held.items() if size == most)
+    else:
+        homes = sorted(able)
+    return homes[task_id // SHARE_BLOCK % len(homes)]
 
 
 def _ours(

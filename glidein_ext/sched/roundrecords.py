@@ -6,6 +6,7 @@ Python 3.9, standard library only.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,3 +45,13 @@ class Candidates:
     pilots: tuple[int, ...]
     ranks: tuple[dict[int, float], ...]
     truncated: tuple[int, ...]
+
+    def without(self, pilots: Collection[int]) -> Candidates:
+        """The candidates but ``pilots`` (given a task of their own this round)."""
+        keep = [i for i, pilot in enumerate(self.pilots) if pilot not in pilots]
+        cut = set(self.truncated)
+        return Candidates(
+            tuple(self.pilots[i] for i in keep),
+            tuple(self.ranks[i] for i in keep),
+            tuple(column for column, i in enumerate(keep) if i in cut),
+        )

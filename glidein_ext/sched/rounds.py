@@ -55,6 +55,7 @@ MAX_BATCH = 5  # a round comes at most this many batching windows after the firs
 FULL_FRACTION = 0.1
 FULL_MIN = 8
 IDLE_MAX = 10.0  # seconds: the longest idle period (as ``agent.settings``' ``poll_max``)
+POLL_BEATS = 2  # a long poll lasts this many heartbeats (the Task Queue sees both its ends)
 PATIENCE = 30.0  # seconds a master awaits a completion a worker says it sent before releasing
 
 
@@ -109,6 +110,7 @@ class RoundBook:
         self._last_call = now
         self._dry = 0  # empty answers in a row (the idle period doubles with each)
         self._polls = 0  # of them, answers to long polls
+        self._left = 0  # runnable tasks the last answer counted, less those placed since
         self._quiet: set[Key] = set()  # pending completions that wait for the next call
 
     # --- the roster -----------------------------------------------------------------------------
@@ -215,13 +217,16 @@ class RoundBook:
 
     @property
     def _waiting(self) -> set[int]:
-        """Workers whose last completion the Task Queue does not have yet: still busy there, so
-        not candidates until the next call reports it."""
-        return {pilot for pilot, _ in (*self._pending.values(), *self._in_flight.values())}
+        """Workers whose last completion the Task Queue does not have yet and the round's call
+        does not carry (a round without a ``sync`` carries those it took in its ``assign``,
+        which records them before it checks the pairs): still busy there, so not candidates
+        until a call reports it."""
+        return {pilot for pilot, _ in self._pending.values()}
 
     def reported(self, now: float | None = None) -> None:
-        """The Task Queue has what the last call carried; ``now``: when that call began, for an
-        ``assign`` (a ``sync`` is timed by :meth:`take_report`)."""
+        """The Task Queue has what the last call carried; ``now``: when the Task Queue last saw
+        the master in it (an ``assign``'s start, a long poll's answer; a ``sync`` is timed by
+        :meth:`take_report`)."""
         if now is not None:
             self._last_call = max(self._last_call, now)
         for key in self._in_flight:
@@ -264,6 +269,19 @@ class RoundBook:
         a long poll (it waited at the Task Queue)."""
         self._dry = 0 if runnable else min(self._dry + 1, 16)
         self._polls = 0 if runnable else min(self._polls + polled, 16)
+        self._left = runnable
+
+    def took(self, placed: int, now: float) -> None:
+        """A round placed this many tasks (the book knows its pilots busy): when they were all
+        that the Task Queue's last answer counted, the site is dry (its next round long-polls,
+        not a ``sync`` to learn that it has nothing); when some are left and workers wait, the
+        next round comes at once (a TaskList cut to fit a datagram, ranks that covered fewer
+        tasks than workers), not after the period."""
+        self._left -= placed
+        if placed and self._left <= 0 and not self._dry:
+            self._dry = 1
+        elif placed and self._left > 0 and self.idle():
+            self.trigger(now)
 
     @property
     def idle_period(self) -> float:
@@ -296,11 +314,14 @@ class RoundBook:
 
     def poll_wait(self) -> float:
         """Seconds a round's ``sync`` may wait at the Task Queue for runnable work (a long
-        poll, the heartbeat): while the site has nothing runnable and the master owes nothing
-        but quiet completions; 0 otherwise.  A completion that needs a round meanwhile makes
-        the master give the poll up (``agent.longpoll``)."""
+        poll of ``POLL_BEATS`` heartbeats): while the site has nothing runnable and the master
+        owes nothing but quiet completions; 0 otherwise.  The Task Queue sees the master when
+        the poll comes and when it answers (``tq.service.api_sites``), which counts as a call
+        (:meth:`reported` with the answer's time): the master is never silent longer than
+        the poll, two thirds of the master timeout.  A completion that needs a round
+        meanwhile makes the master give the poll up (``agent.longpoll``)."""
         owed = len(self._pending) > len(self._quiet) or self._in_flight or self.news
-        return 0.0 if owed or not self._dry else self.heartbeat
+        return 0.0 if owed or not self._dry else POLL_BEATS * self.heartbeat
 
     @property
     def full_batch(self) -> int:

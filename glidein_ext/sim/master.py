@@ -19,7 +19,7 @@ from typing import Any, cast
 from glidein_ext.agent.master import REPLY_BUDGET, TASKLIST_BUDGET
 from glidein_ext.dht import wire
 from glidein_ext.sched.assign import assign
-from glidein_ext.sched.matrix import RankMatrix
+from glidein_ext.sched.matrix import RankMatrix, in_order
 from glidein_ext.sched.ranking import InputFile, Ranker, TaskEntry, TaskSpec, WorkerAd, WorkerState
 from glidein_ext.sched.roundrecords import Report
 from glidein_ext.sched.rounds import RoundBook
@@ -82,7 +82,7 @@ class SiteMaster:
             long_poll=config.long_poll,
             now=ctx.env.now,
         )
-        self.stock: OfferStock[SimTask] = OfferStock()
+        self.stock: OfferStock[SimTask] = OfferStock(spare=self.book.heartbeat)
         self.workers: dict[int, SimWorker] = {}
         self._wake = ctx.env.event()
         self._more = False  # the last sync left runnable tasks unasked for
@@ -115,7 +115,8 @@ class SiteMaster:
         outcome = yield from execute(ctx, pilot_id, task, attempt, True)
         yield ctx.env.timeout(dht_publish_time(ctx, len(task.outputs) + len(task.inputs)) + lan)
         worker.current, worker.last_done = 0, task.task_id
-        quiet = outcome.ok and self.stock.quiet(task.task_id, pilot_id)
+        finished = {key[0] for key, _, _ in self.book.pending()}
+        quiet = outcome.ok and self.stock.quiet(task.task_id, pilot_id, finished)
         key = (task.task_id, attempt)
         new = self.book.completed(pilot_id, key, outcome, ctx.env.now, quiet)
         if new and not self.book.deferred(key):
@@ -170,7 +171,7 @@ class SiteMaster:
             offers, runnable = cast("tuple[list[SimTask], int]", poll.value)
         else:
             offers, runnable = yield from tq.long_sync(self.site, outcomes, want, 0.0)
-        self.book.reported()
+        self.book.reported(self.ctx.env.now if wait else None)  # a poll's answer: a call
         self.book.supply(runnable, wait > 0)
         self.stock.round_ended(self.ctx.env.now)  # the Task Queue has the completions
         # More runnable than asked for: another round if a worker is left idle (``agent.master``)
@@ -190,16 +191,25 @@ class SiteMaster:
         direct = self._direct_pairs(want)
         if direct is not None:  # no sync, no TaskList (``sched.stock``, as ``agent.master``)
             pairs = [(task.task_id, pilot) for task, pilot in direct]
-            done = book.take_completions(now)
-            yield from self._place(pairs, 0.0, 0, done)  # it ranks nothing
+            yield from self._place(pairs, 0.0, 0, book.take_completions(now))  # it ranks nothing
             book.leftover(self.stock.round_ended(ctx.env.now), ctx.env.now)
             return
-        if want or book.call_due(now):
+        done: Report | None = None  # the completions a round without a sync carries
+        spares = self._spare_offers(want, now)
+        if spares is not None:  # no sync: the last one's offers (``sched.stock``)
+            offers, done = spares, book.take_completions(now)
+        elif want or book.call_due(now):
             wait = book.poll_wait() if ctx.config.long_poll and want else 0.0
             got = yield from self._sync(book.take_report(now), want, wait)
             if got is None:
                 return
             offers = got
+            if want:  # those another site gets first are not kept (``Offers.shared``)
+                shared = ctx.tq.shared.get(self.site, frozenset())
+                self.stock.offered([t for t in offers if t.task_id not in shared], ctx.env.now)
+        # The idle makers of successors get theirs; the others rank the rest (``sched.stock``).
+        own = self.stock.mine(book.idle()) if ctx.config.round_stock else []
+        offers = self.stock.others(offers, book.idle())
         entries = [entry_of(task, ctx.config.file_size) for task in offers]
         idle = len(book.idle())
         limit = reply_limit(idle, REPLY_BUDGET)
@@ -227,8 +237,12 @@ class SiteMaster:
         down = depth * (network.lan_latency + network.decode_per_task * len(shown))
         yield ctx.env.timeout(down + ctx.costs.rank_time(len(shown)) + depth * network.lan_latency)
         candidates = book.replies(decode_replies(replies, fitted))
-        if shown and candidates.pilots:
-            yield from self._assign(offers[:fitted], candidates)
+        candidates = candidates.without({pilot for _, pilot in own})
+        if own or (shown and candidates.pilots):
+            yield from self._assign(offers[:fitted], candidates, done, own)
+        elif done is not None:  # the spares fit none of the idle workers: the next round syncs
+            self.stock.refused()
+            book.unreported(done)
         if self._more and book.idle():
             book.trigger(ctx.env.now)
 
@@ -257,15 +271,33 @@ class SiteMaster:
             return None
         return self.stock.direct(book.idle(), book.dry and self.ctx.config.long_poll)
 
-    def _assign(self, offered: list[SimTask], candidates: Any) -> Generator[Any, Any, None]:
+    def _spare_offers(self, want: int, now: float) -> list[SimTask] | None:
+        """The TaskList of a round without a sync (``OfferStock.spares``, as ``agent.master``);
+        None when the round syncs."""
+        if not self.ctx.config.round_stock or not want or self.book.news:
+            return None
+        return self.stock.spares(self.book.idle(), now)
+
+    def _assign(
+        self,
+        offered: list[SimTask],
+        candidates: Any,
+        done: Report | None,
+        own: list[tuple[SimTask, int]],
+    ) -> Generator[Any, Any, None]:
+        """The own successors' pairs, and the ranked ones (``agent.master``)."""
         ctx = self.ctx
-        matrix = RankMatrix.from_replies(
-            list(range(len(offered))), list(candidates.ranks), candidates.truncated
-        )
-        result = assign(matrix, ctx.config.assignment)
-        yield ctx.env.timeout(ctx.costs.assign_time(matrix.size))
-        pairs = [(offered[row].task_id, candidates.pilots[col]) for row, col in result.pairs]
-        yield from self._place(pairs, result.total, result.served, None)
+        pairs = [(task.task_id, pilot) for task, pilot in own]
+        total, served = 0.0, 0
+        if offered and candidates.pilots:
+            matrix = RankMatrix.from_replies(
+                list(range(len(offered))), in_order(candidates.ranks), candidates.truncated
+            )
+            result = assign(matrix, ctx.config.assignment)
+            yield ctx.env.timeout(ctx.costs.assign_time(matrix.size))
+            pairs += [(offered[row].task_id, candidates.pilots[col]) for row, col in result.pairs]
+            total, served = result.total, result.served
+        yield from self._place(pairs, total, served, done)
 
     def _place(
         self, pairs: list[tuple[int, int]], rank_sum: float, served: int, done: Report | None
@@ -280,8 +312,12 @@ class SiteMaster:
             book.reported(called)
         for task_id, _, _, successors, more, needs in placed:
             self.stock.placed(task_id, successors, more, needs)
+        if len(placed) < len(pairs):  # another site took a task: no spare any more
+            taken = {task_id for task_id, *_ in placed}
+            self.stock.refused([task_id for task_id, _ in pairs if task_id not in taken])
         # On their way (``agent.handout``): an idle reply meanwhile does not mean a task is lost.
         placed_now = [(task_id, pilot_id, attempt) for task_id, pilot_id, attempt, *_ in placed]
         book.assigned(placed_now, delivering=True)
+        book.took(len(placed), ctx.env.now)
         for task_id, pilot_id, attempt, *_ in placed:
             ctx.env.process(self.run_task(pilot_id, ctx.tq.tasks[task_id], attempt))

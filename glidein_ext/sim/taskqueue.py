@@ -84,6 +84,8 @@ class SimTaskQueue:
         self._seen: dict[int, int] = {}  # pilot -> last admission number it examined
         self._latest: dict[int, int] = {}  # site -> the number of its master's newest call
         self._ended: dict[int, Any] = {}  # site -> the event that ends its waiting call
+        # site -> the tasks of its last offers that another site gets first (``Offers.shared``)
+        self.shared: dict[int, frozenset[int]] = {}
 
     # --- the server ---
 
@@ -255,6 +257,7 @@ class SimTaskQueue:
             self.env.now,
             self.matcher.wait_for_data,
         )
+        self.shared[site] = chosen.shared
         return [self.tasks[t] for t in chosen.task_ids], chosen.runnable
 
     def sync(self, site: int, outcomes: list[tuple[int, Outcome]], want: int) -> Op:

@@ -109,6 +109,9 @@ def test_quick_experiment(name: str, tmp_path: Path) -> None:
             "local_hit",
         }
         assert all(v["met"] in ("yes", "no") for v in verdicts)
+        # pre-DHT's reference runs as many pilots as the two distributed sites have workers
+        pilots = {row["series"]: int(row["pilots"]) for row in rows}
+        assert pilots["pre-DHT (ours)"] == pilots["distributed (ours)"] - 2
         # The distributed master offers local work first: W1's inputs are read from the pilots'
         # own caches (target 0.95) even at the quick size.
         w1_local = [v for v in verdicts if v["metric"] == "local_hit" and v["workflow"] == "w1"]

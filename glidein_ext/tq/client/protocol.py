@@ -269,6 +269,9 @@ class TaskOffer:
     request_disk: int = 0
     attributes: Mapping[str, Scalar] = field(default_factory=dict)
     priority: int = 0
+    # Offered to another site first (its share, ``sched.offers``): that site may take it soon,
+    # so a master keeps it for no later round (``sched.stock``).
+    shared: bool = False
 
 
 @dataclass(frozen=True)
@@ -289,6 +292,9 @@ class SiteSyncAnswer:
     queued: int = 0
     keys: tuple[PilotKey, ...] = ()  # of the asked-about pilots that are live pilots of the site
     gone: tuple[int, ...] = ()  # the asked-about pilots that are not (any more)
+    # A long poll: the Task Queue saw the master (and its pilots) again when it answered, as
+    # at a call (an older Task Queue did only when the poll came).
+    seen: bool = False
 
 
 @dataclass(frozen=True)

@@ -183,12 +183,17 @@ def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
         number, seen = waits.begin(site), waits.generation
         answer = store.sync(site, call)
         deadline = time.monotonic() + call.wait
+        waited = False
         while call.wait and not answer.queued and (left := deadline - time.monotonic()) > 0:
+            waited = True
             if not await waits.wait(site, number, left, seen):
                 break
             seen = waits.generation
             tasks, queued = store.offers(site, call.want)
             answer = dataclasses.replace(answer, tasks=tasks, queued=queued)
+        if waited:  # the master (and its pilots) seen again: the poll counts as a call
+            store.seen(site, call.pilot_id, call.epoch)
+            answer = dataclasses.replace(answer, seen=True)
         return wire(answer)
 
     @app.post(

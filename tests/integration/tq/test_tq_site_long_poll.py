@@ -6,6 +6,7 @@ submitted, when its wait ends, or when a newer call of its site comes
 from __future__ import annotations
 
 import concurrent.futures
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,13 +57,25 @@ def test_a_waiting_sync_is_answered_when_a_workflow_is_submitted(
     assert 0.9 < took < 15.0  # answered at the submission, not at the end of its 30 s
 
 
-def test_a_waiting_sync_ends_empty_when_its_time_is_up(
+def _master_seen(server: TqServer) -> float:
+    with sqlite3.connect(server.database) as conn:
+        query = "SELECT master_seen FROM site_state WHERE site = ?"
+        (seen,) = conn.execute(query, (SITE,)).fetchone()
+    return float(seen)
+
+
+def test_a_waiting_sync_ends_empty_when_its_time_is_up_and_counts_as_a_call(
     site: tuple[TqServer, TqClient, SiteSync],
 ) -> None:
-    _, client, heartbeat = site
+    """The Task Queue sees the master again when its poll ends (``seen``): a poll of two
+    heartbeats leaves the master silent no longer than the poll."""
+    server, client, heartbeat = site
+    assert client.sync(SITE, heartbeat).seen is False  # a plain sync: seen when it came
+    before = _master_seen(server)
     answer, took = _timed(client, SiteSync(heartbeat.pilot_id, heartbeat.epoch, want=4, wait=1.5))
     assert answer.tasks == () and answer.queued == 0
     assert 1.4 < took < 10.0
+    assert answer.seen is True and _master_seen(server) >= before + 1.4
 
 
 def test_a_newer_call_of_the_site_ends_its_waiting_sync(

@@ -103,15 +103,15 @@ def test_the_round_phases_ride_the_next_sync_that_gets_through() -> None:
     role, _ = _master()
     tq = _Tq(fail=1)
     role.client = cast(TqClient, tq)
-    role.timings = {"sync": 0.5, "solve": 0.25}
-    role._account(0, 0, 0, 0)
+    role.phases.timings = {"sync": 0.5, "solve": 0.25}
+    role.phases.account(1, 0, 0, 0, 0)
 
     async def sync() -> Any:
         return await role._sync(role.book.take_report(time.monotonic()), 0)
 
     assert asyncio.run(sync()) is None  # failed: the phases are kept
-    role.timings = {"sync": 0.5}
-    role._account(0, 0, 0, 0)
+    role.phases.timings = {"sync": 0.5}
+    role.phases.account(1, 0, 0, 0, 0)
     assert asyncio.run(sync()) == []
     assert dict(tq.calls[1].phases) == {"sync": 1.0, "solve": 0.25}
     asyncio.run(sync())

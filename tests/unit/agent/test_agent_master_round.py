@@ -1,5 +1,5 @@
 """One master round driven with doubles for the DHT node and the Task Queue (Delgado Peris 2014
-§III.B-C): its phases are timed (``MasterRole.timings``, ``phase_totals``), the tasks are handed
+§III.B-C): its phases are timed (``MasterRole.phases``), the tasks are handed
 out sealed with each worker's key while the round ends, and the TaskList wait follows the recent
 broadcasts."""
 
@@ -14,7 +14,8 @@ import pytest
 
 from glidein_ext.agent import messages
 from glidein_ext.agent.broadcastwait import BROADCAST_FLOOR
-from glidein_ext.agent.master import PHASES, MasterRole
+from glidein_ext.agent.master import MasterRole
+from glidein_ext.agent.phases import PHASES
 from glidein_ext.agent.refused import REFUSED_BURST, REFUSED_PERIOD
 from glidein_ext.dht.broadcaster import BroadcastResult
 from glidein_ext.dht.node import DhtNode
@@ -110,9 +111,9 @@ def test_a_round_is_timed_phase_by_phase_and_hands_out_sealed() -> None:
     role = _role(node, _Client(), method="greedy")
     _one_round(role)
     assert sorted(node.sent) == [(7, 40), (8, 41)] or sorted(node.sent) == [(7, 41), (8, 40)]
-    assert set(role.timings) == set(PHASES) - {"hand_out"}
-    assert all(seconds >= 0 for seconds in role.timings.values())
-    assert role.timed_rounds == 1 and role.phase_totals["hand_out"] > 0
+    assert set(role.phases.timings) == set(PHASES) - {"hand_out"}
+    assert all(seconds >= 0 for seconds in role.phases.timings.values())
+    assert role.phases.rounds == 1 and role.phases.totals["hand_out"] > 0
     assert all(not w.delivering for w in role.book.workers.values())
 
 
@@ -263,3 +264,75 @@ def test_a_failed_completion_releases_no_successor_and_the_round_syncs() -> None
     assert len(client.syncs) == 2  # worker 7 has no successor: the Task Queue's offers
     assert sorted(c.completion.task_id for c in client.syncs[1].completions) == [40, 41]
     assert all(not call.completions for call in client.assigns)
+
+
+class _Workers(_Node):
+    """Broadcast replies: the pilots of ``idle`` rank the TaskList by ``ranks``, the others
+    say they are busy."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.idle: dict[int, dict[int, float]] = {}
+
+    async def broadcast(self, topic: str, payload: Any, timeout: float) -> BroadcastResult:
+        replies = []
+        for pilot in (7, 8):
+            ranks = self.idle.get(pilot)
+            ranking = None if ranks is None else Ranking(ranks, len(ranks))
+            replies += encode_reply(pilot, 0 if ranks is not None else 99, 0, ranking)
+        return BroadcastResult(replies, True, 0.01)
+
+
+class _Counting(_Client):
+    """The Task Queue: four runnable tasks; every call recorded."""
+
+    def __init__(self) -> None:
+        self.syncs: list[SiteSync] = []
+        self.assigns: list[SiteAssign] = []
+
+    def sync(self, site: str, call: SiteSync) -> SiteSyncAnswer:
+        self.syncs.append(call)
+        offers = tuple(TaskOffer(t, f"t{t}", "true", (), (), 60) for t in (40, 41, 42, 43))
+        return SiteSyncAnswer(offers[: call.want], (), 4)
+
+    def assign(self, site: str, call: SiteAssign) -> SiteAssignAnswer:
+        self.assigns.append(call)
+        return SiteAssignAnswer(tuple(Placed(p.task_id, p.pilot_id, 1) for p in call.pairs))
+
+
+def test_a_round_ranks_the_last_syncs_spare_offers_without_a_sync() -> None:
+    """The sync's offers no round placed serve the next round: its TaskList, ranked by the
+    workers as any; its assign carries the completion (``sched.stock``)."""
+    node, client = _Workers(), _Counting()
+    role = _role(node, client, method="greedy")
+    node.idle = {7: {0: 1.0, 1: 0.5}, 8: {0: 0.5, 1: 1.0}}
+    _one_round(role)
+    assert len(client.syncs) == 1 and client.syncs[0].want == 8
+    assert [(p.task_id, p.pilot_id) for p in client.assigns[0].pairs] == [(40, 7), (41, 8)]
+    role.local_done(7, Completion(40, 1, 0))
+    node.idle = {7: {0: 1.0, 1: 1.0}}  # positions 0 and 1 of the spares: 42 and 43
+
+    async def next_round() -> None:
+        await role._round(time.monotonic())
+        await asyncio.gather(*role.handout.handing)
+
+    asyncio.run(next_round())
+    assert len(client.syncs) == 1  # no sync
+    second = client.assigns[1]
+    assert [(p.task_id, p.pilot_id) for p in second.pairs] == [(42, 7)]
+    assert [c.completion.task_id for c in second.completions] == [40]
+    assert role.book.synced((40, 1))
+
+
+def test_a_merges_input_is_quiet_unless_the_other_inputs_completion_is_held() -> None:
+    """Merge 50 of tasks 40 (on worker 7) and 41 (on 8): 40's success releases nothing while 41
+    runs, so it need not bring a round; once 41's completion is held (not yet at the Task
+    Queue), 40's releases the merge."""
+    role = _role(_Node(), _Client())
+    merge = TaskOffer(50, "m", "true", ("/a", "/b"), (), 60)
+    role.stock.placed(40, (merge,), needs=((41,),))
+    role.stock.placed(41, (merge,), needs=((40,),))
+    role.install([SitePilot(p, f"127.0.0.1:{4000 + p}", key=key(p).hex()) for p in (7, 8)])
+    assert role._quiet(40, 7)
+    role.book.completed(8, (41, 1), Completion(41, 1, 0), time.monotonic())
+    assert not role._quiet(40, 7)

@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from glidein_ext.errors import RankMatrixError, UsageError
-from glidein_ext.sched.matrix import RankMatrix
+from glidein_ext.sched.assign import assign
+from glidein_ext.sched.matrix import RankMatrix, in_order
 
 
 def test_from_rows_keeps_only_allowed_pairs_by_column() -> None:
@@ -77,3 +78,20 @@ def test_csv_format() -> None:
     ]:
         with pytest.raises(RankMatrixError, match=message):
             RankMatrix.from_csv(text)
+
+
+def test_in_order_makes_the_assignment_take_the_earlier_of_equal_tasks() -> None:
+    """Of equally ranked tasks the earlier TaskList positions win (the Task Queue's order:
+    priority, then age); a better rank still wins over the order."""
+    replies = [{1: 0.5, 4: 0.5, 0: 0.5}, {2: 0.5, 0: 0.5, 3: 0.5}, {3: 0.5, 5: 0.5, 4: 0.5}]
+    plain = assign(RankMatrix.from_replies(range(6), replies), "optimal")
+    assert sorted(plain.pairs) == [(1, 0), (2, 1), (3, 2)]  # any of the equal solutions
+    chosen = assign(RankMatrix.from_replies(range(6), in_order(replies)), "optimal")
+    assert sorted(chosen.pairs) == [(0, 1), (1, 0), (3, 2)]  # rows 0, 1, 3: the earliest
+    greedy = assign(RankMatrix.from_replies(range(6), in_order(replies)), "greedy")
+    assert (0, 0) in greedy.pairs  # the earliest first
+    better = [{0: 0.5, 1: 0.5}, {1: 0.9}]
+    chosen = assign(RankMatrix.from_replies(range(2), in_order(better)), "optimal")
+    assert sorted(chosen.pairs) == [(0, 0), (1, 1)]
+    ranked = in_order([{0: 0.25, 5: 0.25}])[0]
+    assert ranked[0] > ranked[5] and ranked[5] == pytest.approx(0.25, abs=1e-6)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 
+from glidein_ext.sched import offers as offers_module
 from glidein_ext.sched.offers import Made, Member, Offers, Runnable, choose_offers
 
 ANY = "any"
@@ -85,3 +86,34 @@ def test_tasks_whose_inputs_an_idle_pilot_of_the_site_made_come_first() -> None:
     offers = _offers("A", queued, made, want=3)
     assert offers == Offers((5, 4, 1), 5, 1)  # priority, then local, then age
     assert _offers("A", queued, made, want=0) == Offers((), 5, 0)
+
+
+def test_two_sites_are_offered_their_own_shares_first_in_blocks_of_ids() -> None:
+    block = offers_module.SHARE_BLOCK
+    # ids 0..block-1 are A's share, the next block B's, the next A's again
+    queued = [Runnable(i, ANY) for i in range(3 * block)]
+    a = _offers("A", queued, want=3 * block)
+    b = _offers("B", queued, want=3 * block)
+    a_first = (*range(block), *range(2 * block, 3 * block))
+    b_share = tuple(range(block, 2 * block))
+    # its own share by age, then the other's newest first (that site takes it oldest first)
+    assert a.task_ids == (*a_first, *reversed(b_share))
+    assert b.task_ids == (*b_share, *reversed(a_first))
+    assert a.shared == frozenset(range(block, 2 * block))  # B gets these first
+    assert b.shared == frozenset(a_first)
+    assert a.runnable == b.runnable == 3 * block
+    # A site alone (B has no pilot) shares nothing
+    alone = _offers("A", queued, members=PILOTS[:2], want=5)
+    assert alone.task_ids == (0, 1, 2, 3, 4) and alone.shared == frozenset()
+
+
+def test_a_merge_tied_between_two_sites_is_the_share_of_one_of_them() -> None:
+    made = {"fa": Made("A", 2), "fb": Made("B", 4)}
+    block = offers_module.SHARE_BLOCK
+    merges = [Runnable(0, ANY, ("fa", "fb")), Runnable(block, ANY, ("fa", "fb"))]
+    assert _offers("A", merges, made).shared == frozenset({block})
+    assert _offers("B", merges, made).shared == frozenset({0})
+    # held by A alone (B's pilots are busy, so B may not have it): A's share, whatever its id
+    only_a = {"fa": Made("A", 2), "fa2": Made("A", 2), "fb": Made("B", 4)}
+    task = [Runnable(block, ANY, ("fa", "fa2", "fb"))]
+    assert _offers("A", task, only_a).shared == frozenset()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from glidein_ext.sched.rounds import RoundBook
+from glidein_ext.sched.roundrecords import Candidates
+from glidein_ext.sched.rounds import POLL_BEATS, RoundBook
 from glidein_ext.sched.tasklist import Reply
 
 A = ("10.0.0.2", 4000)
@@ -190,15 +191,22 @@ def test_undelivered_assignments_go_back() -> None:
     assert book.take_report(1.0).release == (50,)
 
 
-def test_a_worker_is_no_candidate_until_its_completion_is_reported() -> None:
+def test_a_worker_is_no_candidate_until_its_completion_is_reported_or_carried() -> None:
+    """Busy at the Task Queue until a call reports its completion; a round without a sync
+    ranks it, since its assign carries the completion (recorded before the pairs)."""
     book = _book()
     book.join(7, A, now=0.0, task=(40, 1))
     book.completed(7, (40, 1), "c40", now=1.0)
     assert book.replies([_idle(7, {0: 1.0}, last=40)]).pilots == ()  # still busy at the TQ
     book.take_report(1.2)
-    assert book.replies([_idle(7, {0: 1.0}, last=40)]).pilots == ()  # in flight
     book.reported()
     assert book.replies([_idle(7, {0: 1.0}, last=40)]).pilots == (7,)
+    book.assigned([(41, 7, 1)])
+    book.completed(7, (41, 1), "c41", now=2.0)
+    book.take_completions(2.2)  # this round's assign carries it
+    assert book.replies([_idle(7, {0: 1.0}, last=41)]).pilots == (7,)
+    book.unreported(book.take_completions(2.3))  # that assign failed: pending again
+    assert book.replies([_idle(7, {0: 1.0}, last=41)]).pilots == ()
 
 
 def test_a_round_whose_assign_carries_the_completions_reports_them_with_it() -> None:
@@ -362,7 +370,7 @@ def test_a_long_polling_master_whose_site_went_idle_waits_at_the_task_queue_at_o
     book.start_round(0.5)
     for _ in range(3):
         book.supply(0)  # empty answers to calls that were no polls (they carried completions)
-        assert book.idle_period == 1.0 and book.poll_wait() == 20.0
+        assert book.idle_period == 1.0 and book.poll_wait() == 40.0
     book.supply(0, polled=True)  # an empty poll: the rounds slow down as before
     book.supply(0, polled=True)
     assert book.idle_period == 4.0
@@ -417,9 +425,10 @@ def test_a_quiet_completion_is_not_deferred_while_tasks_are_runnable() -> None:
 
 def test_a_dry_site_long_polls_unless_it_owes_the_task_queue_something() -> None:
     book = _dry_book()
-    assert book.poll_wait() == book.heartbeat  # busy workers' completions end it when they come
+    poll = POLL_BEATS * book.heartbeat
+    assert book.poll_wait() == poll  # busy workers' completions end it when they come
     book.completed(7, (40, 1), "c40", now=1.0, quiet=True)
-    assert book.poll_wait() == book.heartbeat  # a quiet completion rides the poll
+    assert book.poll_wait() == poll  # a quiet completion rides the poll
     book.completed(8, (41, 1), "c41", now=1.1)
     assert book.poll_wait() == 0.0  # a completion that needs a round: no waiting
     book.take_report(1.3)
@@ -448,3 +457,34 @@ def test_successors_left_to_the_task_queue_make_the_site_wet_and_bring_a_round()
     book.leftover(1, 1.3)  # worker 7 is idle: the leftover is offered to it soon
     assert not book.dry and book.first_event == 1.3
     assert book.poll_wait() == 0.0
+
+
+def test_candidates_without_some_pilots_keep_their_truncation_marks() -> None:
+    found = Candidates((7, 8, 9), ({0: 1.0}, {1: 1.0}, {0: 0.5}), (1, 2))
+    rest = found.without({8})
+    assert rest.pilots == (7, 9) and rest.ranks == ({0: 1.0}, {0: 0.5})
+    assert rest.truncated == (1,)  # 9, now the second column
+    assert found.without(()) == found
+
+
+def test_a_round_that_placed_every_runnable_task_leaves_the_site_dry() -> None:
+    """The Task Queue counted 3 runnable tasks: once rounds placed them all, the next round
+    long-polls (no sync to learn that nothing is left)."""
+    book = RoundBook(1, window=0.2, period=2.0, heartbeat=3.0, long_poll=True)
+    book.join(7, A, now=0.0)
+    book.join(8, A, now=0.0)
+    book.start_round(0.5)
+    book.supply(3)
+    book.assigned([(40, 7, 1)])
+    book.took(1, 0.6)  # two left, worker 8 waits: the next round at once
+    assert not book.dry and book.poll_wait() == 0.0 and book.round_due(0.8)
+    book.start_round(0.8)
+    book.assigned([(41, 8, 1)])
+    book.took(1, 0.9)  # one left, nobody waits: the period
+    assert not book.round_due(1.2) and not book.dry
+    book.took(1, 1.0)  # none left
+    assert book.dry and book.poll_wait() == POLL_BEATS * book.heartbeat
+    book.took(0, 1.1)  # a round that placed nothing changes nothing
+    assert book.dry and not book.round_due(1.3)
+    book.supply(1)
+    assert not book.dry

@@ -49,6 +49,8 @@ def test_a_resend_a_failure_or_a_forgotten_task_releases_nothing() -> None:
     stock.placed(3, (Offer(31),))
     stock.completed(1, ok=False, pilot=7)  # retried: queued again, the Task Queue offers it
     assert _pairs(stock, [7]) is None and stock.expected == 2
+    assert stock.stale  # the next round syncs: the retry is runnable, the site not dry
+    stock.round_ended(0.0)
     stock.forget(2)  # reported by a sync, or its worker died
     stock.completed(2, ok=True, pilot=8)
     assert _pairs(stock, [8]) is None and stock.expected == 1
@@ -200,3 +202,59 @@ def test_a_held_successor_placed_by_a_ranked_round_or_held_too_long_leaves_the_s
     assert stock.held == 2
     stock.round_ended(100.5)  # past ``hold``: the Task Queue's offers decide
     assert stock.held == 0 and _pairs(stock, [7]) is None
+
+
+def _ids(found: list[Offer] | None) -> list[int] | None:
+    return None if found is None else [offer.task_id for offer in found]
+
+
+def test_a_round_ranks_the_last_syncs_offers_that_no_round_placed() -> None:
+    stock: OfferStock[Offer] = OfferStock(spare=10.0)
+    assert stock.spares([7], 0.0) is None  # no sync yet
+    stock.offered([Offer(1), Offer(2), Offer(3), Offer(4)], 100.0)
+    stock.placed(1)  # the sync's round placed one
+    stock.round_ended(100.0)
+    assert _ids(stock.spares([7], 101.0)) == [2, 3, 4]
+    assert _ids(stock.spares([7, 8, 9], 101.0)) == [2, 3, 4]
+    assert stock.spares([6, 7, 8, 9], 101.0) is None  # fewer spares than workers: a sync
+    assert stock.spares([7], 110.5) is None  # too old: a sync
+    stock.refused([3])  # another site took 3
+    assert _ids(stock.spares([7], 101.0)) == [2, 4]
+    stock.refused()  # the workers took none of them
+    assert stock.spares([7], 101.0) is None
+
+
+def test_idle_makers_get_their_successors_and_the_others_rank_the_rest() -> None:
+    stock: OfferStock[Offer] = OfferStock()
+    stock.offered([Offer(1), Offer(2), Offer(11), Offer(12)], 0.0)
+    stock.placed(5, (Offer(11), Offer(12)))  # on worker 7: a split's two readers
+    stock.placed(6, (Offer(21),), more=True)  # on worker 8: it feeds more
+    stock.completed(5, ok=True, pilot=7)
+    assert [(o.task_id, p) for o, p in stock.mine([7, 9])] == [(11, 7)]
+    # worker 9 has no successor of its own: it ranks the spares, not 7's second reader
+    assert _ids(stock.spares([7, 9], 1.0)) == [1, 2]
+    assert _ids(stock.others([Offer(2), Offer(12), Offer(40)], [7, 9])) == [2, 40]
+    stock.completed(6, ok=True, pilot=8)  # may have released tasks only a sync shows
+    assert stock.spares([7, 9], 1.0) is None
+    stock.placed(11)
+    stock.round_ended(1.0)  # 12 is held for worker 7, busy now
+    assert stock.mine([9]) == [] and _ids(stock.spares([9], 2.0)) == [1, 2, 12]
+    # held for a busy maker, it is the Task Queue's to offer (after the older tasks)
+    assert _ids(stock.others([Offer(2), Offer(12)], [9])) == [2, 12]
+    assert _ids(stock.others([Offer(2), Offer(12)], [7, 9])) == [2]  # 7 idle again: its own
+    stock.refused([12])  # another site took it: neither kept for 7 nor spare
+    assert stock.mine([7]) == [] and [o.task_id for o, _ in stock.mine([8])] == [21]
+
+
+def test_a_merges_input_is_quiet_while_the_other_input_runs_here() -> None:
+    """A merge of 1 and 2 (both placed here): 1's success releases nothing while 2 runs, so
+    its completion need not bring a round; 2's does (or 1's, once 2's completion is held)."""
+    stock: OfferStock[Offer] = OfferStock()
+    stock.placed(1, (Offer(10),), needs=((2,),))
+    stock.placed(2, (Offer(10),), needs=((1,),))
+    stock.placed(3, (Offer(30),), needs=((4,),))  # 4 is not placed here
+    assert stock.quiet(1, pilot=7)
+    assert not stock.quiet(1, pilot=7, finished={2})  # 2's completion is in: 1's releases 10
+    assert not stock.quiet(3, pilot=9)  # 4 may end elsewhere: 3's success may release 30
+    stock.completed(2, ok=True, pilot=8)
+    assert not stock.quiet(1, pilot=7)

@@ -183,6 +183,11 @@ class Store:
         """The round's pairs; each task taken atomically, each pilot given one task at most."""
         return self._core.write(lambda tx: self._master.assign(tx, site, call))
 
+    def seen(self, site: str, pilot_id: int, epoch: int) -> None:
+        """The site's master (of this epoch) is there: the end of its long poll, which counts
+        as its call (it vouches for its pilots too); StaleMasterError if it is no more."""
+        self._core.write(lambda tx: self._master.vouch(tx, site, pilot_id, epoch))
+
     def offers(self, site: str, want: int) -> tuple[tuple[TaskOffer, ...], int]:
         """The site's runnable tasks (at most ``want``) and how many it has: a long poll's
         second look (``tq.service.site_waits``)."""

@@ -77,7 +77,7 @@ class MasterCalls:
     def sync(self, tx: Tx, site: str, call: SiteSync) -> SiteSyncAnswer:
         """The master's bulk call: completions, dead workers, undelivered tasks, and (``want``)
         the site's runnable tasks.  Also its heartbeat, for itself and its workers."""
-        self._vouch(tx, site, call.pilot_id, call.epoch)
+        self.vouch(tx, site, call.pilot_id, call.epoch)
         if call.phases:  # the master's round phases, for the counters
             tx.after_commit(functools.partial(self.sites.counters.on_phases, site, call.phases))
         dead = self._site_pilots(tx.conn, site, call.dead)
@@ -203,7 +203,7 @@ class MasterCalls:
             .values(last_seen=now)
         )
 
-    def _vouch(self, tx: Tx, site: str, pilot_id: int, epoch: int) -> None:
+    def vouch(self, tx: Tx, site: str, pilot_id: int, epoch: int) -> None:
         require_distributed(self.sites, site)
         self._check_master(tx.conn, site, pilot_id, epoch, self.core.clock())
 

@@ -78,7 +78,10 @@ class SiteOffers:
             row.id: row
             for row in conn.execute(sa.select(t.tasks).where(t.tasks.c.id.in_(chosen.task_ids)))
         }
-        return [offer_of(found[i]) for i in chosen.task_ids if i in found], chosen.runnable
+        offers = [offer_of(found[i]) for i in chosen.task_ids if i in found]
+        shared = chosen.shared
+        marked = [dataclasses.replace(o, shared=True) if o.task_id in shared else o for o in offers]
+        return marked, chosen.runnable
 
     def _read_queued(self, conn: Connection) -> list[Runnable]:
         """The queued tasks by priority, then age; the spec and inputs of those not known yet

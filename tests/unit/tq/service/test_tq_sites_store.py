@@ -490,3 +490,24 @@ def test_assign_names_a_bounded_number_of_successors(store_for: Any) -> None:
     ).accepted
     names = [s.name for s in placed.successors]
     assert names == [f"r{i}" for i in range(MAX_SUCCESSORS)] and placed.more
+
+
+def test_two_sites_are_offered_their_shares_first_and_told_which_are_the_others(
+    store_for: Any,
+) -> None:
+    """Tasks any site may run go first to the site whose share they are (``sched.offers``):
+    each ``sync`` marks the others' as ``shared``, which a master keeps for no later round."""
+    store = store_for(Clock(), default_architecture=Architecture.DISTRIBUTED)
+    s_master = _register(store, 3)[0].master
+    t_master = _register(store, 3, site="T", port=5000)[0].master
+    assert s_master is not None and t_master is not None
+    store.submit(_workflow(*({"name": f"x{i}", "command": "true"} for i in range(80))))
+    s_offers = store.sync("S", SiteSync(s_master.pilot_id, s_master.epoch, want=80)).tasks
+    t_offers = store.sync("T", SiteSync(t_master.pilot_id, t_master.epoch, want=80)).tasks
+    assert len(s_offers) == len(t_offers) == 80
+    s_own = [o.task_id for o in s_offers if not o.shared]
+    t_own = [o.task_id for o in t_offers if not o.shared]
+    assert s_own and t_own and not set(s_own) & set(t_own)
+    assert sorted(s_own + t_own) == sorted(o.task_id for o in s_offers)
+    assert [o.task_id for o in s_offers[: len(s_own)]] == s_own  # its share first, by age
+    assert s_own == sorted(s_own)

@@ -109,6 +109,7 @@ def test_every_public_method_is_one_transaction(tmp_path: Path) -> None:
     assert [r.accepted for r in synced.results] == [True]
     again, queued = call("offers", "S", 2)  # a long poll's second look
     assert queued == synced.queued and len(again) == min(2, queued)
+    call("seen", "S", master.pilot_id, master.epoch)  # and its end
     call("complete", answers[3].pilot_id, Completion(mine.task_id, mine.attempt, 0, mine.outputs))
     clock.now += 6  # the master is silent past its timeout
     claim = call("claim_master", "S", Claim(answers[1].pilot_id))
