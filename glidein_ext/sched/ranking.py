@@ -148,6 +148,11 @@ def _constant_rank(text: str) -> float | None:
 _MASK = (1 << 64) - 1
 
 
+# A master asks for this many tasks per idle worker (``sched.rounds.WANT_PER_IDLE``): the first
+# quarter of a TaskList is about as many tasks as there are workers to take them.
+TASKS_PER_IDLE = 4
+
+
 def tie_order(position: int, seed: int) -> int:
     """A deterministic shuffle of TaskList positions, a different one per ``seed`` (per worker):
     a splitmix64 finaliser of (position, seed)."""
@@ -240,10 +245,17 @@ class Ranker:
         """This worker's reply to a TaskList: every task it may run with its rank, or its best
         ``limit``.  Equal ranks are kept in TaskList order (the order the greedy assignment
         breaks ties in), or, with ``spread`` (e.g. the pilot's id), in an order shuffled per
-        worker, which spreads equally good tasks over the pilots (better for the optimal method
-        with a small ``limit``)."""
+        worker within each window of ``len(tasks) / TASKS_PER_IDLE`` positions, which spreads
+        equally good tasks over the pilots (better for the optimal method with a small
+        ``limit``) while the earlier windows, offered first, come first: with a small ``limit``
+        the workers' best ranks cover the oldest tasks, which the master's assignment takes
+        first of equal ranks (``sched.matrix.in_order``), not tasks from all over the queue
+        (the newest are often a busy worker's successors, better left to it)."""
         groups: dict[TaskSpec, Verdict | None] = {}
-        scored: list[tuple[float, int, int, int]] = []  # (-rank, tie, position, task id)
+        # (-rank, window, tie, position, task id): equal ranks by window of the TaskList (the
+        # earlier, offered first, before the later), then shuffled per worker within one
+        window = max(1, -(-len(tasks) // TASKS_PER_IDLE))
+        scored: list[tuple[float, int, int, int, int]] = []
         for position, task in enumerate(tasks):
             spec = task.spec
             if spec in groups:
@@ -261,13 +273,13 @@ class Ranker:
                 + squash(verdict.task_rank)
             )
             tie = position if spread is None else tie_order(position, spread)
-            scored.append((-value, tie, position, task.task_id))
+            scored.append((-value, position // window, tie, position, task.task_id))
         allowed = len(scored)
         if limit is not None and limit < allowed:
             best = heapq.nsmallest(max(limit, 0), scored)
         else:
             best = sorted(scored)
-        return Ranking({task_id: -negative for negative, _, _, task_id in best}, allowed)
+        return Ranking({task_id: -negative for negative, *_, task_id in best}, allowed)
 
 
 def _classads() -> Any:

@@ -41,11 +41,12 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from glidein_ext.sched.ranking import TASKS_PER_IDLE
 from glidein_ext.sched.roundrecords import Candidates, Key, Report, Worker
 from glidein_ext.sched.tasklist import Reply
 
 REMEMBERED = 65536  # completions remembered as reported (resends are answered, not re-reported)
-WANT_PER_IDLE = 4  # runnable tasks fetched per idle worker: a choice for the ranking
+WANT_PER_IDLE = TASKS_PER_IDLE  # runnable tasks fetched per idle worker: a choice to rank
 MAX_WANT = 2000
 MAX_BATCH = 5  # a round comes at most this many batching windows after the first event
 # A batch is full (its round comes at once) when this many workers were freed since the last

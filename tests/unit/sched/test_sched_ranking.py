@@ -12,6 +12,7 @@ import pytest
 
 from glidein_ext.errors import MissingDependencyError
 from glidein_ext.sched.ranking import (
+    TASKS_PER_IDLE,
     InputFile,
     Ranker,
     RankWeights,
@@ -176,3 +177,17 @@ def test_sched_parses_as_python_3_9() -> None:
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "zip":
                 assert not any(k.arg == "strict" for k in node.keywords), path
+
+
+def test_equal_ranks_come_by_window_of_the_tasklist_then_spread() -> None:
+    """A master fetches ``TASKS_PER_IDLE`` tasks per idle worker: the first quarter of the
+    TaskList, offered first (priority, then age), is what each worker lists first, shuffled
+    within that window so that workers spread over it."""
+    ranker = Ranker(WorkerAd(cpus=1))
+    tasks = [TaskEntry(100 + i, TaskSpec()) for i in range(40)]  # windows of 10
+    window = 40 // TASKS_PER_IDLE
+    replies = [list(ranker.rank(tasks, WorkerState(), limit=6, spread=s).ranks) for s in range(8)]
+    assert all(all(100 <= task < 100 + window for task in reply) for reply in replies)
+    assert len({tuple(reply) for reply in replies}) > 1  # shuffled per worker
+    full = list(ranker.rank(tasks, WorkerState(), spread=3).ranks)
+    assert [(task - 100) // window for task in full] == sorted((t - 100) // window for t in full)
