@@ -57,6 +57,7 @@ FULL_FRACTION = 0.1
 FULL_MIN = 8
 IDLE_MAX = 10.0  # seconds: the longest idle period (as ``agent.settings``' ``poll_max``)
 POLL_BEATS = 2  # a long poll lasts this many heartbeats (the Task Queue sees both its ends)
+POLL_MAX = 60.0  # seconds, at most: the Task Queue's cap (``tq.service.site_waits.MAX_WAIT``)
 PATIENCE = 30.0  # seconds a master awaits a completion a worker says it sent before releasing
 
 
@@ -315,14 +316,15 @@ class RoundBook:
 
     def poll_wait(self) -> float:
         """Seconds a round's ``sync`` may wait at the Task Queue for runnable work (a long
-        poll of ``POLL_BEATS`` heartbeats): while the site has nothing runnable and the master
-        owes nothing but quiet completions; 0 otherwise.  The Task Queue sees the master when
-        the poll comes and when it answers (``tq.service.api_sites``), which counts as a call
-        (:meth:`reported` with the answer's time): the master is never silent longer than
-        the poll, two thirds of the master timeout.  A completion that needs a round
-        meanwhile makes the master give the poll up (``agent.longpoll``)."""
+        poll of ``POLL_BEATS`` heartbeats, ``POLL_MAX`` at most): while the site has nothing
+        runnable and the master owes nothing but quiet completions; 0 otherwise.  The Task
+        Queue sees the master when the poll comes and when it answers
+        (``tq.service.api_sites``), which counts as a call (:meth:`reported` with the answer's
+        time): the master is never silent longer than the poll, two thirds of the master
+        timeout.  A completion that needs a round meanwhile makes the master give the poll up
+        (``agent.longpoll``)."""
         owed = len(self._pending) > len(self._quiet) or self._in_flight or self.news
-        return 0.0 if owed or not self._dry else POLL_BEATS * self.heartbeat
+        return 0.0 if owed or not self._dry else min(POLL_BEATS * self.heartbeat, POLL_MAX)
 
     @property
     def full_batch(self) -> int:

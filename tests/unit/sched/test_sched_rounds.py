@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from glidein_ext.sched.roundrecords import Candidates
-from glidein_ext.sched.rounds import POLL_BEATS, RoundBook
+from glidein_ext.sched.rounds import POLL_BEATS, POLL_MAX, RoundBook
 from glidein_ext.sched.tasklist import Reply
+from glidein_ext.tq.service.site_waits import MAX_WAIT
 
 A = ("10.0.0.2", 4000)
 
@@ -488,3 +489,12 @@ def test_a_round_that_placed_every_runnable_task_leaves_the_site_dry() -> None:
     assert book.dry and not book.round_due(1.3)
     book.supply(1)
     assert not book.dry
+
+
+def test_a_long_poll_never_asks_beyond_the_task_queues_cap() -> None:
+    """Two heartbeats of a two-minute master timeout (80 s) would be refused (the Task Queue
+    holds a call 60 s at most): the poll asks for the cap."""
+    book = RoundBook(1, window=0.2, period=2.0, heartbeat=40.0, long_poll=True)
+    book.join(7, A, now=0.0)
+    book.supply(0)
+    assert book.poll_wait() == POLL_MAX == MAX_WAIT  # the Task Queue's own cap
