@@ -56,7 +56,7 @@ from glidein_ext.errors import (
     TaskQueueError,
 )
 from glidein_ext.sched.assign import DEFAULT_METHOD, optimal_available
-from glidein_ext.sched.matrix import RankMatrix, in_order
+from glidein_ext.sched.matrix import RankMatrix, in_order, rank_sum
 from glidein_ext.sched.ranking import TaskEntry
 from glidein_ext.sched.roundrecords import Report
 from glidein_ext.sched.rounds import RoundBook
@@ -418,13 +418,14 @@ class MasterRole:
             pairs += tuple(
                 Pair(offered[row].task_id, candidates.pilots[col]) for row, col in result.pairs
             )
+            ranks = candidates.ranks  # the workers' own, not in_order's
             report = RoundReport(
-                result.total,
+                rank_sum(result.pairs, ranks),
                 result.served,
                 idle,
                 len(offered),
                 result.method,
-                other.total if other is not None else 0.0,
+                rank_sum(other.pairs, ranks) if other is not None else 0.0,
                 other.served if other is not None else 0,
             )
         mark = self.phases.lap("solve", mark)

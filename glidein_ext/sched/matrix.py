@@ -195,6 +195,12 @@ class RankMatrix:
 ORDER_STEP = 1e-9
 
 
+def rank_sum(pairs: Iterable[tuple[int, int]], replies: Sequence[Mapping[int, float]]) -> float:
+    """The workers' own ranks of the (TaskList position, column) ``pairs``, summed: a round's
+    sum of ranks, without ``in_order``'s tie-breaking."""
+    return sum(replies[col][row] for row, col in pairs)
+
+
 def in_order(replies: Sequence[Mapping[int, float]]) -> list[dict[int, float]]:
     """The workers' ranks keyed by TaskList position, each lowered by ``ORDER_STEP`` per
     position: of equally ranked tasks the assignment takes the earlier ones, in the order the

@@ -19,7 +19,7 @@ from typing import Any, cast
 from glidein_ext.agent.master import REPLY_BUDGET, TASKLIST_BUDGET
 from glidein_ext.dht import wire
 from glidein_ext.sched.assign import assign
-from glidein_ext.sched.matrix import RankMatrix, in_order
+from glidein_ext.sched.matrix import RankMatrix, in_order, rank_sum
 from glidein_ext.sched.ranking import InputFile, Ranker, TaskEntry, TaskSpec, WorkerAd, WorkerState
 from glidein_ext.sched.roundrecords import Report
 from glidein_ext.sched.rounds import RoundBook
@@ -296,7 +296,7 @@ class SiteMaster:
             result = assign(matrix, ctx.config.assignment)
             yield ctx.env.timeout(ctx.costs.assign_time(matrix.size))
             pairs += [(offered[row].task_id, candidates.pilots[col]) for row, col in result.pairs]
-            total, served = result.total, result.served
+            total, served = rank_sum(result.pairs, candidates.ranks), result.served
         yield from self._place(pairs, total, served, done)
 
     def _place(

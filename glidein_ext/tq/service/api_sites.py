@@ -16,6 +16,7 @@ A master's call with a credential must be of the site's credential and name one 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Sequence
@@ -27,7 +28,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from glidein_ext.errors import TaskQueueForbidden, TaskQueueNotFound
+from glidein_ext.errors import StaleMasterError, TaskQueueForbidden, TaskQueueNotFound
 from glidein_ext.tq.client.limits import INT64_MAX, MAX_NAME_CHARS
 from glidein_ext.tq.client.protocol import (
     Claim,
@@ -191,9 +192,12 @@ def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
             seen = waits.generation
             tasks, queued = store.offers(site, call.want)
             answer = dataclasses.replace(answer, tasks=tasks, queued=queued)
-        if waited:  # the master (and its pilots) seen again: the poll counts as a call
-            store.seen(site, call.pilot_id, call.epoch)
-            answer = dataclasses.replace(answer, seen=True)
+        # The master (and its pilots) seen again: the poll counts as a call -- unless a newer
+        # call of the site ended it (that one counts), or its pilot is no more the master.
+        if waited and waits.newest(site, number):
+            with contextlib.suppress(StaleMasterError):
+                store.seen(site, call.pilot_id, call.epoch)
+                answer = dataclasses.replace(answer, seen=True)
         return wire(answer)
 
     @app.post(

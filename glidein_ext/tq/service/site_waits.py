@@ -74,6 +74,10 @@ class SiteWaits:
             waiter.event.set()
         return number
 
+    def newest(self, site: str, number: int) -> bool:
+        """Call ``number`` is still its site's newest (no later call ended it)."""
+        return self._latest.get(site) == number
+
     async def wait(self, site: str, number: int, seconds: float, seen: int) -> bool:
         """Call ``number`` of ``site``, which read the offers at :attr:`generation` ``seen``,
         waits up to ``seconds``: True when tasks were queued since (look again), False when the

@@ -94,6 +94,7 @@ def test_a_newer_call_of_the_site_ends_its_waiting_sync(
         answer, _ = waiting.result(timeout=20)
         ended_after = time.monotonic() - start
     assert answer.tasks == () and ended_after < 5.0
+    assert answer.seen is False  # the newer call counts, not the one it ended
 
 
 def test_a_wait_beyond_the_cap_is_refused(site: tuple[TqServer, TqClient, SiteSync]) -> None:

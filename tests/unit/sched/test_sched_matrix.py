@@ -8,7 +8,7 @@ import pytest
 
 from glidein_ext.errors import RankMatrixError, UsageError
 from glidein_ext.sched.assign import assign
-from glidein_ext.sched.matrix import RankMatrix, in_order
+from glidein_ext.sched.matrix import RankMatrix, in_order, rank_sum
 
 
 def test_from_rows_keeps_only_allowed_pairs_by_column() -> None:
@@ -93,5 +93,8 @@ def test_in_order_makes_the_assignment_take_the_earlier_of_equal_tasks() -> None
     better = [{0: 0.5, 1: 0.5}, {1: 0.9}]
     chosen = assign(RankMatrix.from_replies(range(2), in_order(better)), "optimal")
     assert sorted(chosen.pairs) == [(0, 0), (1, 1)]
+    zeros = [{0: 0.0, 1: 0.0}, {0: 0.0, 1: 0.0}]  # neutral ranks: the sum stays 0, not below
+    chosen = assign(RankMatrix.from_replies(range(2), in_order(zeros)), "optimal")
+    assert chosen.total < 0 and rank_sum(chosen.pairs, zeros) == 0.0
     ranked = in_order([{0: 0.25, 5: 0.25}])[0]
     assert ranked[0] > ranked[5] and ranked[5] == pytest.approx(0.25, abs=1e-6)
