@@ -226,9 +226,8 @@ class RoundBook:
         return {pilot for pilot, _ in self._pending.values()}
 
     def reported(self, now: float | None = None) -> None:
-        """The Task Queue has what the last call carried; ``now``: when the Task Queue last saw
-        the master in it (an ``assign``'s start, a long poll's answer; a ``sync`` is timed by
-        :meth:`take_report`)."""
+        """The Task Queue has what the last call carried; ``now``: when it last saw the master
+        in it (an ``assign``'s start, a long poll's answer; :meth:`take_report` times a sync)."""
         if now is not None:
             self._last_call = max(self._last_call, now)
         for key in self._in_flight:
@@ -274,11 +273,10 @@ class RoundBook:
         self._left = runnable
 
     def took(self, placed: int, now: float) -> None:
-        """A round placed this many tasks (the book knows its pilots busy): when they were all
-        that the Task Queue's last answer counted, the site is dry (its next round long-polls,
-        not a ``sync`` to learn that it has nothing); when some are left and workers wait, the
-        next round comes at once (a TaskList cut to fit a datagram, ranks that covered fewer
-        tasks than workers), not after the period."""
+        """A round placed this many tasks (its pilots already busy here): all that the Task
+        Queue's last answer counted, the site is dry (its next round long-polls); some left
+        while workers wait (a TaskList cut to fit, ranks short of the workers), the next round
+        comes at once."""
         self._left -= placed
         if placed and self._left <= 0 and not self._dry:
             self._dry = 1
@@ -318,11 +316,9 @@ class RoundBook:
         """Seconds a round's ``sync`` may wait at the Task Queue for runnable work (a long
         poll of ``POLL_BEATS`` heartbeats, ``POLL_MAX`` at most): while the site has nothing
         runnable and the master owes nothing but quiet completions; 0 otherwise.  The Task
-        Queue sees the master when the poll comes and when it answers
-        (``tq.service.api_sites``), which counts as a call (:meth:`reported` with the answer's
-        time): the master is never silent longer than the poll, two thirds of the master
-        timeout.  A completion that needs a round meanwhile makes the master give the poll up
-        (``agent.longpoll``)."""
+        Queue sees the master at both ends of the poll (``tq.service.api_sites``; the answer is
+        a call: :meth:`reported`).  A completion that needs a round meanwhile makes the master
+        give the poll up (``agent.longpoll``)."""
         owed = len(self._pending) > len(self._quiet) or self._in_flight or self.news
         return 0.0 if owed or not self._dry else min(POLL_BEATS * self.heartbeat, POLL_MAX)
 
