@@ -167,15 +167,14 @@ class OfferStock(Generic[OfferT]):
         the other idle workers: they stay idle."""
         if not idle or self._stale:
             return None
-        own = self._own(idle)
-        mine = [pilot for pilot in sorted(idle) if pilot in own]
-        chosen = {own[pilot].task_id for pilot in mine}
-        everyone = len(mine) == len(idle)
-        if not mine or not (everyone or (dry and chosen >= self._released.keys())):
+        pairs = self.mine(idle)
+        chosen = {offer.task_id for offer, _ in pairs}
+        everyone = len(pairs) == len(idle)
+        if not pairs or not (everyone or (dry and chosen >= self._released.keys())):
             return None
         for task_id in chosen:  # placed now, or refused: the Task Queue's either way
             self._held.pop(task_id, None)
-        return [(own[pilot], pilot) for pilot in mine]
+        return pairs
 
     def offered(self, offers: Sequence[OfferT], now: float) -> None:
         """A ``sync`` answered with these offers: those no round places are the spares of the
