@@ -139,12 +139,15 @@ class SiteRun:
         size: int = 0,
         timeout: float = 300,
         max_retries: int | None = None,
+        rank: str | None = None,
     ) -> dict[str, Any]:
         """Submit W1/W2/W3, wait until all its tasks ended; its counters.  ``max_retries``: the
-        workflow's default (the Task Queue's, 2, if None)."""
+        workflow's default (the Task Queue's, 2, if None); ``rank``: the tasks' Rank."""
         submitted = generate(kind, scale, size, sleep)
         if max_retries is not None:
             submitted["defaults"]["max_retries"] = max_retries
+        if rank is not None:
+            submitted["defaults"]["rank"] = rank
         answer = self.operator.submit(submitted)
         deadline = time.monotonic() + timeout
         while True:

@@ -46,7 +46,7 @@ def test_a_distributed_site_runs_the_seeds_workflows_through_its_tfc_and_a_slow_
         # fail three times in a row (CI, 2026-11-26: task 23's stage-out, three tries in 0.7 s);
         # with 6 retries that is negligible.
         rows = {
-            kind: site.run_workflow(kind, scale=0.2, sleep=0.2, max_retries=6)
+            kind: site.run_workflow(kind, scale=0.2, sleep=0.2, max_retries=6, rank="1")
             for kind in ("w1", "w2", "w3")
         }
         status = site.operator.status()
@@ -68,8 +68,10 @@ def test_a_distributed_site_runs_the_seeds_workflows_through_its_tfc_and_a_slow_
         assert counters["tasks_done"] >= counters["tasks"], kind  # retries count too
         assert counters["requests"].keys() <= {"sync", "assign", "claim"}, kind
         assert counters["rounds"]["n"] >= 2, kind
-    # The workers' ranks reach the counters.  A successor round ranks nothing (``Master._direct``):
-    # one workflow's sum was 0 once, in a loaded test run; the three together rank something.
+    # The workers' ranks reach the counters.  A worker given its own task's successor ranks
+    # nothing (``OfferStock.mine``) and a task without locality or Rank ranks 0: the tasks have
+    # Rank = 1 (runs that ranked only such tasks summed to 0), so every ranked pair counts, and
+    # the first round of each workflow is ranked.
     assert sum(counters["rounds"]["rank_sum"] for counters in rows.values()) > 0
     assert all(w.tasks["done"] == sum(w.tasks.values()) for w in status.workflows)
     assert rows["w3"]["inputs"]["peer"] + rows["w3"]["inputs"]["cache"] > 0
