@@ -127,6 +127,7 @@ class MasterRole:
         self.rank_sums: list[float] = []  # one per round that assigned (reports, tests)
         self.active = True
         self._wake: asyncio.Event | None = None
+        self._poll: asyncio.Future[Any] | None = None  # the last long poll's call
         self.phases = RoundPhases()  # the rounds' phases, timed (``agent.phases``)
         self._more = False  # the last sync left runnable tasks unasked for
         self.waits = BroadcastWait(broadcast_timeout)  # the TaskList's wait for its replies
@@ -215,7 +216,8 @@ class MasterRole:
             await asyncio.wait(list(self.handout.handing), timeout=CLOSE_TIMEOUT / 2)
         for _ in range(3):
             report = self.book.take_report(time.monotonic())
-            if not (report.completions or report.dead or report.release):
+            idle = self._poll is None or self._poll.done()  # else a sync ends that poll
+            if idle and not (report.completions or report.dead or report.release):
                 return True
             if await self._sync(report, 0) is not None:
                 log.info(
@@ -274,7 +276,9 @@ class MasterRole:
             wait=wait,
         )
         try:
-            sent = self._tq(self.client.sync, self.site, call)
+            sent = asyncio.ensure_future(self._tq(self.client.sync, self.site, call))
+            if wait:  # a long poll: a leaving master ends it at the Task Queue (_last_sync)
+                self._poll = sent
             answer = await (unless_woken(sent, self._wake) if wait and self._wake else sent)
             if answer is None:
                 self.book.unreported(report)
