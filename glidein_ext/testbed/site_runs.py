@@ -14,8 +14,10 @@ registers first, so it is the master of a distributed site (the master-kill test
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -131,6 +133,33 @@ class SiteRun:
         assert self.server is not None
         return "\n".join([*texts, self.server.log()[-tail:]])
 
+    def unfinished(self, workflow_id: int, lines: int = 40) -> str:
+        """For a test that timed out: the workflow's tasks not done (state, attempt, pilot, from
+        the Task Queue's SQLite file) and the last ``lines`` log lines, of every log, that name
+        one of them."""
+        assert self.server is not None
+        with contextlib.closing(sqlite3.connect(self.server.database)) as db:
+            rows = db.execute(
+                "SELECT id, name, state, attempt, pilot_id FROM tasks"
+                " WHERE workflow_id = ? AND state != 'done' ORDER BY id",
+                (workflow_id,),
+            ).fetchall()
+        if not rows:
+            return "every task done"
+        ids = "|".join(str(row[0]) for row in rows[:50])
+        named = re.compile(rf"\btasks? ({ids})\b")
+        logs = [*sorted(self.directory.glob("*.log")), self.server.log_path]
+        mentions = [
+            f"{path.name}: {line}"
+            for path in logs
+            for line in path.read_text(errors="replace").splitlines()
+            if named.search(line)
+        ]
+        head = [
+            f"task {i} {name}: {state}, attempt {a}, pilot {p}" for i, name, state, a, p in rows
+        ]
+        return "\n".join([*head, *mentions[-lines:]])
+
     def run_workflow(
         self,
         kind: str,
@@ -157,7 +186,10 @@ class SiteRun:
             if ended == sum(workflow.tasks.values()):
                 break
             if time.monotonic() > deadline:
-                raise AssertionError(f"{kind} did not finish: {workflow.tasks}\n{self.logs()}")
+                raise AssertionError(
+                    f"{kind} did not finish: {workflow.tasks}\n{self.logs()}\n"
+                    + self.unfinished(answer.workflow_id)
+                )
             time.sleep(0.3)
         return self.workflow_counters(answer.workflow_id)
 

@@ -86,7 +86,9 @@ def test_killing_the_master_elects_another_and_loses_nothing(tmp_path: Path) -> 
             (workflow,) = [w for w in status.workflows if w.id == answer.workflow_id]
             if workflow.tasks["done"] + workflow.tasks["failed"] == 2 * CHAINS:
                 break
-            assert time.monotonic() < deadline, f"{workflow.tasks}\n{site.logs()}"
+            assert time.monotonic() < deadline, (
+                f"{workflow.tasks}\n{site.logs()}\n{site.unfinished(answer.workflow_id)}"
+            )
             time.sleep(0.3)
         assert workflow.tasks["done"] == 2 * CHAINS
         ran = runs.read_text().split()
