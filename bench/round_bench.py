@@ -75,7 +75,7 @@ def lfn(i: int) -> str:
 
 
 class Worker:
-    """One worker's answer to a TaskList, as ``agent.worker`` gives it.
+    """One worker's answer to a TaskList, as ``distributed.worker`` gives it.
 
     In one process the workers' work is serialized (on a site it runs on every worker at once):
     :meth:`prepare` does it before the broadcast, timed, and the broadcast's handler returns the

@@ -14,8 +14,8 @@ The site's architecture (Delgado Peris 2014 §IV) comes with the registration's 
 above, and the cache's changes are reported to the TQ (file tracking).  Centralized: the pilot joins
 the site DHT (``agent.sitenet``), each request carries its cache list, and the files it caches are
 published in the DHT instead of reported.  Distributed: the pilot joins the DHT and the master
-assigns its tasks (``agent.worker``, ``agent.master``); it neither asks nor heartbeats.  With a
-DHT, a normal exit LEAVEs the DHT before deregistering.
+assigns its tasks (``distributed.worker``, ``distributed.master``); it neither asks nor
+heartbeats.  With a DHT, a normal exit LEAVEs the DHT before deregistering.
 
 The executor may have no room (a glidein's startd, ``glidein.handoff.executor``): the pilot asks
 for a task only once ``executor.wait_room`` says one more can start, and leaves when it says none
@@ -40,10 +40,10 @@ from glidein_ext.agent.loopthread import LoopThread
 from glidein_ext.agent.pilot_cache import PilotCache
 from glidein_ext.agent.settings import AgentSettings
 from glidein_ext.agent.sitenet import SiteNetwork
-from glidein_ext.agent.worker import DistributedWorker
 from glidein_ext.cache.need import NeededFiles, needed_files
 from glidein_ext.cache.se import StorageElement
 from glidein_ext.cache.tfc import load_catalog
+from glidein_ext.distributed.worker import DistributedWorker
 from glidein_ext.errors import (
     DhtError,
     TaskQueueAuthError,

@@ -49,7 +49,8 @@ log = logging.getLogger("glidein_ext.agent")
 
 _DEFAULTS = AgentSettings()
 
-# A maker publishes its outputs in the site DHT while it reports its completion (``agent.worker``),
+# A maker publishes its outputs in the site DHT while it reports its completion
+# (``distributed.worker``),
 # so a reader the master placed at once may look before the publication has landed: it looks
 # again after these pauses (seconds) before reading the SE.  A file no pilot of the site holds
 # (made at another site, or the workflow's own input) costs their sum.

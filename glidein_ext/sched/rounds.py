@@ -1,6 +1,6 @@
 """The master's round bookkeeping (Delgado Peris 2014 §III.B-C), pure: the master edge
-(``glidein_ext.agent.master``) drives it with the clock, the workers' messages, the Task Queue's
-answers and the aggregated replies.
+(``glidein_ext.distributed.master``) drives it with the clock, the workers' messages, the Task
+Queue's answers and the aggregated replies.
 
 What it keeps:
 
@@ -318,7 +318,7 @@ class RoundBook:
         runnable and the master owes nothing but quiet completions; 0 otherwise.  The Task
         Queue sees the master at both ends of the poll (``tq.service.api_sites``; the answer is
         a call: :meth:`reported`).  A completion that needs a round meanwhile makes the master
-        give the poll up (``agent.longpoll``)."""
+        give the poll up (``distributed.master.unless_woken``)."""
         owed = len(self._pending) > len(self._quiet) or self._in_flight or self.news
         return 0.0 if owed or not self._dry else min(POLL_BEATS * self.heartbeat, POLL_MAX)
 

@@ -1,5 +1,5 @@
 """The successors a master knows of, the last ``sync``'s spare offers, and the rounds that need
-no ``sync`` (pure; ``agent.master`` and the simulator's master drive it).
+no ``sync`` (pure; ``distributed.master`` and the simulator's master drive it).
 
 Delgado Peris 2014 §III.B-C: each round the master fetches the site's runnable tasks from the
 Task Queue, broadcasts them as a TaskList, and assigns by the workers' ranks.  Most rounds of a

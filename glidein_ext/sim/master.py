@@ -6,7 +6,7 @@ Time: the Task Queue calls go through the simulated server; the TaskList's broad
 aggregated replies cross ``ceil(log_fanout(workers))`` levels of the DHT tree, each costing a
 LAN message and (down) the decoding of the TaskList; the workers rank in parallel (the
 calibrated cost of one ranking); the master's assignment costs the calibrated time per allowed
-pair.  The master sequences its loop as ``agent.master.MasterRole.run`` does.
+pair.  The master sequences its loop as ``distributed.master.MasterRole.run`` does.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, cast
 
-from glidein_ext.agent.master import REPLY_BUDGET, TASKLIST_BUDGET
 from glidein_ext.dht import wire
+from glidein_ext.distributed.master import REPLY_BUDGET, TASKLIST_BUDGET
 from glidein_ext.sched.assign import assign
 from glidein_ext.sched.matrix import RankMatrix, in_order, rank_sum
 from glidein_ext.sched.ranking import InputFile, Ranker, TaskEntry, TaskSpec, WorkerAd, WorkerState
@@ -111,7 +111,7 @@ class SiteMaster:
         yield ctx.env.timeout(lan)  # the master's assign message
         worker = self.workers[pilot_id]
         worker.current = task.task_id
-        self.book.delivered(pilot_id)  # acknowledged, as ``agent.handout`` tells the book
+        self.book.delivered(pilot_id)  # acknowledged, as ``distributed.delivery`` tells the book
         outcome = yield from execute(ctx, pilot_id, task, attempt, True)
         yield ctx.env.timeout(dht_publish_time(ctx, len(task.outputs) + len(task.inputs)) + lan)
         worker.current, worker.last_done = 0, task.task_id
@@ -152,7 +152,7 @@ class SiteMaster:
     def _sync(
         self, report: Report, want: int, wait: float = 0.0
     ) -> Generator[Any, Any, list[SimTask] | None]:
-        """The offers; None for a long poll given up for an event (``agent.master``)."""
+        """The offers; None for a long poll given up for an event (``distributed.master``)."""
         tq = self.ctx.tq
         outcomes: list[tuple[int, Outcome]] = list(report.completions)
         for _, outcome in outcomes:
@@ -174,7 +174,8 @@ class SiteMaster:
         self.book.reported(self.ctx.env.now if wait else None)  # a poll's answer: a call
         self.book.supply(runnable, wait > 0)
         self.stock.round_ended(self.ctx.env.now)  # the Task Queue has the completions
-        # More runnable than asked for: another round if a worker is left idle (``agent.master``)
+        # More runnable than asked for: another round if a worker is left idle
+        # (``distributed.master``)
         self._more = runnable > len(offers)
         if self._more and not want and self.book.idle():
             self.book.trigger(self.ctx.env.now)
@@ -189,7 +190,7 @@ class SiteMaster:
         want = book.start_round(now)
         offers: list[SimTask] = []
         direct = self._direct_pairs(want)
-        if direct is not None:  # no sync, no TaskList (``sched.stock``, as ``agent.master``)
+        if direct is not None:  # no sync, no TaskList (``sched.stock``, as ``distributed.master``)
             pairs = [(task.task_id, pilot) for task, pilot in direct]
             yield from self._place(pairs, 0.0, 0, book.take_completions(now))  # it ranks nothing
             book.leftover(self.stock.round_ended(ctx.env.now), ctx.env.now)
@@ -260,7 +261,7 @@ class SiteMaster:
         return replies
 
     def _direct_pairs(self, want: int) -> list[tuple[SimTask, int]] | None:
-        """This round's pairs when it needs neither a sync nor a TaskList, as ``agent.master``
+        """This round's pairs when it needs neither a sync nor a TaskList, as ``distributed.master``
         decides (``OfferStock.direct``); None otherwise."""
         book = self.book
         if not self.ctx.config.round_stock:
@@ -272,7 +273,8 @@ class SiteMaster:
         return self.stock.direct(book.idle(), book.dry and self.ctx.config.long_poll)
 
     def _spare_offers(self, want: int, now: float) -> list[SimTask] | None:
-        """The TaskList of a round without a sync (``OfferStock.spares``, as ``agent.master``);
+        """The TaskList of a round without a sync (``OfferStock.spares``, as
+        ``distributed.master``);
         None when the round syncs."""
         if not self.ctx.config.round_stock or not want or self.book.news:
             return None
@@ -285,7 +287,7 @@ class SiteMaster:
         done: Report | None,
         own: list[tuple[SimTask, int]],
     ) -> Generator[Any, Any, None]:
-        """The own successors' pairs, and the ranked ones (``agent.master``)."""
+        """The own successors' pairs, and the ranked ones (``distributed.master``)."""
         ctx = self.ctx
         pairs = [(task.task_id, pilot) for task, pilot in own]
         total, served = 0.0, 0
@@ -315,7 +317,8 @@ class SiteMaster:
         if len(placed) < len(pairs):  # another site took a task: no spare any more
             taken = {task_id for task_id, *_ in placed}
             self.stock.refused([task_id for task_id, _ in pairs if task_id not in taken])
-        # On their way (``agent.handout``): an idle reply meanwhile does not mean a task is lost.
+        # On their way (``distributed.delivery``): an idle reply meanwhile does not mean a task
+        # is lost.
         placed_now = [(task_id, pilot_id, attempt) for task_id, pilot_id, attempt, *_ in placed]
         book.assigned(placed_now, delivering=True)
         book.took(len(placed), ctx.env.now)

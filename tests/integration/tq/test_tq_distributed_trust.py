@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from glidein_ext.agent import messages
 from glidein_ext.dht.node import DhtNode
+from glidein_ext.distributed import codec as messages
 from glidein_ext.errors import DhtError
 from glidein_ext.testbed.tq_server import TqServer, tq_env
 from glidein_ext.tq.client import pilotkeys
@@ -171,14 +171,14 @@ def test_a_pilot_cannot_speak_for_the_others_to_its_master(tmp_path: Path) -> No
 
             for victim in (2, 3):  # pilot 1 is the master; 2 and 3 run tasks 1 and 2
                 for task in (1, 2):
-                    done = messages.encode_done(victim, Completion(task, 1, 0))
+                    done = messages.encode(messages.Done(victim, Completion(task, 1, 0)))
                     forged.append((messages.DONE, done))  # the old, unsealed form
                     forged.append(sealed(messages.DONE, victim, done))  # with its own key
                     as_me = sealed(messages.DONE, rogue.pilot_id, done)
                     forged += [as_me, as_me]  # sealed as itself, naming another; and replayed
                 forged.append((messages.BYE, [victim]))
                 forged.append(sealed(messages.BYE, victim, [victim]))
-                hello = messages.encode_hello(messages.Hello(victim, ("127.0.0.1", 9)))
+                hello = messages.encode(messages.Hello(victim, ("127.0.0.1", 9)))
                 forged.append((messages.HELLO, hello))
                 forged.append(sealed(messages.HELLO, victim, hello))
             site_key = bytes.fromhex(rogue.site_key)

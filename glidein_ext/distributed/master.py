@@ -20,8 +20,9 @@ ride the next ``sync`` to the Task Queue's counters.  A call refused as stale (a
 the role) ends the role; one refused for its credential (revoked) ends the pilot.
 
 The workers' hello/done/bye messages, sealed with each worker's key for this master's epoch,
-are taken by ``agent.inbox`` (the keys come with the claim's answer and with ``sync``); the
-hand-outs of assigned tasks and the probes of suspects run beside the rounds in ``agent.handout``.
+are taken by ``distributed.inbox`` (the keys come with the claim's answer and with ``sync``); the
+hand-outs of assigned tasks and the probes of suspects run beside the rounds in
+``distributed.delivery``.
 
 The role is one task on the process's event loop, owned by the pilot's worker; the Task Queue's
 blocking client runs in the loop's executor.  Python 3.9 + standard library, except that the
@@ -35,29 +36,32 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from glidein_ext.agent.broadcastwait import BroadcastWait
-from glidein_ext.agent.handout import HandOut
-from glidein_ext.agent.inbox import WorkerInbox
-from glidein_ext.agent.longpoll import unless_woken
-from glidein_ext.agent.offerentry import entry_of
-from glidein_ext.agent.phases import RoundPhases
-from glidein_ext.agent.refused import RefusedLog
-from glidein_ext.agent.solver import RoundSolver
 from glidein_ext.dht import wire
 from glidein_ext.dht.node import DhtNode
 from glidein_ext.dht.protocol import BODY_BUDGET
+from glidein_ext.distributed.delivery import Deliveries
+from glidein_ext.distributed.inbox import WorkerInbox
+from glidein_ext.distributed.phases import RoundPhases
 from glidein_ext.errors import (
     DhtError,
+    MissingDependencyError,
     StaleMasterError,
     TaskQueueAuthError,
     TaskQueueError,
 )
-from glidein_ext.sched.assign import DEFAULT_METHOD, optimal_available
+from glidein_ext.sched.assign import (
+    DEFAULT_METHOD,
+    FALLBACK_METHOD,
+    assign,
+    optimal_available,
+    other_method,
+)
 from glidein_ext.sched.matrix import RankMatrix, in_order, rank_sum
-from glidein_ext.sched.ranking import TaskEntry
+from glidein_ext.sched.ranking import InputFile, TaskEntry, TaskSpec
 from glidein_ext.sched.roundrecords import Report
 from glidein_ext.sched.rounds import RoundBook
 from glidein_ext.sched.stock import OfferStock
@@ -81,7 +85,7 @@ from glidein_ext.tq.client.protocol import (
 )
 
 T = TypeVar("T")
-log = logging.getLogger("glidein_ext.agent.master")
+log = logging.getLogger("glidein_ext.distributed.master")
 TASKLIST_BUDGET = BODY_BUDGET - 256  # the broadcast's own fields
 REPLY_BUDGET = int(BODY_BUDGET * 0.85)  # the aggregated replies, in one datagram at the root
 TOPIC = "tasklist"
@@ -128,7 +132,7 @@ class MasterRole:
         self.active = True
         self._wake: asyncio.Event | None = None
         self._poll: asyncio.Future[Any] | None = None  # the last long poll's call
-        self.phases = RoundPhases()  # the rounds' phases, timed (``agent.phases``)
+        self.phases = RoundPhases()  # the rounds' phases, timed (``distributed.phases``)
         self._more = False  # the last sync left runnable tasks unasked for
         self.waits = BroadcastWait(broadcast_timeout)  # the TaskList's wait for its replies
         self._closing = False  # the pilot leaves: a last sync, then the role ends
@@ -139,11 +143,11 @@ class MasterRole:
         self.inbox = WorkerInbox(
             node, self.book, epoch, poke=self._poke, active=self._active, quiet=self._quiet
         )
-        self.handout = HandOut(
+        self.deliveries = Deliveries(
             node, self.book, epoch, self.inbox, poke=self._poke, handed=self._handed
         )
 
-    # --- the workers' messages (on the event loop: ``agent.inbox``) ---------------------------
+    # --- the workers' messages (on the event loop: ``distributed.inbox``) ----------------------
 
     def install(self, pilots: Sequence[SitePilot] = ()) -> None:
         """Take the messages of a master; ``pilots``: the site's live pilots at a takeover."""
@@ -184,7 +188,7 @@ class MasterRole:
                 self.phases.rounds,
                 ", ".join(f"{p} {v:.1f} s" for p, v in self.phases.totals.items()),
             )
-            self.handout.cancel()
+            self.deliveries.cancel()
             ended.set()
 
     async def close(self, timeout: float = CLOSE_TIMEOUT) -> bool:
@@ -200,7 +204,7 @@ class MasterRole:
         if ended is None:  # the rounds never started: the last sync here
             try:
                 return await asyncio.wait_for(self._last_sync(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return False
             finally:
                 self.active = False
@@ -212,8 +216,8 @@ class MasterRole:
 
     async def _last_sync(self) -> bool:
         """The leaving master's last call (tried a few times); True when it got through."""
-        if self.handout.handing:
-            await asyncio.wait(list(self.handout.handing), timeout=CLOSE_TIMEOUT / 2)
+        if self.deliveries.handing:
+            await asyncio.wait(list(self.deliveries.handing), timeout=CLOSE_TIMEOUT / 2)
         for _ in range(3):
             report = self.book.take_report(time.monotonic())
             idle = self._poll is None or self._poll.done()  # else a sync ends that poll
@@ -365,7 +369,7 @@ class MasterRole:
         if self._more and self.book.idle():
             self.book.trigger(time.monotonic())
         mark = time.monotonic()
-        await self.handout.probe_suspects()
+        await self.deliveries.probe_suspects()
         self.phases.lap("probe", mark)
         idle_replies = sum(1 for reply in replies if reply.idle)
         counts = (len(offered), len(candidates.pilots), idle_replies, len(replies))
@@ -486,7 +490,7 @@ class MasterRole:
         by_id = {offer.task_id: offer for offer in offered}
         self.phases.lap("tq_assign", mark)
         # Handed out while the next round goes on: the book knows they are on their way.
-        self.handout.start([(by_id[t], p, a) for t, p, a in placed])
+        self.deliveries.start([(by_id[t], p, a) for t, p, a in placed])
 
     def _handed(self, seconds: float) -> None:
         """A round's hand-outs ended after ``seconds`` (beside the next round): its phase."""
@@ -496,3 +500,139 @@ class MasterRole:
         log.warning("master: pilot %s steps down: %s", self.pilot_id, reason)
         self.active = False
         self.on_step_down(reason)
+
+
+# --- broadcastwait -----------------------------------------------------------------------------
+BROADCAST_FLOOR = 0.5  # seconds: the shortest TaskList wait
+BROADCAST_SAMPLES = 16  # recent broadcasts the wait is fitted to
+
+
+class BroadcastWait:
+    """The recent broadcasts' durations, and the next one's wait."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.recent: deque[float] = deque(maxlen=BROADCAST_SAMPLES)  # their durations
+
+    def wait(self) -> float:
+        """The next broadcast's wait (the timeout while none is known)."""
+        if not self.recent:
+            return self.timeout
+        ordered = sorted(self.recent)
+        p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+        return min(self.timeout, max(BROADCAST_FLOOR, 3 * p90))
+
+    def record(self, elapsed: float, complete: bool, waited: float) -> None:
+        """A broadcast ended after ``elapsed`` seconds; one that timed out counts as twice its
+        wait."""
+        self.recent.append(elapsed if complete else 2 * waited)
+
+
+# --- longpoll ----------------------------------------------------------------------------------
+
+
+def _drop(future: asyncio.Future[Any]) -> None:
+    """An abandoned call's end: its error is read (not logged as never retrieved)."""
+    if not future.cancelled():
+        future.exception()
+
+
+async def unless_woken(call: Awaitable[T], wake: asyncio.Event) -> T | None:
+    """``call``'s result, or None when ``wake`` is set first (it is cleared before the call and
+    set again then: the caller's loop looks at what woke it)."""
+    wake.clear()
+    pending = asyncio.ensure_future(call)
+    woken = asyncio.ensure_future(wake.wait())
+    try:
+        await asyncio.wait({pending, woken}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        woken.cancel()
+    if pending.done():
+        return pending.result()
+    pending.add_done_callback(_drop)
+    wake.set()
+    return None
+
+
+# --- offerentry --------------------------------------------------------------------------------
+def entry_of(offer: TaskOffer) -> TaskEntry:
+    """A Task Queue offer as a TaskList entry (``sched.ranking``)."""
+    spec = TaskSpec(
+        offer.requirements,
+        offer.rank,
+        offer.request_cpus,
+        offer.request_memory,
+        offer.request_disk,
+        float(offer.max_runtime),
+        tuple(sorted(offer.attributes.items())),
+    )
+    return TaskEntry(offer.task_id, spec, tuple(InputFile(lfn) for lfn in offer.inputs))
+
+
+# --- solver ------------------------------------------------------------------------------------
+class RoundSolver:
+    """Assigns with ``method``, falling back to ``greedy`` for good when it cannot run."""
+
+    def __init__(self, method: str, log: logging.Logger) -> None:
+        self.method = method
+        self._log = log
+
+    def solve(self, matrix: RankMatrix) -> Any:
+        try:
+            return assign(matrix, self.method)
+        except MissingDependencyError as exc:
+            self._log.warning("master: %s; assigning with %s instead", exc, FALLBACK_METHOD)
+            self.method = FALLBACK_METHOD
+            return assign(matrix, FALLBACK_METHOD)
+
+    def solve_both(self, matrix: RankMatrix) -> tuple[Any, Any]:
+        """The assignment, and the other method's on the same matrix (for the counters)."""
+        result = self.solve(matrix)
+        return result, self.compare(matrix, result.method)
+
+    def compare(self, matrix: RankMatrix, method: str) -> Any:
+        """The other method on the same matrix, for the counters (None without scipy)."""
+        try:
+            return assign(matrix, other_method(method))
+        except MissingDependencyError:
+            return None
+
+
+# --- refused -----------------------------------------------------------------------------------
+REFUSED_BURST = 20  # refused pairs logged one a line per REFUSED_PERIOD; the rest counted
+REFUSED_PERIOD = 60.0
+
+
+class RefusedLog:
+    """The refused pairs' lines, at most ``REFUSED_BURST`` a ``REFUSED_PERIOD``."""
+
+    def __init__(self, log: logging.Logger) -> None:
+        self._log = log
+        self._since = -REFUSED_PERIOD  # the period's start,
+        self._logged = 0  # the lines logged in it,
+        self._quiet = 0  # and the pairs not logged
+
+    def write(self, refused: Sequence[Any], now: float) -> None:
+        """One line per refused pair (``Refused``: the task, the pilot, why) while the period's
+        burst lasts; the rest counted."""
+        if now - self._since >= REFUSED_PERIOD:
+            if self._quiet:
+                self._log.info(
+                    "master: %d more refused pair(s) in the last %.0f s, not logged",
+                    self._quiet,
+                    now - self._since,
+                )
+            self._since = now
+            self._logged = 0
+            self._quiet = 0
+        for item in refused:
+            if self._logged >= REFUSED_BURST:
+                self._quiet += 1
+                continue
+            self._logged += 1
+            self._log.info(
+                "master: the Task Queue refused task %s for pilot %s: %s",
+                item.task_id,
+                item.pilot_id,
+                item.reason,
+            )

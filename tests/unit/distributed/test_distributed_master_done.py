@@ -1,7 +1,7 @@
 """The master's answer to a worker's ``done`` (Delgado Peris 2014 §III.B): "held" until the Task
 Queue has the completion, then ``"synced"``, so that the worker keeps resending it until then (a
 master that steps down holding it loses nothing).  Every message travels sealed with the worker's
-key for the master's epoch (``agent.messages``)."""
+key for the master's epoch (``distributed.codec``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import asyncio
 import time
 from typing import Any, cast
 
-from glidein_ext.agent import messages
-from glidein_ext.agent.master import MasterRole
 from glidein_ext.dht.node import DhtNode
+from glidein_ext.distributed import codec as messages
+from glidein_ext.distributed.master import MasterRole
 from glidein_ext.errors import TaskQueueError
 from glidein_ext.tq.client import pilotkeys
 from glidein_ext.tq.client.client import TqClient
@@ -56,7 +56,7 @@ def _send(node: _Node, kind: str, body: Any) -> Any:
 
 def test_done_is_answered_held_then_synced_and_none_once_stepped_down() -> None:
     role, node = _master()
-    body = messages.encode_done(7, Completion(40, 1, 0))
+    body = messages.encode(messages.Done(7, Completion(40, 1, 0)))
     assert _send(node, messages.DONE, body) is True  # held: not at the Task Queue yet
     report = role.book.take_report(1.0)
     assert [c.task_id for _, c in report.completions] == [40]
@@ -87,7 +87,9 @@ def test_a_leaving_master_syncs_the_completions_it_holds_before_the_role_ends() 
     role, node = _master()
     tq = _Tq(fail=1)
     role.client = cast(TqClient, tq)
-    assert _send(node, messages.DONE, messages.encode_done(7, Completion(40, 1, 0))) is True
+    assert (
+        _send(node, messages.DONE, messages.encode(messages.Done(7, Completion(40, 1, 0)))) is True
+    )
     role.local_done(1, Completion(41, 1, 0))  # the master pilot's own last task
     role.book.dead(7)
     assert asyncio.run(role.close(5.0)) is True

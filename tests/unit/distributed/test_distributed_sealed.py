@@ -12,9 +12,9 @@ from typing import Any, cast
 
 import pytest
 
-from glidein_ext.agent import messages
-from glidein_ext.agent.master import MasterRole
 from glidein_ext.dht.node import DhtNode
+from glidein_ext.distributed import codec as messages
+from glidein_ext.distributed.master import MasterRole
 from glidein_ext.tq.client import pilotkeys
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.protocol import Completion, PilotKey, SitePilot
@@ -61,18 +61,18 @@ def test_a_pilot_cannot_report_done_bye_or_hello_for_another() -> None:
     before = _states(role)
     # pilot 7 holds its own key only: it seals messages that name pilots 5 and 6
     for victim in (5, 6):
-        done = messages.encode_done(victim, Completion(100 + victim, 1, 0))
+        done = messages.encode(messages.Done(victim, Completion(100 + victim, 1, 0)))
         as_itself = messages.seal(key(7), messages.DONE, 7, EPOCH, done, time.time())
         assert node.handlers[messages.DONE](as_itself, 7, None) is None  # names another pilot
         as_victim = messages.seal(key(7), messages.DONE, victim, EPOCH, done, time.time())
         assert node.handlers[messages.DONE](as_victim, 7, None) is None  # not the victim's key
         bye = messages.seal(key(7), messages.BYE, victim, EPOCH, [victim], time.time())
         assert node.handlers[messages.BYE](bye, 7, None) is None
-        hello = messages.encode_hello(messages.Hello(victim, ("10.0.0.9", 9)))
+        hello = messages.encode(messages.Hello(victim, ("10.0.0.9", 9)))
         sealed = messages.seal(key(7), messages.HELLO, victim, EPOCH, hello, time.time())
         assert node.handlers[messages.HELLO](sealed, 7, None) is None
     # and unsealed, as the old protocol sent them
-    plain = messages.encode_done(5, Completion(105, 1, 0))
+    plain = messages.encode(messages.Done(5, Completion(105, 1, 0)))
     assert node.handlers[messages.DONE](plain, 7, None) is None
     assert node.handlers[messages.BYE]([6], 7, None) is None
     assert _states(role) == before
@@ -82,7 +82,7 @@ def test_a_pilot_cannot_report_done_bye_or_hello_for_another() -> None:
 
 def test_a_replayed_or_stale_message_is_refused() -> None:
     role, node = _master()
-    done = messages.encode_done(5, Completion(105, 1, 0))
+    done = messages.encode(messages.Done(5, Completion(105, 1, 0)))
     payload = messages.seal(key(5), messages.DONE, 5, EPOCH, done, time.time())
     assert node.handlers[messages.DONE](payload, 5, None) is not None  # the real one
     role.book.take_report(1.0)
@@ -100,8 +100,8 @@ def test_a_replayed_or_stale_message_is_refused() -> None:
 def test_a_pilot_without_a_key_yet_is_heard_once_the_task_queue_gives_it(kind: str) -> None:
     role, node = _master()
     bodies = {
-        messages.HELLO: messages.encode_hello(messages.Hello(9, ("127.0.0.1", 4009))),
-        messages.DONE: messages.encode_done(9, Completion(109, 1, 0)),
+        messages.HELLO: messages.encode(messages.Hello(9, ("127.0.0.1", 4009))),
+        messages.DONE: messages.encode(messages.Done(9, Completion(109, 1, 0))),
         messages.BYE: [9],
     }
     if kind == messages.BYE:

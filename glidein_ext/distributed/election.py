@@ -26,7 +26,7 @@ from glidein_ext.sched.election import Action, MasterView, Succession
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.protocol import Claim, MasterInfo
 
-log = logging.getLogger("glidein_ext.agent.worker")  # the worker's log
+log = logging.getLogger("glidein_ext.distributed.worker")  # the worker's log
 
 
 class Election:

@@ -12,13 +12,16 @@ from typing import Any, cast
 
 import pytest
 
-from glidein_ext.agent import messages
-from glidein_ext.agent.broadcastwait import BROADCAST_FLOOR
-from glidein_ext.agent.master import MasterRole
-from glidein_ext.agent.phases import PHASES
-from glidein_ext.agent.refused import REFUSED_BURST, REFUSED_PERIOD
 from glidein_ext.dht.broadcaster import BroadcastResult
 from glidein_ext.dht.node import DhtNode
+from glidein_ext.distributed import codec as messages
+from glidein_ext.distributed.master import (
+    BROADCAST_FLOOR,
+    REFUSED_BURST,
+    REFUSED_PERIOD,
+    MasterRole,
+)
+from glidein_ext.distributed.phases import PHASES
 from glidein_ext.sched.ranking import Ranking
 from glidein_ext.sched.tasklist import encode_reply
 from glidein_ext.tq.client import pilotkeys
@@ -64,7 +67,7 @@ class _Node:
         pilot = address[1] - 4000
         envelope = messages.unseal(payload, kind)
         assert messages.authentic(key(pilot), kind, envelope)  # sealed with that worker's key
-        self.sent.append((pilot, messages.decode_assign(envelope.body)[1].task_id))
+        self.sent.append((pilot, messages.ASSIGN_CODEC.decode(envelope.body).task.task_id))
         return messages.seal_answer(key(pilot), kind, envelope.nonce, True)
 
     async def ping(self, address: Any, timeout: Any = None) -> Any:
@@ -101,7 +104,7 @@ def _one_round(role: MasterRole) -> None:
 
     async def one_round() -> None:
         await role._round(time.monotonic())
-        await asyncio.gather(*role.handout.handing)
+        await asyncio.gather(*role.deliveries.handing)
 
     asyncio.run(one_round())
 
@@ -140,14 +143,14 @@ def test_each_refused_pair_is_logged_once_and_the_log_is_rate_limited(
 ) -> None:
     node = _Node()
     role = _role(node, _Refusing(), method="greedy")
-    with caplog.at_level(logging.INFO, logger="glidein_ext.agent.master"):
+    with caplog.at_level(logging.INFO, logger="glidein_ext.distributed.master"):
         _one_round(role)
     lines = [r.getMessage() for r in caplog.records if "refused task" in r.getMessage()]
     assert len(lines) == 1 and lines[0].endswith(": the pilot runs task 9"), lines
     assert len(node.sent) == 1  # the refused pair is not handed out
     caplog.clear()
     many = [Refused(t, 7, "task is done, not queued") for t in range(REFUSED_BURST + 5)]
-    with caplog.at_level(logging.INFO, logger="glidein_ext.agent.master"):
+    with caplog.at_level(logging.INFO, logger="glidein_ext.distributed.master"):
         now = time.monotonic()  # the round's period still
         role.refused.write(many, now)
         role.refused.write(many[:1], now + REFUSED_PERIOD)  # a new period: the count first
@@ -195,7 +198,7 @@ def test_a_round_of_successors_makes_no_sync_and_its_assign_carries_the_completi
 
     async def second_round() -> None:
         await role._round(time.monotonic())
-        await asyncio.gather(*role.handout.handing)
+        await asyncio.gather(*role.deliveries.handing)
 
     asyncio.run(second_round())
     assert len(client.syncs) == 1  # none this round: the successors covered both workers
@@ -240,7 +243,7 @@ def test_a_merge_goes_to_the_maker_of_its_last_input_without_a_sync() -> None:
 
     async def second_round() -> None:
         await role._round(time.monotonic())
-        await asyncio.gather(*role.handout.handing)
+        await asyncio.gather(*role.deliveries.handing)
 
     asyncio.run(second_round())
     assert len(client.syncs) == 1  # no sync: both inputs were made here
@@ -258,7 +261,7 @@ def test_a_failed_completion_releases_no_successor_and_the_round_syncs() -> None
 
     async def second_round() -> None:
         await role._round(time.monotonic())
-        await asyncio.gather(*role.handout.handing)
+        await asyncio.gather(*role.deliveries.handing)
 
     asyncio.run(second_round())
     assert len(client.syncs) == 2  # worker 7 has no successor: the Task Queue's offers
@@ -314,7 +317,7 @@ def test_a_round_ranks_the_last_syncs_spare_offers_without_a_sync() -> None:
 
     async def next_round() -> None:
         await role._round(time.monotonic())
-        await asyncio.gather(*role.handout.handing)
+        await asyncio.gather(*role.deliveries.handing)
 
     asyncio.run(next_round())
     assert len(client.syncs) == 1  # no sync

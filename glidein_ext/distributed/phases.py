@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Iterable
 
-log = logging.getLogger("glidein_ext.agent.master")  # the master's log: one line a round
+log = logging.getLogger("glidein_ext.distributed.master")  # the master's log: one line a round
 PHASES = ("wait", "sync", "broadcast", "replies", "solve", "tq_assign", "hand_out", "probe")
 
 

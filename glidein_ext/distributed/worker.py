@@ -9,9 +9,9 @@ On the process's event loop (owned here, cancelled at the end):
   its ranks of the TaskList (``sched.ranking.Ranker``: ClassAd Requirements and Rank, its cached
   inputs, its remaining life; the best ``limit``) through the aggregation tree;
 - the ``assign`` message: the task is queued for the pilot's thread;
-- the election (``agent.election``): a silent master is probed; when it is dead, the successors
-  claim the role at the Task Queue in turn; the winner runs
-  :class:`~glidein_ext.agent.master.MasterRole`.
+- the election (``distributed.election``): a silent master is probed; when it is dead, the
+  successors claim the role at the Task Queue in turn; the winner runs
+  :class:`~glidein_ext.distributed.master.MasterRole`.
 
 In the pilot's thread (:meth:`DistributedWorker.run_tasks`): wait for an assignment, run it
 (``agent.executor``), publish the cache's changes in the DHT, report the completion to the master
@@ -23,10 +23,11 @@ it makes a last sync first (:meth:`MasterRole.close`), as a worker it resends it
 master says the Task Queue has it (``STOP_GRACE`` at most), before it deregisters.
 
 What the worker and its master tell each other is sealed with the key that only this pilot and
-the master of that epoch hold (``agent.masterlink``, ``tq.client.pilotkeys``): an assignment or an
-``end`` that is not, or that replays a nonce, is refused, and an answer that is not is no answer
-(only the real master can say the Task Queue has a completion).  A master's ``end`` (the Task
-Queue no longer has this pilot: its credential was revoked) makes the pilot leave.
+the master of that epoch hold (``distributed.masterlink``, ``tq.client.pilotkeys``): an
+assignment or an ``end`` that is not, or that replays a nonce, is refused, and an answer that
+is not is no answer (only the real master can say the Task Queue has a completion).  A master's
+``end`` (the Task Queue no longer has this pilot: its credential was revoked) makes the pilot
+leave.
 
 Python 3.9, standard library only.
 """
@@ -43,14 +44,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from glidein_ext.agent import messages
-from glidein_ext.agent.election import Election, view_of
 from glidein_ext.agent.executor import TaskExecutor
 from glidein_ext.agent.loopthread import LoopThread
-from glidein_ext.agent.master import TOPIC, MasterRole
-from glidein_ext.agent.masterlink import MasterLink
 from glidein_ext.agent.sitenet import SiteNetwork
 from glidein_ext.cache.need import NeededFiles, needed_files
+from glidein_ext.distributed import codec as messages
+from glidein_ext.distributed.election import Election, view_of
+from glidein_ext.distributed.master import TOPIC, MasterRole
+from glidein_ext.distributed.masterlink import MasterLink
 from glidein_ext.errors import DhtError
 from glidein_ext.sched.election import MasterView, Succession, lost_own_task
 from glidein_ext.sched.outbox import Outbox
@@ -59,7 +60,7 @@ from glidein_ext.sched.tasklist import combine, decode_tasklist, encode_reply
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.protocol import Completion, RegisterAnswer, TaskAssignment
 
-log = logging.getLogger("glidein_ext.agent.worker")
+log = logging.getLogger("glidein_ext.distributed.worker")
 RESEND_AFTER = 3.0  # seconds before a completion no master said the Task Queue has is resent
 STOP_GRACE = 10.0  # seconds a stopping pilot keeps trying to report its last task
 
@@ -208,6 +209,7 @@ class DistributedWorker:
         successors = [pilot for pilot, _ in tasklist.successors]
         if not self.succession.heard(view, time.monotonic(), successors):
             return None  # a stale master's TaskList
+        self.link.door.know_epoch(view.epoch)  # its elders are obeyed no more
         self.election.addresses.update(dict(tasklist.successors))
         if learn and self.needed is not None:  # sizes: the cache's (the TaskList has none)
             wanted = {f.lfn for entry in tasklist.tasks for f in entry.inputs}
@@ -231,55 +233,41 @@ class DistributedWorker:
         return encode_reply(self.pilot_id, 0, self.last_done, ranking)
 
     def _on_assign(self, payload: Any, _sender: int, _address: Any) -> Any:
-        opened = self.link.opened(messages.ASSIGN, payload)
-        if opened is None:
+        admitted = self.link.opened(messages.ASSIGN, payload)
+        if admitted is None or not isinstance(admitted.message, messages.Assign):
             return False
-        envelope, key = opened
-        try:
-            epoch, task = messages.decode_assign(envelope.body)
-        except ValueError as exc:
-            log.info("malformed assignment: %s", exc)
-            return False
-        if epoch != envelope.epoch:
-            return False
-        return messages.seal_answer(key, messages.ASSIGN, envelope.nonce, self._take(epoch, task))
+        return admitted.answer(self._take(admitted.epoch, admitted.message.task))
 
     def _on_end(self, payload: Any, _sender: int, _address: Any) -> Any:
         """The master says the Task Queue no longer has this pilot (its credential was revoked,
         or it was found dead): its task is requeued already; the pilot leaves."""
-        opened = self.link.opened(messages.END, payload)
-        if opened is None:
+        admitted = self.link.opened(messages.END, payload)
+        if admitted is None or not isinstance(admitted.message, messages.End):
             return False
-        envelope, key = opened
         log.warning(
             "pilot %s: the master of epoch %s says: %s; stopping",
             self.pilot_id,
-            envelope.epoch,
-            envelope.body,
+            admitted.epoch,
+            admitted.message.reason,
         )
         self.on_lost()
-        return messages.seal_answer(key, messages.END, envelope.nonce, True)
+        return admitted.answer(True)
 
     def _on_resign(self, payload: Any, _sender: int, _address: Any) -> Any:
         """The master leaves (its last sync made): the election starts now, the first
         successor claiming at once (the Task Queue grants it once the master deregistered)."""
-        opened = self.link.opened(messages.RESIGN, payload)
-        if opened is None:
+        admitted = self.link.opened(messages.RESIGN, payload)
+        if admitted is None or not isinstance(admitted.message, messages.Resign):
             return False
-        envelope, key = opened
-        try:
-            successors = messages.decode_resign(envelope.body)
-        except ValueError as exc:
-            log.info("pilot %s: %s", self.pilot_id, exc)
-            successors = ()
+        successors = admitted.message.successors
         known = self.succession.master
-        if known is not None and known.epoch == envelope.epoch:
-            log.info("pilot %s: the master of epoch %s leaves", self.pilot_id, envelope.epoch)
+        if known is not None and known.epoch == admitted.epoch:
+            log.info("pilot %s: the master of epoch %s leaves", self.pilot_id, admitted.epoch)
             # Its order may be news: a pilot that joined after the last TaskList knew none.
             self.election.addresses.update(dict(successors))
             ids = [pilot for pilot, _ in successors]
             self.succession.forget(time.monotonic(), ids if ids else None)
-        return messages.seal_answer(key, messages.RESIGN, envelope.nonce, True)
+        return admitted.answer(True)
 
     def _take(self, epoch: int, task: TaskAssignment) -> bool:
         known = self.succession.master
@@ -298,6 +286,7 @@ class DistributedWorker:
     async def _adopt(self, view: MasterView) -> None:
         """The master the Task Queue named (on the loop, like every use of the succession)."""
         self.succession.adopt(view, time.monotonic())
+        self.link.door.know_epoch(view.epoch)
         await self._meet(view)
 
     async def _meet(self, view: MasterView, resend: bool = True) -> None:
@@ -308,7 +297,7 @@ class DistributedWorker:
         task, attempt = self.current or (0, 0)
         hello = messages.Hello(self.pilot_id, node.address, task, attempt)
         try:
-            answer = await self.link.request(view, messages.HELLO, messages.encode_hello(hello))
+            answer = await self.link.request(view, messages.HELLO, messages.encode(hello))
         except DhtError:
             return  # the election loop probes a silent master
         if answer is None:
@@ -341,12 +330,13 @@ class DistributedWorker:
             self._resending = False
 
     def _done(self, completion: Completion) -> list[Any]:
-        return messages.encode_done(self.pilot_id, completion)
+        return messages.encode(messages.Done(self.pilot_id, completion))
 
     async def _become_master(self, epoch: int, pilots: Any) -> None:
         node = self.net.node
         assert node is not None
         self.succession.granted(epoch, node.address, time.monotonic())
+        self.link.door.know_epoch(epoch)
         role = MasterRole(
             node,
             self.client,

@@ -1,7 +1,7 @@
 """The master's side of the workers' sealed messages (Delgado Peris 2014 §III.B-C): hello (a
 worker joins, or meets a new master), done (a completion) and bye (a worker leaves).
 
-Each message is sealed with the worker's key for this master's epoch (``agent.messages``,
+Each message is sealed with the worker's key for this master's epoch (``distributed.codec``,
 ``tq.client.pilotkeys``): one that is not, or that replays a nonce or falls outside the time
 window, is ignored, so no pilot speaks for another.  The keys come with the claim's answer and,
 for pilots met later, with ``sync`` (a message from a pilot whose key has not come yet is held
@@ -20,15 +20,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from glidein_ext.agent import messages
 from glidein_ext.dht.node import DhtNode
-from glidein_ext.dht.replay import ReplayGuard, Verdict
+from glidein_ext.distributed import codec as messages
+from glidein_ext.distributed.door import Admitted, Decision, Door, Pending, Refused, Role
 from glidein_ext.errors import DhtError
 from glidein_ext.sched.rounds import RoundBook
 from glidein_ext.tq.client.protocol import Completion, SitePilot
 
-log = logging.getLogger("glidein_ext.agent.master")  # the master's log
-REPLAY_WINDOW = 60.0  # seconds a sealed message's time may differ from ours (the DHT's window)
+log = logging.getLogger("glidein_ext.distributed.master")  # the master's log
 HELD_PER_PILOT = 4  # messages kept from a pilot whose key has not come yet (the latest)
 HELD_PILOTS = 4096  # pilots whose messages wait for their key, at most
 _REFUSED: Any = object()
@@ -57,9 +56,9 @@ class WorkerInbox:
         self._poke = poke
         self._active = active
         self._quiet = quiet
-        self.keys: dict[int, bytes] = {}  # each worker's key with this epoch
-        self.guard = ReplayGuard(REPLAY_WINDOW)
-        self.held: dict[int, list[tuple[str, messages.Envelope]]] = {}  # awaiting their key
+        self.door = Door(Role.MASTER, 0, epoch=epoch)  # every message's checks, and the keys
+        self.keys = self.door.keys  # each worker's key with this epoch
+        self.held: dict[int, list[Pending]] = {}  # messages awaiting their sender's key
         self._roster_checked = time.monotonic()
 
     def install(self, pilots: Sequence[SitePilot] = ()) -> None:
@@ -76,7 +75,7 @@ class WorkerInbox:
                 task = (pilot.task_id, pilot.attempt or 0)
             if pilot.key:
                 try:
-                    self.keys[pilot.pilot_id] = bytes.fromhex(pilot.key)
+                    self.door.learn_key(pilot.pilot_id, bytes.fromhex(pilot.key))
                 except ValueError:
                     log.warning("master: the Task Queue sent pilot %s a bad key", pilot.pilot_id)
             self.book.join(pilot.pilot_id, address, now, task)
@@ -94,77 +93,58 @@ class WorkerInbox:
         return self._receive(messages.BYE, payload)
 
     def _receive(self, kind: str, payload: Any) -> Any:
-        """A worker's sealed message: its sealed answer, ``"pending"`` (its key has not come:
-        checked then), or None (not the master of the epoch it was sealed for, or refused)."""
+        """A worker's sealed message through the door (``distributed.door``): its sealed answer,
+        ``"pending"`` (its key has not come: checked then), or None (refused, or not the master
+        of the epoch it was sealed for)."""
         if not self._active():
             return None
-        try:
-            envelope = messages.unseal(payload, kind)
-        except ValueError as exc:
-            log.info("master: malformed %s: %s", kind, exc)
-            return None
-        if envelope.epoch != self.epoch:
-            return None  # sealed for another master
-        key = self.keys.get(envelope.pilot_id)
-        if key is None:
-            self._hold(kind, envelope)
+        decision = self.door.admit(kind, payload, time.time())
+        if isinstance(decision, Pending):
+            self._hold(decision)
             return messages.PENDING
-        value = self._accept(kind, envelope, key)
-        if value is _REFUSED:
-            return None
-        return messages.seal_answer(key, kind, envelope.nonce, value)
+        value = self._act(decision)
+        return (
+            None
+            if value is _REFUSED or not isinstance(decision, Admitted)
+            else decision.answer(value)
+        )
 
-    def _hold(self, kind: str, envelope: messages.Envelope) -> None:
-        held = self.held.get(envelope.pilot_id)
+    def _hold(self, pending: Pending) -> None:
+        pilot_id = pending.envelope.pilot_id
+        held = self.held.get(pilot_id)
         if held is None:
             if len(self.held) >= HELD_PILOTS:
                 return
-            held = self.held[envelope.pilot_id] = []
-        held.append((kind, envelope))
+            held = self.held[pilot_id] = []
+        held.append(pending)
         del held[:-HELD_PER_PILOT]
         self.book.trigger(time.monotonic())  # a Task Queue call brings the key
         self._poke()
 
-    def _accept(self, kind: str, envelope: messages.Envelope, key: bytes) -> Any:
-        """Check a sealed message (key, nonce, time) and act on it; its answer, or _REFUSED."""
-        pilot_id = envelope.pilot_id
-        if not messages.authentic(key, kind, envelope):
-            log.warning("master: a %s sealed as pilot %s is not: ignored", kind, pilot_id)
+    def _act(self, decision: Decision) -> Any:
+        """Act on a message the door let in; its answer, or _REFUSED (logged)."""
+        if isinstance(decision, Refused):
+            if not decision.quiet:
+                log.warning("master: a %s refused: %s", decision.kind, decision.reason)
             return _REFUSED
-        verdict = self.guard.check(pilot_id, envelope.nonce, envelope.stamp, time.time())
-        if verdict is not Verdict.FRESH:
-            log.warning("master: a %s of pilot %s is %s: ignored", kind, pilot_id, verdict.value)
+        if not isinstance(decision, Admitted):
             return _REFUSED
-        try:
-            return self._act(kind, pilot_id, envelope.body)
-        except ValueError as exc:
-            log.info("master: malformed %s of pilot %s: %s", kind, pilot_id, exc)
-            return _REFUSED
-
-    def _act(self, kind: str, pilot_id: int, body: Any) -> Any:
-        """An authentic message of ``pilot_id``; ValueError if its body names another pilot."""
-        if kind == messages.HELLO:
-            hello = messages.decode_hello(body)
-            if hello.pilot_id != pilot_id:
-                raise ValueError(f"hello names pilot {hello.pilot_id}")
-            task = (hello.task_id, hello.attempt) if hello.task_id else None
-            self.book.join(pilot_id, hello.address, time.monotonic(), task)
+        pilot_id, message = decision.pilot_id, decision.message
+        if isinstance(message, messages.Hello):
+            task = (message.task_id, message.attempt) if message.task_id else None
+            self.book.join(pilot_id, message.address, time.monotonic(), task)
             self._poke()
             return [self.epoch]
-        if kind == messages.DONE:
-            reporter, completion = messages.decode_done(body)
-            if reporter != pilot_id:
-                raise ValueError(f"done names pilot {reporter}")
+        if isinstance(message, messages.Done):
+            completion = message.completion
             self.local_done(pilot_id, completion)
             if self.book.synced((completion.task_id, completion.attempt)):
                 return messages.DONE_SYNCED  # the worker stops resending it
             return True
-        if kind == messages.BYE:
-            if body != [pilot_id]:
-                raise ValueError("bye names another pilot")
+        if isinstance(message, messages.Bye):
             self.book.leave(pilot_id)
             return True
-        raise ValueError(f"unknown message {kind!r}")
+        return _REFUSED
 
     def local_done(self, pilot_id: int, completion: Completion) -> None:
         """A completion, from a worker or from this pilot's own last task."""
@@ -192,15 +172,16 @@ class WorkerInbox:
                 key = bytes.fromhex(item.key)
             except ValueError:
                 continue
-            self.keys[item.pilot_id] = key
-            for kind, envelope in self.held.pop(item.pilot_id, []):
-                self._accept(kind, envelope, key)
+            self.door.learn_key(item.pilot_id, key)
+            now = time.time()
+            for pending in self.held.pop(item.pilot_id, []):
+                self._act(self.door.held(pending, now))
         ending = []
         for pilot_id in gone:
             self.held.pop(pilot_id, None)
             worker = self.book.workers.get(pilot_id)
             self.book.leave(pilot_id)
-            known = self.keys.pop(pilot_id) if pilot_id in self.keys else None
+            known = self.door.forget_key(pilot_id)
             if worker is not None and known is not None:
                 log.info("master: pilot %s is no live pilot of the site any more", pilot_id)
                 ending.append(self.end(worker.address, pilot_id, known))
@@ -212,7 +193,7 @@ class WorkerInbox:
         that the role is free: the first claims at once, not after the master timeout's
         silence.  Sealed with each one's key; a successor that does not answer waits as
         before."""
-        body = messages.encode_resign(successors)  # their order: who claims first
+        body = messages.encode(messages.Resign(tuple(successors)))  # their order: who claims first
         sends = [
             self._resign(address, pilot_id, self.keys[pilot_id], body)
             for pilot_id, address in successors

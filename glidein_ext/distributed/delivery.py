@@ -15,18 +15,18 @@ import logging
 import time
 from collections.abc import Callable
 
-from glidein_ext.agent import messages
-from glidein_ext.agent.inbox import WorkerInbox
 from glidein_ext.dht.node import DhtNode
+from glidein_ext.distributed import codec as messages
+from glidein_ext.distributed.inbox import WorkerInbox
 from glidein_ext.errors import DhtError
 from glidein_ext.sched.rounds import RoundBook
 from glidein_ext.tq.client.protocol import TaskAssignment, TaskOffer
 
-log = logging.getLogger("glidein_ext.agent.master")  # the master's log
+log = logging.getLogger("glidein_ext.distributed.master")  # the master's log
 PROBE_TIMEOUT = 3.0  # seconds a suspect has to answer its probe (a loaded process answers late)
 
 
-class HandOut:
+class Deliveries:
     """The master's hand-outs and probes in flight, and their ends."""
 
     def __init__(
@@ -83,7 +83,7 @@ class HandOut:
             offer.request_memory,
             offer.request_disk,
         )
-        body = messages.encode_assign(self.epoch, task)
+        body = messages.encode(messages.Assign(self.epoch, task))
         key = self.inbox.keys.get(pilot_id)
         unanswered = False  # sent, and no answer came: the worker may have it
         for _ in range(3):
