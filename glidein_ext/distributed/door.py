@@ -78,7 +78,7 @@ class Pending:
     envelope: codec.Envelope
 
 
-Decision = Union[Admitted, Refused, Pending]  # noqa: UP007 -- Python 3.9 at run time
+Decision = Union[Admitted, Refused, Pending]  # Python 3.9 at run time: no X | Y
 
 
 class Door:

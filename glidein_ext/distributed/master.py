@@ -157,6 +157,13 @@ class MasterRole:
         """A completion, from a worker or from this pilot's own last task."""
         self.inbox.local_done(pilot_id, completion)
 
+    def busy(self) -> bool:
+        """Whether the site has work: runnable tasks at the Task Queue (its last answer), tasks
+        its workers run, completions not yet synced, messages waiting for a key."""
+        book = self.book
+        running = any(worker.task is not None for worker in book.workers.values())
+        return not book.dry or running or bool(book.pending()) or bool(self.inbox.held)
+
     def _poke(self) -> None:
         if self._wake is not None:
             self._wake.set()

@@ -1,33 +1,32 @@
-"""A pilot of a distributed site (Delgado Peris 2014 §III.B-C): ranks TaskLists, runs what the
-master assigns, reports to the master, and takes the master role when the election says so.
+"""A pilot of a distributed site (Delgado Peris 2014 §III.B-C): the asyncio shell around its pure
+core, ``distributed.worker_state.WorkerState``.
 
-On the process's event loop (owned here, cancelled at the end):
+The shell owns the I/O and delivers events to the core; the core decides, and the shell carries
+out its instructions:
 
-- the ``tasklist`` broadcast: the worker hears its master (``sched.election.Succession``; a new
-  epoch makes it say hello and resend the completions the Task Queue may lack, ``sched.outbox``;
-  those a master holds but has not synced are resent now and then) and answers: busy (its task), or
-  its ranks of the TaskList (``sched.ranking.Ranker``: ClassAd Requirements and Rank, its cached
-  inputs, its remaining life; the best ``limit``) through the aggregation tree;
-- the ``assign`` message: the task is queued for the pilot's thread;
-- the election (``distributed.election``): a silent master is probed; when it is dead, the
-  successors claim the role at the Task Queue in turn; the winner runs
+- the ``tasklist`` broadcast: decoded here; the core hears the master (a new epoch: hello, and
+  the completions no master said the Task Queue has are resent; those a master holds but has not
+  synced, now and then) and says how to answer: busy (its task), or its ranks of the TaskList
+  (``sched.ranking.Ranker``: ClassAd Requirements and Rank, its cached inputs, its remaining
+  life; the best ``limit``), through the aggregation tree;
+- a master's sealed message (``assign``, ``end``, ``resign``): through the core's door
+  (``distributed.door``): seal, addressee, epoch (no pilot obeys a master older than the newest
+  it knew), freshness; an assignment is queued for the pilot's thread, an ``end`` is checked
+  with the Task Queue before the pilot leaves, a ``resign`` starts the election at once;
+- the election: a timer asks the core; a silent master is probed, a dead one's successors claim
+  the role at the Task Queue in turn; the winner runs
   :class:`~glidein_ext.distributed.master.MasterRole`.
 
 In the pilot's thread (:meth:`DistributedWorker.run_tasks`): wait for an assignment, run it
-(``agent.executor``), publish the cache's changes in the DHT, report the completion to the master
-and wait for its acknowledgement (the worker is idle only then; until then it says it is busy, so
-no task is lost between two masters); the completion stays in the worker's outbox until a master
-says the Task Queue has it.  Only the master calls the Task Queue; a worker calls it to
-register, to claim the role, and to deregister.  A leaving pilot loses no completion: as master
-it makes a last sync first (:meth:`MasterRole.close`), as a worker it resends its outbox until a
-master says the Task Queue has it (``STOP_GRACE`` at most), before it deregisters.
-
-What the worker and its master tell each other is sealed with the key that only this pilot and
-the master of that epoch hold (``distributed.masterlink``, ``tq.client.pilotkeys``): an
-assignment or an ``end`` that is not, or that replays a nonce, is refused, and an answer that
-is not is no answer (only the real master can say the Task Queue has a completion).  A master's
-``end`` (the Task Queue no longer has this pilot: its credential was revoked) makes the pilot
-leave.
+(the pilot's executor), publish the cache's changes in the DHT, report the completion to the
+master and wait for its acknowledgement (the worker is idle only then; until then it says it is
+busy, so no task is lost between two masters); the completion stays in the worker's outbox
+until a master says the Task Queue has it.  Only the master calls the Task Queue; a worker calls
+it to register, to claim the role, to confirm an ``end`` and to deregister.  A leaving pilot
+loses no completion: as master it makes a last sync first (:meth:`MasterRole.close`), as a worker
+it resends its outbox until a master says the Task Queue has it (``STOP_GRACE`` at most), before
+it deregisters.  A master pilot runs no task, but it is not idle while its site has work
+(``--max-idle`` counts only an idle site).
 
 Python 3.9, standard library only.
 """
@@ -35,49 +34,90 @@ Python 3.9, standard library only.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import queue
 import threading
 import time
-from collections import deque
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Protocol
 
-from glidein_ext.agent.executor import TaskExecutor
-from glidein_ext.agent.loopthread import LoopThread
-from glidein_ext.agent.sitenet import SiteNetwork
 from glidein_ext.cache.need import NeededFiles, needed_files
-from glidein_ext.distributed import codec as messages
-from glidein_ext.distributed.election import Election, view_of
+from glidein_ext.dht.contact import parse_address
+from glidein_ext.dht.node import DhtNode
+from glidein_ext.distributed import codec
+from glidein_ext.distributed import worker_state as ws
 from glidein_ext.distributed.master import TOPIC, MasterRole
-from glidein_ext.distributed.masterlink import MasterLink
-from glidein_ext.errors import DhtError
-from glidein_ext.sched.election import MasterView, Succession, lost_own_task
-from glidein_ext.sched.outbox import Outbox
+from glidein_ext.errors import (
+    DhtError,
+    TaskQueueAuthError,
+    TaskQueueError,
+    TaskQueueNotFound,
+)
+from glidein_ext.sched.election import MasterView
 from glidein_ext.sched.ranking import Ranker, TaskEntry, WorkerState
 from glidein_ext.sched.tasklist import combine, decode_tasklist, encode_reply
 from glidein_ext.tq.client.client import TqClient
-from glidein_ext.tq.client.protocol import Completion, RegisterAnswer, TaskAssignment
+from glidein_ext.tq.client.protocol import Claim, Completion, MasterInfo, RegisterAnswer
 
 log = logging.getLogger("glidein_ext.distributed.worker")
-RESEND_AFTER = 3.0  # seconds before a completion no master said the Task Queue has is resent
 STOP_GRACE = 10.0  # seconds a stopping pilot keeps trying to report its last task
+ELECTION_STEP = 0.5  # seconds between the election's looks, at most
+
+
+class Loop(Protocol):
+    """The pilot process's event loop thread (``agent.loopthread``)."""
+
+    def spawn(self, coro: Coroutine[Any, Any, None], name: str = "") -> None: ...
+
+    def run(self, coro: Coroutine[Any, Any, Any], timeout: float | None = None) -> Any: ...
+
+
+class Network(Protocol):
+    """The pilot's DHT node and cache (``agent.sitenet``)."""
+
+    node: DhtNode | None
+    cache: Any
+
+    def publish_cache(self, background: bool = False) -> tuple[int, int]: ...
+
+    def refresh(self) -> None: ...
+
+
+class Executor(Protocol):
+    """Runs the pilot's tasks (``agent.executor``)."""
+
+    def has_room(self) -> bool: ...
+
+    def closed(self) -> bool: ...
+
+    def execute(self, task: Any, stop: threading.Event) -> Any: ...
+
+
+def view_of(master: MasterInfo) -> MasterView:
+    """The master the Task Queue named, as the succession knows masters; DhtError if its
+    address is malformed."""
+    try:
+        address = parse_address(master.dht_address)
+    except ValueError as exc:
+        raise DhtError(str(exc)) from exc
+    return MasterView(master.pilot_id, address, master.epoch)
 
 
 class DistributedWorker:
-    """One pilot's part in its site's distributed scheduling."""
+    """One pilot's part in its site's distributed scheduling: the shell of a ``WorkerState``."""
 
     def __init__(
         self,
         *,
-        loop: LoopThread,
-        net: SiteNetwork,
+        loop: Loop,
+        net: Network,
         client: TqClient,
         site: str,
         answer: RegisterAnswer,
         ranker: Ranker,
-        executor: TaskExecutor,
+        executor: Executor,
         stop: threading.Event,
         expires_at: float | None,
         master_settings: dict[str, Any],
@@ -98,63 +138,53 @@ class DistributedWorker:
         self.master_settings = master_settings
         self.on_lost = on_lost
         self.needed = needed
+        if not answer.pilot_key:
+            raise DhtError("the Task Queue gave this pilot no key (an older Task Queue?)")
+        node = net.node
+        if node is None:
+            raise DhtError("the site network is not joined")
         period = float(master_settings["period"])
         # A master is probed after three round periods without a TaskList, and not before the
         # Task Queue would let another pilot take over (a long round under load is no death).
-        self.succession = Succession(
+        self.state = ws.WorkerState(
             self.pilot_id,
+            bytes.fromhex(answer.pilot_key),
+            node.address,
             silence=max(3 * period, float(answer.master_timeout)),
             stagger=2.0,
             patience=max(3 * float(answer.master_timeout), 10.0),
             now=time.monotonic(),
         )
-        self.election = Election(
-            pilot_id=self.pilot_id,
-            site=site,
-            client=client,
-            net=net,
-            succession=self.succession,
-            stop=stop,
-            on_lost=on_lost,
-            meet=self._meet,
-            adopt=self._adopt,
-            become_master=self._become_master,
-        )
         self.master: MasterRole | None = None
-        self.assignments: queue.Queue[TaskAssignment] = queue.Queue()
-        self.current: tuple[int, int] | None = None  # (task, attempt) running or reporting
-        self.last_done = 0
-        # The last (task, attempt)s it ran: a resent assignment of one (its first answer came
-        # late to the master, which sent it again) is acknowledged, never run twice.
-        self.finished: deque[tuple[int, int]] = deque(maxlen=16)
-        self.outbox = Outbox(RESEND_AFTER)  # on the loop only
-        self._resending = False
+        self.assignments: queue.Queue[Any] = queue.Queue()
+        self._sending = False  # a batch of completions is on its way (one at a time)
         self.ran = 0
         self._first_master = answer.master
-        if not answer.pilot_key:
-            raise DhtError("the Task Queue gave this pilot no key (an older Task Queue?)")
-        self.link = MasterLink(net, self.pilot_id, bytes.fromhex(answer.pilot_key))
+
+    @property
+    def current(self) -> tuple[int, int] | None:
+        return self.state.current
 
     # --- start and end ---------------------------------------------------------------------
 
     def start(self) -> None:
-        """Take the broadcasts and messages; start the election loop; meet the master."""
+        """Take the broadcasts and messages; start the election; meet the master."""
         node = self.net.node
         assert node is not None
         node.register_broadcast(TOPIC, self._on_tasklist, combine)
-        node.register_message(messages.ASSIGN, self._on_assign)
-        node.register_message(messages.END, self._on_end)
-        node.register_message(messages.RESIGN, self._on_resign)
-        self.loop.spawn(self.election.run(), name=f"election-{self.pilot_id}")
+        for kind in codec.TO_WORKER:
+            node.register_message(kind, functools.partial(self._on_message, kind))
+        self.loop.spawn(self._elect(), name=f"election-{self.pilot_id}")
         master = self._first_master
         if master is not None and master.pilot_id == self.pilot_id:
-            self.loop.run(self._become_master(master.epoch, ()))
+            self.loop.run(self._do(self.state.granted(master.epoch, (), time.monotonic())))
         elif master is not None:
-            self.loop.run(self._adopt(view_of(master)))
+            self.loop.run(self._handle(ws.Named(view_of(master), time.monotonic())))
 
     def leave(self) -> None:
         """A normal exit: tell the master (bye), stop the master role if held."""
         self.stop.set()
+        self.state.stopping = True
         self.loop.run(self._leave())
 
     async def _leave(self) -> None:
@@ -166,11 +196,10 @@ class DistributedWorker:
                 )
         else:
             await self._flush(STOP_GRACE)
-        view = self.succession.master
-        node = self.net.node
-        if view is not None and view.pilot_id != self.pilot_id and node is not None:
+        view = self.state.master
+        if view is not None and view.pilot_id != self.pilot_id and self.net.node is not None:
             try:
-                await self.link.request(view, messages.BYE, [self.pilot_id], timeout=0.5)
+                await self._request(view, codec.Bye(self.pilot_id), timeout=0.5)
             except DhtError:
                 log.info("the master did not answer our bye")
 
@@ -178,26 +207,56 @@ class DistributedWorker:
         """Before a worker leaves (and deregisters, which requeues what the Task Queue thinks it
         holds): resend its completions no master said the Task Queue has, until one says so or
         ``grace`` runs out.  Whatever is left stays unreported (logged)."""
+        outbox = self.state.outbox
         end = time.monotonic() + grace
-        while len(self.outbox) and time.monotonic() < end:
-            view = self.succession.master
+        while len(outbox) and time.monotonic() < end:
+            view = self.state.master
             if view is not None and view.pilot_id != self.pilot_id:
-                await self._resend(view, due=False)
-            if not len(self.outbox):
+                await self._do(self.state.resend(time.monotonic()), urgent=True)
+            if not len(outbox):
                 return
             await asyncio.sleep(0.5)  # the master's next sync, or the next master
-        if len(self.outbox):
+        if len(outbox):
             log.warning(
                 "pilot %s: leaving with %d completion(s) the Task Queue may lack",
                 self.pilot_id,
-                len(self.outbox),
+                len(outbox),
             )
 
-    # --- the event loop's side --------------------------------------------------------------
+    # --- events in, instructions out (on the event loop) ------------------------------------
+
+    async def _handle(self, event: ws.Event) -> None:
+        await self._do(self.state.handle(event))
+
+    async def _do(self, instructions: Sequence[ws.Instruction], urgent: bool = False) -> None:
+        """Carry out the core's instructions (those that answer a handler are taken there).
+        Completions go one batch at a time, but for ``urgent`` ones (the pilot's report)."""
+        sends = [i for i in instructions if isinstance(i, ws.SendDone)]
+        for instruction in instructions:
+            if isinstance(instruction, ws.Run):
+                self.assignments.put(instruction.task)
+            elif isinstance(instruction, ws.Meet):
+                self.loop.spawn(self._meet(instruction), name=f"hello-{self.pilot_id}")
+            elif isinstance(instruction, ws.CheckEnd):
+                self.loop.spawn(self._check_end(instruction), name=f"end-{self.pilot_id}")
+            elif isinstance(instruction, ws.Probe):
+                await self._probe(instruction.master)
+            elif isinstance(instruction, ws.Claim):
+                await self._claim(instruction)
+            elif isinstance(instruction, ws.BecomeMaster):
+                self._become_master(instruction)
+            elif isinstance(instruction, ws.OwnDone):
+                if self.master is not None:
+                    self.master.local_done(self.pilot_id, instruction.completion)
+            elif isinstance(instruction, ws.Leave):
+                self.on_lost()
+            elif isinstance(instruction, ws.Log):
+                log.log(instruction.level, "%s", instruction.text)
+        if sends and (urgent or not self._sending):
+            await self._send(sends)
 
     def _on_tasklist(self, payload: Any) -> Any:
-        running = self.current  # read once: the pilot's thread clears it
-        busy = running is not None or self.master is not None
+        busy = self.state.busy
         learn = self.needed is not None and self.needed.due(time.monotonic())
         try:  # a busy worker reads no tasks (it ranks none) but now and then for ``needed``
             tasklist = decode_tasklist(payload, with_tasks=not busy or learn)
@@ -205,186 +264,200 @@ class DistributedWorker:
             log.info("malformed TaskList: %s", exc)
             return None
         view = MasterView(tasklist.master, tasklist.address, tasklist.epoch)
-        known = self.succession.master
-        successors = [pilot for pilot, _ in tasklist.successors]
-        if not self.succession.heard(view, time.monotonic(), successors):
-            return None  # a stale master's TaskList
-        self.link.door.know_epoch(view.epoch)  # its elders are obeyed no more
-        self.election.addresses.update(dict(tasklist.successors))
-        if learn and self.needed is not None:  # sizes: the cache's (the TaskList has none)
+        event = ws.Heard(
+            view, tuple(tasklist.successors), time.monotonic(), self.executor.has_room()
+        )
+        instructions = self.state.handle(event)
+        self.loop.spawn(self._do(instructions), name=f"heard-{self.pilot_id}")
+        if learn and self.needed is not None and instructions[-1] != ws.Answer(None):
             wanted = {f.lfn for entry in tasklist.tasks for f in entry.inputs}
             held = ((e.lfn, e.size) for e in self.net.cache.store.entries())
             self.needed.learn(needed_files(wanted, held), time.time())
-        if known is None or known.epoch != view.epoch:
-            self.loop.spawn(self._meet(view), name=f"hello-{self.pilot_id}")
-        elif not self._resending and self.outbox.due(time.monotonic()):
-            self.loop.spawn(self._resend(view, due=True), name=f"resend-{self.pilot_id}")
-        if busy:
-            current = running[0] if running is not None else -1
-            return encode_reply(self.pilot_id, current, self.last_done, None)
-        if not self.executor.has_room():  # idle, but its startd could not start a task now
-            return encode_reply(self.pilot_id, 0, self.last_done, None)
-        state = WorkerState(
-            remaining=math.inf if self.expires_at is None else self.expires_at - time.time(),
-            cached=frozenset(self.net.cache.lfns()),
-        )
+        reply = instructions[-1]
+        if isinstance(reply, ws.ReplyBusy):
+            return encode_reply(self.pilot_id, reply.task_id, reply.last_done, None)
+        if not isinstance(reply, ws.Rank):
+            return None  # a stale master's TaskList
+        remaining = math.inf if self.expires_at is None else self.expires_at - time.time()
+        state = WorkerState(remaining=remaining, cached=frozenset(self.net.cache.lfns()))
         entries = [TaskEntry(i, e.spec, e.inputs) for i, e in enumerate(tasklist.tasks)]
         ranking = self.ranker.rank(entries, state, limit=tasklist.limit, spread=self.pilot_id)
-        return encode_reply(self.pilot_id, 0, self.last_done, ranking)
+        return encode_reply(self.pilot_id, 0, reply.last_done, ranking)
 
-    def _on_assign(self, payload: Any, _sender: int, _address: Any) -> Any:
-        admitted = self.link.opened(messages.ASSIGN, payload)
-        if admitted is None or not isinstance(admitted.message, messages.Assign):
-            return False
-        return admitted.answer(self._take(admitted.epoch, admitted.message.task))
+    def _on_message(self, kind: str, payload: Any, _sender: int, _address: Any) -> Any:
+        """A master's sealed message (assign, end, resign): its sealed answer, or False."""
+        can_run = not (self.stop.is_set() or self.executor.closed())
+        event = ws.Arrived(kind, payload, time.monotonic(), time.time(), can_run)
+        instructions = self.state.handle(event)
+        answer = next(i for i in instructions if isinstance(i, ws.Answer))
+        rest = [i for i in instructions if not isinstance(i, ws.Answer)]
+        if rest:
+            self.loop.spawn(self._do(rest), name=f"{kind}-{self.pilot_id}")
+        return answer.value
 
-    def _on_end(self, payload: Any, _sender: int, _address: Any) -> Any:
-        """The master says the Task Queue no longer has this pilot (its credential was revoked,
-        or it was found dead): its task is requeued already; the pilot leaves."""
-        admitted = self.link.opened(messages.END, payload)
-        if admitted is None or not isinstance(admitted.message, messages.End):
-            return False
-        log.warning(
-            "pilot %s: the master of epoch %s says: %s; stopping",
-            self.pilot_id,
-            admitted.epoch,
-            admitted.message.reason,
-        )
-        self.on_lost()
-        return admitted.answer(True)
+    # --- carrying out ------------------------------------------------------------------------
 
-    def _on_resign(self, payload: Any, _sender: int, _address: Any) -> Any:
-        """The master leaves (its last sync made): the election starts now, the first
-        successor claiming at once (the Task Queue grants it once the master deregistered)."""
-        admitted = self.link.opened(messages.RESIGN, payload)
-        if admitted is None or not isinstance(admitted.message, messages.Resign):
-            return False
-        successors = admitted.message.successors
-        known = self.succession.master
-        if known is not None and known.epoch == admitted.epoch:
-            log.info("pilot %s: the master of epoch %s leaves", self.pilot_id, admitted.epoch)
-            # Its order may be news: a pilot that joined after the last TaskList knew none.
-            self.election.addresses.update(dict(successors))
-            ids = [pilot for pilot, _ in successors]
-            self.succession.forget(time.monotonic(), ids if ids else None)
-        return admitted.answer(True)
-
-    def _take(self, epoch: int, task: TaskAssignment) -> bool:
-        known = self.succession.master
-        if known is not None and epoch < known.epoch:
-            return False  # from a master that lost the role
-        if (task.task_id, task.attempt) in self.finished:
-            return True  # a resend of one it ran already
-        if self.current is not None:
-            return self.current == (task.task_id, task.attempt)  # a resend is fine
-        if self.stop.is_set() or self.master is not None or self.executor.closed():
-            return False
-        self.current = (task.task_id, task.attempt)
-        self.assignments.put(task)
-        return True
-
-    async def _adopt(self, view: MasterView) -> None:
-        """The master the Task Queue named (on the loop, like every use of the succession)."""
-        self.succession.adopt(view, time.monotonic())
-        self.link.door.know_epoch(view.epoch)
-        await self._meet(view)
-
-    async def _meet(self, view: MasterView, resend: bool = True) -> None:
-        """Say hello to a (new) master and resend the recent completions it may lack."""
+    async def _request(self, view: MasterView, message: Any, timeout: float | None = None) -> Any:
+        """Send the master a sealed message: its answer's value, None (not the master) or
+        ``"pending"``; DhtError when no (sealed) answer came."""
         node = self.net.node
-        if node is None or view.pilot_id == self.pilot_id:
-            return
-        task, attempt = self.current or (0, 0)
-        hello = messages.Hello(self.pilot_id, node.address, task, attempt)
+        if node is None:
+            raise DhtError("the site network is not joined")
+        kind = codec.kind_of(message)
+        key = self.state.door.key_for(view.epoch)
+        payload = codec.seal_message(key, message, self.pilot_id, view.epoch, time.time())
+        answer = await node.message(view.address, kind, payload, timeout=timeout)
+        if answer is None or answer == codec.PENDING:
+            return answer
         try:
-            answer = await self.link.request(view, messages.HELLO, messages.encode(hello))
+            return codec.open_answer(key, kind, payload[2], answer)
+        except ValueError as exc:
+            raise DhtError(f"{exc} (from {view.address})") from exc
+
+    async def _meet(self, meet: ws.Meet) -> None:
+        try:
+            answer = await self._request(meet.master, meet.hello)
         except DhtError:
-            return  # the election loop probes a silent master
-        if answer is None:
-            self.succession.forget(time.monotonic())
-            return
-        if resend:
-            await self._resend(view, due=False)
+            return  # the election probes a silent master
+        await self._handle(ws.Greeted(meet.master, answer, meet.resend, time.monotonic()))
 
-    async def _resend(self, view: MasterView, due: bool) -> None:
-        """Send the master the completions no master said the Task Queue has (``due``: only
-        those not sent for a while); forget those it says the Task Queue has."""
-        node = self.net.node
-        if node is None or self._resending or view.pilot_id == self.pilot_id:
-            return
-        self._resending = True
+    async def _send(self, sends: Sequence[ws.SendDone]) -> None:
+        """Completions to a master, one after the other: the first without an answer, or
+        refused as not the master's, leaves the rest for later."""
+        self._sending = True  # (an urgent batch beside another leaves it set: they end alike)
         try:
-            now = time.monotonic()
-            items = self.outbox.due(now) if due else self.outbox.everything()
-            for key, completion in items:
-                self.outbox.sent(key, now)
+            for send in sends:
                 try:
-                    answer = await self.link.request(view, messages.DONE, self._done(completion))
+                    done = codec.Done(self.pilot_id, send.completion)
+                    answer = await self._request(send.master, done)
                 except DhtError:
-                    return  # kept: resent later
-                if answer is None:
-                    return  # not the master (any more): the next one gets them
-                if answer == messages.DONE_SYNCED:
-                    self.outbox.acked(key)
+                    answer = ws.NO_ANSWER
+                await self._handle(ws.Acked(send.key, answer, time.monotonic()))
+                if answer is None or answer is ws.NO_ANSWER:
+                    return
         finally:
-            self._resending = False
+            self._sending = False
 
-    def _done(self, completion: Completion) -> list[Any]:
-        return messages.encode(messages.Done(self.pilot_id, completion))
+    async def _check_end(self, check: ws.CheckEnd) -> None:
+        """A master says the Task Queue no longer has this pilot: the Task Queue says."""
+        gone = False
+        try:
+            await self._tq(self.client.heartbeat, self.pilot_id)
+        except (TaskQueueNotFound, TaskQueueAuthError):
+            gone = True
+        except TaskQueueError as exc:
+            log.warning("pilot %s: an end not confirmed: %s", self.pilot_id, exc)
+            return  # not obeyed on a master's word alone; the master tells again
+        await self._handle(ws.EndChecked(check.epoch, gone, check.reason, time.monotonic()))
 
-    async def _become_master(self, epoch: int, pilots: Any) -> None:
+    async def _tq(self, call: Callable[..., Any], *args: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, functools.partial(call, *args))
+
+    async def _elect(self) -> None:
+        """The election (Delgado Peris 2014 §III.B): a silent master is probed; when it is
+        dead, the successors claim the role at the Task Queue in turn."""
+        while not self.stop.is_set():
+            now = time.monotonic()
+            await self._do(self.state.handle(ws.Tick(now)))
+            wait = self.state.next_tick(time.monotonic())
+            await asyncio.sleep(min(ELECTION_STEP, max(0.05, wait)))
+
+    async def _probe(self, view: MasterView) -> None:
+        node = self.net.node
+        if node is None:
+            return
+        alive = await node.ping(view.address) is not None
+        if alive:
+            self.net.refresh()  # its TaskLists miss us: make ourselves known
+        await self._handle(ws.Probed(alive, time.monotonic()))
+
+    async def _claim(self, claim: ws.Claim) -> None:
+        node = self.net.node
+        if node is None:
+            return
+        unreachable = []
+        for pilot, address in claim.lower:
+            if address is None or await node.ping(address) is None:
+                unreachable.append(pilot)
+        try:
+            answer = await self._tq(
+                self.client.claim_master, self.site, Claim(self.pilot_id, tuple(unreachable))
+            )
+        except TaskQueueNotFound:
+            lost = "the Task Queue forgot it"
+        except TaskQueueAuthError as exc:  # revoked: its task is requeued already
+            lost = f"the Task Queue refuses it ({exc})"
+        except TaskQueueError as exc:
+            log.warning("pilot %s: claiming the master role failed: %s", self.pilot_id, exc)
+            return
+        else:
+            named = None
+            if answer.master is not None:
+                try:
+                    named = view_of(answer.master)
+                except DhtError as exc:
+                    log.warning("pilot %s: %s", self.pilot_id, exc)
+            event = ws.ClaimAnswered(answer.granted, named, answer.pilots, time.monotonic())
+            await self._handle(event)
+            return
+        log.warning("pilot %s: %s; stopping", self.pilot_id, lost)
+        await self._handle(ws.ClaimAnswered(False, None, (), time.monotonic(), lost=lost))
+
+    def _become_master(self, become: ws.BecomeMaster) -> None:
         node = self.net.node
         assert node is not None
-        self.succession.granted(epoch, node.address, time.monotonic())
-        self.link.door.know_epoch(epoch)
         role = MasterRole(
             node,
             self.client,
             self.site,
             self.pilot_id,
-            epoch,
+            become.epoch,
             on_step_down=lambda reason: self.on_lost(),
             **self.master_settings,
         )
-        role.install(pilots)
-        unsynced = self.outbox.everything()
-        for _, completion in unsynced:  # what no master synced: ours now
+        role.install(become.pilots)
+        for _, completion in become.unsynced:  # what no master synced: its own now
             role.local_done(self.pilot_id, completion)
-        running = self.current  # read once: the pilot's thread clears it
-        listed = next((p.task_id for p in pilots if p.pilot_id == self.pilot_id), None)
-        held = {key[0] for key, _ in unsynced}
-        lost = lost_own_task(listed, running[0] if running else None, held)
-        if lost is not None:  # listed as ours, never received: the Task Queue requeues it
-            log.info("pilot %s: task %s never reached this pilot; released", self.pilot_id, lost)
-            role.book.undelivered(lost, self.pilot_id)
+        if become.lost is not None:  # listed as its own, never received: the TQ requeues it
+            log.info(
+                "pilot %s: task %s never reached this pilot; released", self.pilot_id, become.lost
+            )
+            role.book.undelivered(become.lost, self.pilot_id)
         self.master = role
         self.loop.spawn(role.run(), name=f"master-{self.pilot_id}")
+
+    def site_busy(self) -> bool:
+        """Whether this pilot is the master of a site with work: it is not idle then."""
+        master = self.master
+        return master is not None and master.active and master.busy()
 
     # --- the pilot's thread ----------------------------------------------------------------
 
     def run_tasks(self, max_tasks: int | None, max_idle: float | None) -> int:
-        """Run what the master assigns until stopped; the number of tasks run."""
+        """Run what the master assigns until stopped; the number of tasks run.  ``max_idle``:
+        seconds without a task (and, for a master, without work at its site) before it leaves."""
         idle_since = time.monotonic()
         while not self.stop.is_set():
             if max_tasks is not None and self.ran >= max_tasks:
                 break
-            if self.executor.closed() and self.current is None:
+            if self.executor.closed() and self.state.current is None:
                 break  # its glidein retires: no more tasks
             try:
                 task = self.assignments.get(timeout=0.2)
             except queue.Empty:
-                if max_idle is not None and time.monotonic() - idle_since > max_idle:
+                if self.site_busy():
+                    idle_since = time.monotonic()
+                elif max_idle is not None and time.monotonic() - idle_since > max_idle:
                     break
                 continue
             log.info("pilot %s: running task %s (%s)", self.pilot_id, task.task_id, task.name)
             execution = self.executor.execute(task, self.stop)
+            key = (task.task_id, task.attempt)
             if self.stop.is_set() and execution.outcome.exit_code != 0:
                 break  # interrupted: the deregistration requeues it
             if execution.evicted:
-                # Not the task's fault: no report.  The worker says it is idle without having
-                # finished it, so the master releases it (the Task Queue requeues it).
-                log.info("pilot %s: task %s given back", self.pilot_id, task.task_id)
-                self.current = None
+                self.loop.run(self._handle(ws.GaveBack(key, time.monotonic())))
                 idle_since = time.monotonic()
                 continue
             ended = time.monotonic()
@@ -409,46 +482,23 @@ class DistributedWorker:
         """Hand the completion to the master and wait for its acknowledgement.  It stays in the
         outbox (resent to each new master, and now and then) until a master says the Task Queue
         has it: a master that steps down holding it loses nothing."""
+        key = (completion.task_id, completion.attempt)
         stopping_since: float | None = None
         while True:
             try:
-                if self.loop.run(self._send_done(completion), 30.0):
-                    break
+                ended = ws.Ended(completion, time.monotonic())
+                self.loop.run(self._do(self.state.handle(ended), urgent=True), 30.0)
             except Exception as exc:  # noqa: BLE001 -- a report is retried, never fatal: logged
                 log.warning("pilot %s: reporting failed: %s", self.pilot_id, exc)
+            if self.state.acknowledged(key):
+                break
             if self.stop.is_set():
                 stopping_since = stopping_since or time.monotonic()
                 if time.monotonic() - stopping_since > STOP_GRACE:
-                    log.warning(
-                        "pilot %s: leaving with task %s unreported",
-                        self.pilot_id,
-                        completion.task_id,
-                    )
+                    log.warning("pilot %s: leaving with task %s unreported", self.pilot_id, key[0])
                     break
             time.sleep(0.2)
-        self.last_done = completion.task_id
-        self.finished.append((completion.task_id, completion.attempt))
-        self.current = None
+        self.loop.run(self._finish(key))
 
-    async def _send_done(self, completion: Completion) -> bool:
-        if self.master is not None and self.master.active:
-            self.master.local_done(self.pilot_id, completion)
-            return True
-        key = (completion.task_id, completion.attempt)
-        if key not in self.outbox:  # before it is sent: a new master met meanwhile gets it
-            self.outbox.add(key, completion, time.monotonic())
-        view, node = self.succession.master, self.net.node
-        if view is None or node is None or view.pilot_id == self.pilot_id:
-            return False
-        self.outbox.sent(key, time.monotonic())
-        try:
-            answer = await self.link.request(view, messages.DONE, self._done(completion))
-        except DhtError:
-            return False
-        if answer is None:  # not the master any more
-            self.succession.forget(time.monotonic())
-            return False
-        if answer == messages.DONE_SYNCED:
-            self.outbox.acked(key)
-            return True
-        return answer is True
+    async def _finish(self, key: tuple[int, int]) -> None:
+        self.state.finish(key)  # on the loop, as every use of the core
