@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from glidein_ext.dht import fields
 from glidein_ext.sched.ranking import InputFile, Ranking, TaskEntry, TaskSpec
 
 SCALE = 1000
@@ -95,53 +96,31 @@ def encode_tasklist(tasklist: TaskList) -> dict[str, Any]:
     }
 
 
-def _int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{what}: expected an integer")
-    return value
-
-
-def _str(value: Any, what: str) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"{what}: expected a string")
-    return value
-
-
-def _list(value: Any, what: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise ValueError(f"{what}: expected a list")
-    return value
-
-
 def _spec(raw: Any) -> TaskSpec:
-    items = _list(raw, "spec")
-    if len(items) != 7:
-        raise ValueError("spec: expected 7 fields")
-    requirements, rank, cpus, memory, disk, runtime, attributes = items
-    if isinstance(runtime, bool) or not isinstance(runtime, (int, float)):
-        raise ValueError("spec: max_runtime is not a number")
+    requirements, rank, cpus, memory, disk, runtime, attributes = fields.items(raw, "spec", 7)
     attrs = []
-    for pair in _list(attributes, "spec attributes"):
-        name, value = _list(pair, "attribute")
+    for pair in fields.items(attributes, "spec attributes"):
+        name, value = fields.items(pair, "attribute", 2)
         if not isinstance(value, (bool, int, float, str)):
-            raise ValueError("attribute: not a scalar")
-        attrs.append((_str(name, "attribute name"), value))
+            raise fields.FieldError("attribute: not a scalar")
+        attrs.append((fields.text(name, "attribute name"), value))
     return TaskSpec(
-        _str(requirements, "requirements"),
-        _str(rank, "rank"),
-        _int(cpus, "request_cpus"),
-        _int(memory, "request_memory"),
-        _int(disk, "request_disk"),
-        float(runtime),
+        fields.text(requirements, "requirements"),
+        fields.text(rank, "rank"),
+        fields.integer(cpus, "request_cpus"),
+        fields.integer(memory, "request_memory"),
+        fields.integer(disk, "request_disk"),
+        fields.number(runtime, "max_runtime"),
         tuple(attrs),
     )
 
 
 def _successor(raw: Any) -> tuple[int, tuple[str, int]]:
-    items = _list(raw, "successor")
-    if len(items) != 3:
-        raise ValueError("successor: pilot, host, port")
-    return _int(items[0], "successor"), (_str(items[1], "host"), _int(items[2], "port"))
+    pilot, host, port = fields.items(raw, "successor", 3)
+    return fields.integer(pilot, "successor"), (
+        fields.text(host, "host"),
+        fields.integer(port, "port"),
+    )
 
 
 def decode_tasklist(payload: Any, with_tasks: bool = True) -> TaskList:
@@ -149,29 +128,24 @@ def decode_tasklist(payload: Any, with_tasks: bool = True) -> TaskList:
     all but the tasks (``tasks`` empty), what a busy worker needs: decoding a TaskList of a
     thousand tasks for each of the pilots a process runs holds its event loop up."""
     if not isinstance(payload, Mapping):
-        raise ValueError("a TaskList is a map")
-    address = _list(payload.get("a"), "master address")
-    if len(address) != 2:
-        raise ValueError("master address: host and port")
-    specs = [_spec(raw) for raw in _list(payload.get("p"), "specs")] if with_tasks else []
+        raise fields.FieldError("a TaskList is a map")
+    address = fields.address(payload.get("a"), "master address")
+    specs = [_spec(raw) for raw in fields.items(payload.get("p"), "specs")] if with_tasks else []
     tasks = []
-    for raw in _list(payload.get("t"), "tasks") if with_tasks else []:
-        items = _list(raw, "task")
-        if len(items) != 3:
-            raise ValueError("task: id, spec, inputs")
-        task_id, index, inputs = items
-        index = _int(index, "spec index")
+    for raw in fields.items(payload.get("t"), "tasks") if with_tasks else []:
+        task_id, index, inputs = fields.items(raw, "task", 3)
+        index = fields.integer(index, "spec index")
         if not 0 <= index < len(specs):
-            raise ValueError("task: spec index out of range")
-        files = tuple(InputFile(_str(lfn, "input")) for lfn in _list(inputs, "inputs"))
-        tasks.append(TaskEntry(_int(task_id, "task id"), specs[index], files))
-    limit = _int(payload.get("l"), "limit")
+            raise fields.FieldError("task: spec index out of range")
+        files = tuple(InputFile(lfn) for lfn in fields.texts(inputs, "inputs"))
+        tasks.append(TaskEntry(fields.integer(task_id, "task id"), specs[index], files))
+    limit = fields.integer(payload.get("l"), "limit")
     return TaskList(
-        round=_int(payload.get("r"), "round"),
-        epoch=_int(payload.get("e"), "epoch"),
-        master=_int(payload.get("m"), "master"),
-        address=(_str(address[0], "host"), _int(address[1], "port")),
-        successors=tuple(_successor(item) for item in _list(payload.get("s"), "successors")),
+        round=fields.integer(payload.get("r"), "round"),
+        epoch=fields.integer(payload.get("e"), "epoch"),
+        master=fields.integer(payload.get("m"), "master"),
+        address=address,
+        successors=tuple(_successor(item) for item in fields.items(payload.get("s"), "successors")),
         limit=max(1, min(limit, MAX_LIMIT)),
         tasks=tuple(tasks),
     )
@@ -210,15 +184,15 @@ def decode_replies(value: Any, n_tasks: int) -> list[Reply]:
 
 
 def _reply(raw: Any, n_tasks: int) -> Reply:
-    items = _list(raw, "reply")
+    items = fields.items(raw, "reply")
     if len(items) < REPLY_HEAD or (len(items) - REPLY_HEAD) % 2:
-        raise ValueError("reply: bad length")
-    numbers = [_int(item, "reply") for item in items]
+        raise fields.FieldError("reply: bad length")
+    numbers = [fields.integer(item, "reply") for item in items]
     ranks: dict[int, float] = {}
     for i in range(REPLY_HEAD, len(numbers), 2):
         position = numbers[i]
         if not 0 <= position < n_tasks or position in ranks:
-            raise ValueError("reply: bad task position")
+            raise fields.FieldError("reply: bad task position")
         ranks[position] = numbers[i + 1] / SCALE
     pilot_id, current, last_done, allowed = numbers[:REPLY_HEAD]
     return Reply(pilot_id, current, last_done, max(allowed, len(ranks)), ranks)
