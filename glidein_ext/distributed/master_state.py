@@ -686,6 +686,7 @@ class MasterState(Generic[OfferT]):
                     message = f"master: the Task Queue sent pilot {pilot.pilot_id} a bad key"
                     out.append(Log(logging.WARNING, message))
             self.book.join(pilot.pilot_id, address, event.now, task)
+            self._poke()  # a worker joined (the rounds look at it once they run)
 
     def _receive(self, event: MessageArrived, out: list[Instruction]) -> Any:
         """A worker's sealed message through the door: its sealed answer, ``"pending"`` (its
