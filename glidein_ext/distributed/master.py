@@ -19,10 +19,11 @@ pilot's role ends with a last ``sync`` of what it holds (:meth:`MasterRole.close
 ride the next ``sync`` to the Task Queue's counters.  A call refused as stale (another pilot holds
 the role) ends the role; one refused for its credential (revoked) ends the pilot.
 
-The workers' hello/done/bye messages, sealed with each worker's key for this master's epoch,
-are taken by ``distributed.inbox`` (the keys come with the claim's answer and with ``sync``); the
-hand-outs of assigned tasks and the probes of suspects run beside the rounds in
-``distributed.delivery``.
+The rounds' decisions are ``distributed.master_state.MasterState``'s, a pure state machine;
+this module is its asyncio shell: it feeds it events (the clock, the Task Queue's answers, the
+broadcast's replies, the workers' sealed hello/done/bye messages, the hand-outs' and probes'
+ends) and carries out its instructions (Task Queue calls in the loop's executor, DHT broadcast,
+messages and pings, sealing with each worker's key, one timer).
 
 The role is one task on the process's event loop, owned by the pilot's worker; the Task Queue's
 blocking client runs in the loop's executor.  Python 3.9 + standard library, except that the
@@ -36,60 +37,86 @@ import contextlib
 import functools
 import logging
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from glidein_ext.dht import wire
 from glidein_ext.dht.node import DhtNode
-from glidein_ext.dht.protocol import BODY_BUDGET
-from glidein_ext.distributed.delivery import Deliveries
-from glidein_ext.distributed.inbox import WorkerInbox
-from glidein_ext.distributed.phases import RoundPhases
-from glidein_ext.errors import (
-    DhtError,
-    MissingDependencyError,
-    StaleMasterError,
-    TaskQueueAuthError,
-    TaskQueueError,
+from glidein_ext.distributed import codec as messages
+from glidein_ext.distributed.master_state import (
+    BROADCAST_FLOOR,
+    CLOSE_TIMEOUT,
+    REPLY_BUDGET,
+    TASKLIST_BUDGET,
+    Accepted,
+    Answer,
+    ArmTimer,
+    AssignAnswered,
+    Broadcast,
+    BroadcastEnded,
+    BroadcastFailed,
+    CallAssign,
+    CallFailed,
+    CallSync,
+    Close,
+    Deliver,
+    Event,
+    Failure,
+    Finished,
+    HandOut,
+    HandOutEnded,
+    Installed,
+    Instruction,
+    LocalDone,
+    Log,
+    LogRefused,
+    MasterState,
+    MessageArrived,
+    Probe,
+    ProbeEnded,
+    RoundSolver,
+    SendEnd,
+    SendResign,
+    Solve,
+    Solved,
+    Started,
+    StepDown,
+    SyncAnswered,
+    Tick,
+    Undelivered,
+    entry_of,
 )
-from glidein_ext.sched.assign import (
-    DEFAULT_METHOD,
-    FALLBACK_METHOD,
-    assign,
-    optimal_available,
-    other_method,
-)
-from glidein_ext.sched.matrix import RankMatrix, in_order, rank_sum
-from glidein_ext.sched.ranking import InputFile, TaskEntry, TaskSpec
-from glidein_ext.sched.roundrecords import Report
+from glidein_ext.errors import DhtError, StaleMasterError, TaskQueueAuthError, TaskQueueError
+from glidein_ext.sched.assign import DEFAULT_METHOD, optimal_available
 from glidein_ext.sched.rounds import RoundBook
 from glidein_ext.sched.stock import OfferStock
-from glidein_ext.sched.tasklist import (
-    TaskList,
-    decode_replies,
-    encode_tasklist,
-    fit_tasks,
-    reply_limit,
-)
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.protocol import (
     Completion,
-    Pair,
-    RoundReport,
     SiteAssign,
     SiteCompletion,
     SitePilot,
     SiteSync,
+    TaskAssignment,
     TaskOffer,
 )
 
+__all__ = [
+    "BROADCAST_FLOOR",
+    "CLOSE_TIMEOUT",
+    "REFUSED_BURST",
+    "REFUSED_PERIOD",
+    "REPLY_BUDGET",
+    "TASKLIST_BUDGET",
+    "TOPIC",
+    "MasterRole",
+    "RefusedLog",
+]
+
 T = TypeVar("T")
 log = logging.getLogger("glidein_ext.distributed.master")
-TASKLIST_BUDGET = BODY_BUDGET - 256  # the broadcast's own fields
-REPLY_BUDGET = int(BODY_BUDGET * 0.85)  # the aggregated replies, in one datagram at the root
 TOPIC = "tasklist"
-CLOSE_TIMEOUT = 10.0  # seconds a leaving master gives its last round, hand-outs and sync
+PROBE_TIMEOUT = 3.0  # seconds a suspect has to answer its probe (a loaded process answers late)
+SEND_TIMEOUT = 1.0  # seconds an ``end`` or a resignation waits for its answer
 
 
 class MasterRole:
@@ -118,75 +145,98 @@ class MasterRole:
         self.epoch = epoch
         self.solver = RoundSolver(method, log)  # the assignment method, greedy without scipy
         self.on_step_down = on_step_down
-        self.book = RoundBook(
+        self.core: MasterState[TaskOffer] = MasterState(
             pilot_id,
+            epoch,
             window=window,
             period=period,
             heartbeat=heartbeat,
             grace=grace,
-            long_poll=True,
             now=time.monotonic(),
+            entry=entry_of,
+            broadcast_timeout=broadcast_timeout,
         )
-        self.stock: OfferStock[TaskOffer] = OfferStock(spare=heartbeat)  # successors, spares
-        self.rank_sums: list[float] = []  # one per round that assigned (reports, tests)
-        self.active = True
-        self._wake: asyncio.Event | None = None
-        self._poll: asyncio.Future[Any] | None = None  # the last long poll's call
-        self.phases = RoundPhases()  # the rounds' phases, timed (``distributed.phases``)
-        self._more = False  # the last sync left runnable tasks unasked for
-        self.waits = BroadcastWait(broadcast_timeout)  # the TaskList's wait for its replies
-        self._closing = False  # the pilot leaves: a last sync, then the role ends
-        self._closed_clean = False  # the last sync got through
         self.refused = RefusedLog(log)  # the refused pairs' lines, rate limited
+        self._tasks: set[asyncio.Future[Any]] = set()  # calls, broadcasts, sends (owned here)
+        self._resigning: list[asyncio.Future[Any]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._finished: asyncio.Event | None = None  # the core's Finished came
         self._ended: asyncio.Event | None = None  # set when :meth:`run` returns
-        # The workers' messages and keys; the hand-outs and probes in flight.
-        self.inbox = WorkerInbox(
-            node, self.book, epoch, poke=self._poke, active=self._active, quiet=self._quiet
-        )
-        self.deliveries = Deliveries(
-            node, self.book, epoch, self.inbox, poke=self._poke, handed=self._handed
-        )
 
-    # --- the workers' messages (on the event loop: ``distributed.inbox``) ----------------------
+    # --- the core's state, for the worker and the tests ----------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self.core.active
+
+    @property
+    def book(self) -> RoundBook:
+        return self.core.book
+
+    @property
+    def stock(self) -> OfferStock[TaskOffer]:
+        return self.core.stock
+
+    @property
+    def phases(self) -> Any:
+        return self.core.phases
+
+    @property
+    def rank_sums(self) -> list[float]:
+        return self.core.rank_sums
+
+    def busy(self) -> bool:
+        """Whether the site has work (``MasterState.busy``): a master is not idle then."""
+        return self.core.busy()
+
+    # --- events --------------------------------------------------------------------------------
 
     def install(self, pilots: Sequence[SitePilot] = ()) -> None:
         """Take the messages of a master; ``pilots``: the site's live pilots at a takeover."""
-        self.inbox.install(pilots)
+        self._feed(Installed(time.monotonic(), tuple(pilots)))
+        for kind in (messages.HELLO, messages.DONE, messages.BYE):
+            self.node.register_message(kind, functools.partial(self._on_message, kind))
 
     def local_done(self, pilot_id: int, completion: Completion) -> None:
         """A completion, from a worker or from this pilot's own last task."""
-        self.inbox.local_done(pilot_id, completion)
+        self._feed(LocalDone(time.monotonic(), pilot_id, completion))
 
-    def busy(self) -> bool:
-        """Whether the site has work: runnable tasks at the Task Queue (its last answer), tasks
-        its workers run, completions not yet synced, messages waiting for a key."""
-        book = self.book
-        running = any(worker.task is not None for worker in book.workers.values())
-        return not book.dry or running or bool(book.pending()) or bool(self.inbox.held)
+    def release_undelivered(self, task_id: int, pilot_id: int) -> None:
+        """A task the Task Queue lists as ``pilot_id``'s never reached it: released."""
+        self._feed(Undelivered(time.monotonic(), task_id, pilot_id))
 
-    def _poke(self) -> None:
-        if self._wake is not None:
-            self._wake.set()
+    def _on_message(self, kind: str, payload: Any, _sender: int, _address: Any) -> Any:
+        """A worker's sealed message: the core's answer (sealed; None: none)."""
+        answer = None
+        for instruction in self.core.handle(
+            MessageArrived(time.monotonic(), time.time(), kind, payload)
+        ):
+            if isinstance(instruction, Answer):
+                answer = instruction.value
+            else:
+                self._carry(instruction)
+        return answer
 
-    def _active(self) -> bool:
-        return self.active
+    def _feed(self, event: Event) -> None:
+        for instruction in self.core.handle(event):
+            self._carry(instruction)
 
-    def _quiet(self, task_id: int, pilot_id: int) -> bool:  # ``OfferStock.quiet``
-        held = {key[0] for key, _, _ in self.book.pending()}  # completions the master holds
-        return self.stock.quiet(task_id, pilot_id, held)
-
-    # --- the rounds ------------------------------------------------------------------------------
+    # --- the rounds ----------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Rounds until the role ends (a stale call) or the task is cancelled."""
-        self._wake = asyncio.Event()
+        """Rounds until the role ends (a stale call, or :meth:`close`) or the task is
+        cancelled."""
         self._ended = ended = asyncio.Event()
+        finished = self._finished_event()
         log.info("pilot %s is the master of %s (epoch %s)", self.pilot_id, self.site, self.epoch)
         # numpy and scipy take seconds to import on a loaded node: in a thread, now, so that
         # neither the first round that assigns nor the node's event loop waits for them.
         warming = asyncio.get_running_loop().run_in_executor(None, optimal_available)
         try:
-            await self._rounds()
+            self._feed(Started(time.monotonic(), self.node.address))
+            await finished.wait()
+            if self._resigning:
+                await asyncio.gather(*self._resigning)
         finally:
             if not warming.done():
                 warming.cancel()
@@ -195,8 +245,22 @@ class MasterRole:
                 self.phases.rounds,
                 ", ".join(f"{p} {v:.1f} s" for p, v in self.phases.totals.items()),
             )
-            self.deliveries.cancel()
+            self._stop()
             ended.set()
+
+    def _finished_event(self) -> asyncio.Event:
+        if self._finished is None:
+            self._finished = asyncio.Event()
+            if not self.core.active:
+                self._finished.set()
+        return self._finished
+
+    def _stop(self) -> None:
+        """The role ends: its timer, calls, hand-outs and probes in flight with it."""
+        if self._timer is not None:
+            self._timer.cancel()
+        for task in list(self._tasks):
+            task.cancel()
 
     async def close(self, timeout: float = CLOSE_TIMEOUT) -> bool:
         """The pilot leaves: the round under way ends, the hand-outs in flight end (those that
@@ -204,405 +268,219 @@ class MasterRole:
         own completions, its workers' it acknowledged, dead workers, tasks to release -- before
         the role ends (Delgado Peris 2014 §III.B: a master that steps down loses no
         completion).  True when the Task Queue has it all."""
-        if not self.active:
+        if not self.core.active:
             return False
-        self._closing = True
         ended = self._ended
         if ended is None:  # the rounds never started: the last sync here
-            try:
-                return await asyncio.wait_for(self._last_sync(), timeout)
-            except TimeoutError:
-                return False
-            finally:
-                self.active = False
-        self._poke()
-        with contextlib.suppress(asyncio.TimeoutError):
+            finished = self._finished_event()
+            self._feed(Close(time.monotonic()))
+            with contextlib.suppress(asyncio.TimeoutError):  # 3.9: not the builtin's
+                await asyncio.wait_for(finished.wait(), timeout)
+            self.core.active = False
+            self._stop()
+            return finished.is_set() and self.core.clean
+        self._feed(Close(time.monotonic()))
+        with contextlib.suppress(asyncio.TimeoutError):  # 3.9: not the builtin's
             await asyncio.wait_for(ended.wait(), timeout)
-        self.active = False
-        return self._closed_clean
+        self.core.active = False
+        return self.core.clean
 
-    async def _last_sync(self) -> bool:
-        """The leaving master's last call (tried a few times); True when it got through."""
-        if self.deliveries.handing:
-            await asyncio.wait(list(self.deliveries.handing), timeout=CLOSE_TIMEOUT / 2)
-        for _ in range(3):
-            report = self.book.take_report(time.monotonic())
-            idle = self._poll is None or self._poll.done()  # else a sync ends that poll
-            if idle and not (report.completions or report.dead or report.release):
-                return True
-            if await self._sync(report, 0) is not None:
-                log.info(
-                    "master: pilot %s leaves; its last sync carried %d completion(s)",
-                    self.pilot_id,
-                    len(report.completions),
+    # --- instructions --------------------------------------------------------------------------
+
+    def _carry(self, instruction: Instruction) -> None:
+        """Carry one of the core's instructions out (a call, a send: a task owned here)."""
+        if isinstance(instruction, CallSync):
+            self._spawn(self._sync(instruction))
+        elif isinstance(instruction, CallAssign):
+            self._spawn(self._assign(instruction))
+        elif isinstance(instruction, Broadcast):
+            self._spawn(self._broadcast(instruction))
+        elif isinstance(instruction, Solve):
+            self._spawn(self._solve(instruction))
+        elif isinstance(instruction, Deliver):
+            self._spawn(self._deliver(instruction))
+        elif isinstance(instruction, Probe):
+            self._spawn(self._probe(instruction))
+        elif isinstance(instruction, SendEnd):
+            body = [instruction.reason]
+            self._spawn(
+                self._send(
+                    messages.END,
+                    instruction.pilot_id,
+                    instruction.address,
+                    instruction.key,
+                    body,
+                    "its end",
                 )
-                return True
-            if not self.active:
-                return False  # stale or refused: nothing more to tell
-            await asyncio.sleep(0.5)
-        return False
+            )
+        elif isinstance(instruction, SendResign):
+            # their order: who claims first
+            body = messages.encode(messages.Resign(instruction.successors))
+            send = self._spawn(
+                self._send(
+                    messages.RESIGN,
+                    instruction.pilot_id,
+                    instruction.address,
+                    instruction.key,
+                    body,
+                    "the resignation",
+                )
+            )
+            self._resigning.append(send)
+        elif isinstance(instruction, ArmTimer):
+            self._arm(instruction.at)
+        elif isinstance(instruction, LogRefused):
+            self.refused.write(instruction.refused, instruction.now)
+        elif isinstance(instruction, Log):
+            log.log(instruction.level, "%s", instruction.message)
+        elif isinstance(instruction, StepDown):
+            log.warning("master: pilot %s steps down: %s", self.pilot_id, instruction.reason)
+            self.on_step_down(instruction.reason)
+        elif isinstance(instruction, Finished):
+            if self._timer is not None:
+                self._timer.cancel()
+            self._finished_event().set()
 
-    async def _rounds(self) -> None:
-        wake = self._wake
-        assert wake is not None
-        while self.active:
-            if self._closing:
-                self._closed_clean = await self._last_sync()
-                self.active = False
-                await self.inbox.resign(self.book.successors())
-                return
-            now = time.monotonic()
-            if self.book.round_due(now):
-                await self._round(now)
-            elif self.book.call_due(now):
-                await self._sync(self.book.take_report(now), 0)
-            else:
-                wake.clear()
-                wait = self.book.next_wakeup(time.monotonic())
-                with contextlib.suppress(asyncio.TimeoutError):  # time for a round or a call
-                    await asyncio.wait_for(wake.wait(), timeout=max(wait, 0.01))
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Future[None]:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _arm(self, at: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(max(0.0, at - time.monotonic()), self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        self._feed(Tick(time.monotonic()))
 
     async def _tq(self, call: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, functools.partial(call, *args))
 
-    async def _sync(self, report: Report, want: int, wait: float = 0.0) -> list[TaskOffer] | None:
-        """One ``sync`` call; the offers, or None when it failed (the report is kept).
-        ``wait``: a long poll (``RoundBook.poll_wait``), abandoned when an event wakes the
-        master meanwhile (the report is kept: the Task Queue answers a resent completion as
-        such; the master's next call ends the poll there)."""
-        for _, completion in report.completions:  # reported here: no successors from the stock
-            self.stock.forget(completion.task_id)
-        for task_id in report.release:
-            self.stock.forget(task_id)
+    def _failed(self, number: int, exc: TaskQueueError) -> CallFailed:
+        now = time.monotonic()
+        if isinstance(exc, StaleMasterError):
+            return CallFailed(now, number, Failure.STALE, str(exc))
+        if isinstance(exc, TaskQueueAuthError):  # revoked: the Task Queue ended this pilot
+            return CallFailed(now, number, Failure.REFUSED, str(exc))
+        log.warning("master: the Task Queue call failed (kept for the next one): %s", exc)
+        return CallFailed(now, number, Failure.ERROR, str(exc))
+
+    async def _sync(self, ins: CallSync) -> None:
+        """One ``sync``; a long poll the core gives up for an event goes on here, unheeded (the
+        master's next call ends it at the Task Queue)."""
+        report = ins.report
         call = SiteSync(
             pilot_id=self.pilot_id,
             epoch=self.epoch,
             completions=tuple(SiteCompletion(p, c) for p, c in report.completions),
             dead=report.dead,
             release=report.release,
-            want=want,
-            pilots=self.inbox.asked(time.monotonic()),
-            phases=self.phases.unsent(),
-            wait=wait,
+            want=ins.want,
+            pilots=ins.pilots,
+            phases=ins.phases,
+            wait=ins.wait,
         )
         try:
-            sent = asyncio.ensure_future(self._tq(self.client.sync, self.site, call))
-            if wait:  # a long poll: a leaving master ends it at the Task Queue (_last_sync)
-                self._poll = sent
-            answer = await (unless_woken(sent, self._wake) if wait and self._wake else sent)
-            if answer is None:
-                self.book.unreported(report)
-                return None
-        except StaleMasterError as exc:
-            self._step_down(str(exc))
-            return None
-        except TaskQueueAuthError as exc:  # revoked: the Task Queue ended this pilot already
-            self._step_down(f"the Task Queue refuses this pilot: {exc}")
-            return None
+            answer = await self._tq(self.client.sync, self.site, call)
         except TaskQueueError as exc:
-            log.warning("master: the Task Queue call failed (kept for the next one): %s", exc)
-            self.book.unreported(report)
-            return None
-        now = time.monotonic()
-        self.book.reported(now if answer.seen else None)  # a poll the TQ saw the master end
-        self.stock.round_ended(now)  # the Task Queue's offers are fresh now
-        if want:  # kept for the next rounds, but those another site gets first
-            self.stock.offered([offer for offer in answer.tasks if not offer.shared], now)
-        self.book.supply(answer.queued, wait > 0)  # nothing runnable: the site is dry
-        self.phases.sent(call.phases)  # the Task Queue has these (counted since)
-        if answer.keys or answer.gone:
-            await self.inbox.learn(answer.keys, answer.gone)
-        # More runnable than asked for: another round, if a worker is left idle (after this
-        # round's assignment, see _round; a round for busy workers only costs a call).
-        self._more = answer.queued > len(answer.tasks)
-        if self._more and not want and self.book.idle():
-            self.book.trigger(time.monotonic())
-        return list(answer.tasks)
-
-    async def _round(self, now: float) -> None:
-        self.phases.start(now - (self.book.first_event or now))
-        want = self.book.start_round(now)
-        direct = self._direct_pairs(want)
-        if direct is not None:  # the successors the Task Queue named (``sched.stock``)
-            await self._direct(direct, self.book.take_completions(now))
+            self._feed(self._failed(ins.call, exc))
             return
-        found = await self._round_offers(want, now)
-        if found is None:
-            return  # given up for an event (or failed): the loop looks at it
-        offers, done, wait = found
-        mark = self.phases.lap("wait" if wait else "sync", now)  # a long poll waits for work
-        # The idle makers of successors get theirs; the others rank the rest (``sched.stock``).
-        own = self.stock.mine(self.book.idle())
-        offers = self.stock.others(offers, self.book.idle())
-        entries = [entry_of(offer) for offer in offers]
-        idle = len(self.book.idle())
-
-        def build(chosen: Sequence[TaskEntry]) -> Any:
-            return encode_tasklist(
-                TaskList(
-                    round=self.book.round,
-                    epoch=self.epoch,
-                    master=self.pilot_id,
-                    address=self.node.address,
-                    successors=self.book.successors(),
-                    limit=reply_limit(idle, REPLY_BUDGET),
-                    tasks=tuple(chosen),
-                )
+        self._feed(
+            SyncAnswered(
+                time.monotonic(),
+                ins.call,
+                answer.tasks,
+                answer.queued,
+                frozenset(offer.task_id for offer in answer.tasks if offer.shared),
+                answer.keys,
+                answer.gone,
+                answer.seen,
+                time.time(),
             )
+        )
 
-        payload, fitted = fit_tasks(entries, build, lambda p: len(wire.encode(p)), TASKLIST_BUDGET)
-        if fitted < len(entries):
-            self.book.trigger(time.monotonic())  # the rest in the next round
-        wait = self.waits.wait()
-        try:
-            result = await self.node.broadcast(TOPIC, payload, timeout=wait)
-        except DhtError as exc:
-            log.error("master: the TaskList could not be broadcast: %s", exc)
-            if done is not None:
-                self.book.unreported(done)  # the next call carries them
-            return
-        self.waits.record(result.elapsed, result.complete, wait)
-        mark = self.phases.lap("broadcast", mark)
-        replies = decode_replies(result.value, fitted)
-        candidates = self.book.replies(replies).without({pilot for _, pilot in own})
-        offered = offers[:fitted]
-        mark = self.phases.lap("replies", mark)
-        if own or (offered and candidates.pilots):
-            await self._assign(offered, candidates, idle, done, own)
-        elif done is not None:  # the spares fit no idle worker: the next round syncs
-            self.stock.refused()
-            self.book.unreported(done)
-        if self._more and self.book.idle():
-            self.book.trigger(time.monotonic())
-        mark = time.monotonic()
-        await self.deliveries.probe_suspects()
-        self.phases.lap("probe", mark)
-        idle_replies = sum(1 for reply in replies if reply.idle)
-        counts = (len(offered), len(candidates.pilots), idle_replies, len(replies))
-        self.phases.account(self.book.round, *counts)
-        if not result.complete:
-            log.info("master: round %d: the broadcast timed out", self.book.round)
-
-    async def _round_offers(
-        self, want: int, now: float
-    ) -> tuple[list[TaskOffer], Report | None, float] | None:
-        """The round's offers, the completions its ``assign`` carries and the sync's wait: the
-        last sync's spares (``OfferStock.spares``: no sync), or a sync's offers; None when
-        the sync was given up for an event or failed."""
-        spares = self.stock.spares(self.book.idle(), now) if want and self._stocked() else None
-        if spares is not None:
-            return spares, self.book.take_completions(now), 0.0
-        if not (want or self.inbox.held or self.book.call_due(now)):
-            return [], None, 0.0
-        wait = self.book.poll_wait() if want and not self.inbox.held else 0.0
-        got = await self._sync(self.book.take_report(now), want, wait)
-        return None if not self.active or (got is None and wait) else (got or [], None, wait)
-
-    def _direct_pairs(self, want: int) -> list[tuple[TaskOffer, int]] | None:
-        """This round's pairs when it needs neither a ``sync`` nor a TaskList
-        (``OfferStock.direct``): workers wait, each finished a task with a successor, and
-        :meth:`_stocked`; None otherwise."""
-        for (task_id, _), pilot, completion in self.book.pending():
-            self.stock.completed(task_id, completion.exit_code == 0, pilot)
-        if not want or not self._stocked():
-            return None
-        return self.stock.direct(self.book.idle(), self.book.dry)
-
-    def _stocked(self) -> bool:  # a round may go without a sync: it owes none
-        return not (self.book.news or self.inbox.held)
-
-    async def _assign(
-        self,
-        offered: list[TaskOffer],
-        candidates: Any,
-        idle: int,
-        done: Report | None,
-        own: Sequence[tuple[TaskOffer, int]],
-    ) -> None:
-        """The own successors' pairs (``OfferStock.mine``) and the ranked ones."""
-        mark = time.monotonic()
-        pairs = tuple(Pair(offer.task_id, pilot) for offer, pilot in own)
-        report = RoundReport(0.0, 0, idle, len(own), "successor", 0.0, 0)
-        if offered and candidates.pilots:
-            matrix = RankMatrix.from_replies(
-                list(range(len(offered))), in_order(candidates.ranks), candidates.truncated
-            )
-            # In a thread: a large matrix takes a while, and the node's event loop must go on.
-            result, other = await self._tq(self.solver.solve_both, matrix)
-            pairs += tuple(
-                Pair(offered[row].task_id, candidates.pilots[col]) for row, col in result.pairs
-            )
-            ranks = candidates.ranks  # the workers' own, not in_order's
-            report = RoundReport(
-                rank_sum(result.pairs, ranks),
-                result.served,
-                idle,
-                len(offered),
-                result.method,
-                rank_sum(other.pairs, ranks) if other is not None else 0.0,
-                other.served if other is not None else 0,
-            )
-        mark = self.phases.lap("solve", mark)
-        await self._place(pairs, [*offered, *(offer for offer, _ in own)], report, done, mark)
-
-    async def _direct(self, direct: Sequence[tuple[TaskOffer, int]], done: Report) -> None:
-        """A round without a TaskList (``OfferStock.direct``): each idle worker gets a
-        successor of the task it finished, whose input it holds.  Its report ranks nothing
-        (the counters' ranks stay those of the ranked rounds)."""
-        mark = time.monotonic()
-        pairs = tuple(Pair(offer.task_id, pilot) for offer, pilot in direct)
-        idle = len(self.book.idle())
-        report = RoundReport(0.0, 0, idle, len(pairs), "successor", 0.0, 0)
-        await self._place(pairs, [offer for offer, _ in direct], report, done, mark)
-        self.book.leftover(self.stock.round_ended(now := time.monotonic()), now)
-        self.phases.account(self.book.round, len(pairs), len(pairs), idle, 0)
-
-    async def _place(
-        self,
-        pairs: tuple[Pair, ...],
-        offered: Sequence[TaskOffer],
-        report: RoundReport,
-        done: Report | None,
-        mark: float,
-    ) -> None:
-        """The round's ``assign`` (with the completions it carries), then the hand-outs."""
-        completions = tuple(SiteCompletion(p, c) for p, c in (done.completions if done else ()))
-        call = SiteAssign(self.pilot_id, self.epoch, pairs, report, completions)
-        called = time.monotonic()
+    async def _assign(self, ins: CallAssign) -> None:
+        completions = tuple(SiteCompletion(p, c) for p, c in ins.completions)
+        call = SiteAssign(self.pilot_id, self.epoch, ins.pairs, ins.report, completions)
         try:
             answer = await self._tq(self.client.assign, self.site, call)
-        except StaleMasterError as exc:
-            self._step_down(str(exc))
-            return
-        except TaskQueueAuthError as exc:
-            self._step_down(f"the Task Queue refuses this pilot: {exc}")
-            return
         except TaskQueueError as exc:
-            log.warning("master: assign failed (the tasks stay queued): %s", exc)
-            if done is not None:
-                self.book.unreported(done)  # the next call carries them again
+            self._feed(self._failed(ins.call, exc))
             return
-        if done is not None:
-            self.book.reported(called)
-        for item in answer.accepted:
-            self.stock.placed(item.task_id, item.successors, item.more, item.needs)
-        self.rank_sums.append(report.rank_sum)
-        if answer.refused:  # another site took a task, say: no spare any more
-            self.refused.write(answer.refused, time.monotonic())
-            self.stock.refused([item.task_id for item in answer.refused])
-        placed = [(p.task_id, p.pilot_id, p.attempt) for p in answer.accepted]
-        self.book.assigned(placed, delivering=True)
-        self.book.took(len(placed), time.monotonic())
-        by_id = {offer.task_id: offer for offer in offered}
-        self.phases.lap("tq_assign", mark)
-        # Handed out while the next round goes on: the book knows they are on their way.
-        self.deliveries.start([(by_id[t], p, a) for t, p, a in placed])
+        accepted = tuple(
+            Accepted(p.task_id, p.pilot_id, p.attempt, p.successors, p.more, p.needs)
+            for p in answer.accepted
+        )
+        self._feed(AssignAnswered(time.monotonic(), ins.call, accepted, answer.refused))
 
-    def _handed(self, seconds: float) -> None:
-        """A round's hand-outs ended after ``seconds`` (beside the next round): its phase."""
-        self.phases.add("hand_out", seconds)
-
-    def _step_down(self, reason: str) -> None:
-        log.warning("master: pilot %s steps down: %s", self.pilot_id, reason)
-        self.active = False
-        self.on_step_down(reason)
-
-
-# --- broadcastwait -----------------------------------------------------------------------------
-BROADCAST_FLOOR = 0.5  # seconds: the shortest TaskList wait
-BROADCAST_SAMPLES = 16  # recent broadcasts the wait is fitted to
-
-
-class BroadcastWait:
-    """The recent broadcasts' durations, and the next one's wait."""
-
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
-        self.recent: deque[float] = deque(maxlen=BROADCAST_SAMPLES)  # their durations
-
-    def wait(self) -> float:
-        """The next broadcast's wait (the timeout while none is known)."""
-        if not self.recent:
-            return self.timeout
-        ordered = sorted(self.recent)
-        p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
-        return min(self.timeout, max(BROADCAST_FLOOR, 3 * p90))
-
-    def record(self, elapsed: float, complete: bool, waited: float) -> None:
-        """A broadcast ended after ``elapsed`` seconds; one that timed out counts as twice its
-        wait."""
-        self.recent.append(elapsed if complete else 2 * waited)
-
-
-# --- longpoll ----------------------------------------------------------------------------------
-
-
-def _drop(future: asyncio.Future[Any]) -> None:
-    """An abandoned call's end: its error is read (not logged as never retrieved)."""
-    if not future.cancelled():
-        future.exception()
-
-
-async def unless_woken(call: Awaitable[T], wake: asyncio.Event) -> T | None:
-    """``call``'s result, or None when ``wake`` is set first (it is cleared before the call and
-    set again then: the caller's loop looks at what woke it)."""
-    wake.clear()
-    pending = asyncio.ensure_future(call)
-    woken = asyncio.ensure_future(wake.wait())
-    try:
-        await asyncio.wait({pending, woken}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        woken.cancel()
-    if pending.done():
-        return pending.result()
-    pending.add_done_callback(_drop)
-    wake.set()
-    return None
-
-
-# --- offerentry --------------------------------------------------------------------------------
-def entry_of(offer: TaskOffer) -> TaskEntry:
-    """A Task Queue offer as a TaskList entry (``sched.ranking``)."""
-    spec = TaskSpec(
-        offer.requirements,
-        offer.rank,
-        offer.request_cpus,
-        offer.request_memory,
-        offer.request_disk,
-        float(offer.max_runtime),
-        tuple(sorted(offer.attributes.items())),
-    )
-    return TaskEntry(offer.task_id, spec, tuple(InputFile(lfn) for lfn in offer.inputs))
-
-
-# --- solver ------------------------------------------------------------------------------------
-class RoundSolver:
-    """Assigns with ``method``, falling back to ``greedy`` for good when it cannot run."""
-
-    def __init__(self, method: str, log: logging.Logger) -> None:
-        self.method = method
-        self._log = log
-
-    def solve(self, matrix: RankMatrix) -> Any:
+    async def _broadcast(self, ins: Broadcast) -> None:
         try:
-            return assign(matrix, self.method)
-        except MissingDependencyError as exc:
-            self._log.warning("master: %s; assigning with %s instead", exc, FALLBACK_METHOD)
-            self.method = FALLBACK_METHOD
-            return assign(matrix, FALLBACK_METHOD)
+            result = await self.node.broadcast(TOPIC, ins.payload, timeout=ins.timeout)
+        except DhtError as exc:
+            self._feed(BroadcastFailed(time.monotonic(), str(exc)))
+            return
+        now = time.monotonic()
+        self._feed(BroadcastEnded(now, result.value, result.elapsed, result.complete))
 
-    def solve_both(self, matrix: RankMatrix) -> tuple[Any, Any]:
-        """The assignment, and the other method's on the same matrix (for the counters)."""
-        result = self.solve(matrix)
-        return result, self.compare(matrix, result.method)
+    async def _solve(self, ins: Solve) -> None:
+        # In a thread: a large matrix takes a while, and the node's event loop must go on.
+        result, other = await self._tq(self.solver.solve_both, ins.matrix)
+        self._feed(Solved(time.monotonic(), result, other))
 
-    def compare(self, matrix: RankMatrix, method: str) -> Any:
-        """The other method on the same matrix, for the counters (None without scipy)."""
+    async def _deliver(self, ins: Deliver[TaskOffer]) -> None:
+        """One try of a hand-out: the task sealed with the worker's key."""
+        offer = ins.offer
+        task = TaskAssignment(
+            offer.task_id,
+            ins.attempt,
+            offer.name,
+            offer.command,
+            offer.inputs,
+            offer.outputs,
+            offer.max_runtime,
+            0,
+            offer.request_cpus,
+            offer.request_memory,
+            offer.request_disk,
+        )
+        body = messages.encode(messages.Assign(ins.epoch, task))
+        payload = messages.seal(
+            ins.key, messages.ASSIGN, ins.pilot_id, ins.epoch, body, time.time()
+        )
+        outcome = HandOut.LOST
         try:
-            return assign(matrix, other_method(method))
-        except MissingDependencyError:
-            return None
+            answer = await self.node.message(ins.address, messages.ASSIGN, payload)
+            value = messages.open_answer(ins.key, messages.ASSIGN, payload[2], answer)
+            outcome = HandOut.TAKEN if value is True else HandOut.REFUSED
+        except DhtError:
+            pass
+        except ValueError:  # not the worker's answer (a forgery, or an old pilot)
+            pass
+        self._feed(HandOutEnded(time.monotonic(), ins.handout, outcome))
+
+    async def _probe(self, ins: Probe) -> None:
+        answer = await self.node.ping(ins.address, timeout=PROBE_TIMEOUT)
+        self._feed(ProbeEnded(time.monotonic(), ins.pilot_id, answer is not None))
+
+    async def _send(
+        self,
+        kind: str,
+        pilot_id: int,
+        address: tuple[str, int],
+        key: bytes,
+        body: Any,
+        what: str,
+    ) -> None:
+        payload = messages.seal(key, kind, pilot_id, self.epoch, body, time.time())
+        try:
+            await self.node.message(address, kind, payload, timeout=SEND_TIMEOUT)
+        except DhtError:
+            log.info("master: pilot %s did not answer %s", pilot_id, what)
 
 
 # --- refused -----------------------------------------------------------------------------------

@@ -5,16 +5,14 @@ The phases: the wait from the first event to the round (batching, and the end of
 before), the Task Queue's sync, the TaskList broadcast with its replies, reading the replies,
 solving the rank matrix (and the other method, for the counters), the Task Queue's assign,
 probing suspects; and handing the tasks out, which goes on beside the next round (timed when it
-ends).  Python 3.9, standard library only.
+ends).  Pure: the caller gives the time (``distributed.master_state``).  Python 3.9, standard
+library only.
 """
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Iterable
 
-log = logging.getLogger("glidein_ext.distributed.master")  # the master's log: one line a round
 PHASES = ("wait", "sync", "broadcast", "replies", "solve", "tq_assign", "hand_out", "probe")
 
 
@@ -32,27 +30,20 @@ class RoundPhases:
         """A round starts, ``waited`` seconds after its first event."""
         self.timings = {"wait": max(0.0, waited)}
 
-    def lap(self, phase: str, since: float) -> float:
-        """Time ``phase`` of this round from ``since``; now."""
-        now = time.monotonic()
+    def lap(self, phase: str, since: float, now: float) -> float:
+        """Time ``phase`` of this round from ``since`` to ``now``; ``now``."""
         self.timings[phase] = self.timings.get(phase, 0.0) + now - since
         return now
 
-    def account(self, number: int, offered: int, candidates: int, idle: int, replies: int) -> None:
+    def account(self, number: int, offered: int, candidates: int, idle: int, replies: int) -> str:
         """Round ``number`` is over: its phases join the totals and what the Task Queue lacks;
-        one log line."""
+        its line for the master's log."""
         self.rounds += 1
         for phase, seconds in self.timings.items():
             self.add(phase, seconds)
-        log.info(
-            "master: round %d: %d task(s) offered to %d candidate(s), %d idle of %d that "
-            "answered; %s",
-            number,
-            offered,
-            candidates,
-            idle,
-            replies,
-            self.line(),
+        return (
+            f"master: round {number}: {offered} task(s) offered to {candidates} candidate(s), "
+            f"{idle} idle of {replies} that answered; {self.line()}"
         )
 
     def add(self, phase: str, seconds: float) -> None:

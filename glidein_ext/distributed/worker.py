@@ -423,7 +423,7 @@ class DistributedWorker:
             log.info(
                 "pilot %s: task %s never reached this pilot; released", self.pilot_id, become.lost
             )
-            role.book.undelivered(become.lost, self.pilot_id)
+            role.release_undelivered(become.lost, self.pilot_id)
         self.master = role
         self.loop.spawn(role.run(), name=f"master-{self.pilot_id}")
 

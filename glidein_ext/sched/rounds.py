@@ -312,13 +312,19 @@ class RoundBook:
         """The Task Queue's last answer had nothing runnable for the site."""
         return self._dry > 0
 
+    @property
+    def runnable(self) -> int:
+        """Runnable tasks the Task Queue's last answer counted for the site, less those placed
+        since (0 or less: none known)."""
+        return self._left
+
     def poll_wait(self) -> float:
         """Seconds a round's ``sync`` may wait at the Task Queue for runnable work (a long
         poll of ``POLL_BEATS`` heartbeats, ``POLL_MAX`` at most): while the site has nothing
         runnable and the master owes nothing but quiet completions; 0 otherwise.  The Task
         Queue sees the master at both ends of the poll (``tq.service.api_sites``; the answer is
         a call: :meth:`reported`).  A completion that needs a round meanwhile makes the master
-        give the poll up (``distributed.master.unless_woken``)."""
+        give the poll up (``distributed.master_state``)."""
         owed = len(self._pending) > len(self._quiet) or self._in_flight or self.news
         return 0.0 if owed or not self._dry else min(POLL_BEATS * self.heartbeat, POLL_MAX)
 

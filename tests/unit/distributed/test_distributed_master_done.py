@@ -63,7 +63,7 @@ def test_done_is_answered_held_then_synced_and_none_once_stepped_down() -> None:
     assert _send(node, messages.DONE, body) is True  # in flight
     role.book.reported()
     assert _send(node, messages.DONE, body) == messages.DONE_SYNCED  # the worker may forget it
-    role.active = False
+    role.core.active = False
     assert _send(node, messages.DONE, body) is None  # not the master any more
 
 
@@ -99,22 +99,3 @@ def test_a_leaving_master_syncs_the_completions_it_holds_before_the_role_ends() 
     assert last.dead == (7,) and last.want == 0
     assert not role.active
     assert asyncio.run(role.close(5.0)) is False  # once
-
-
-def test_the_round_phases_ride_the_next_sync_that_gets_through() -> None:
-    role, _ = _master()
-    tq = _Tq(fail=1)
-    role.client = cast(TqClient, tq)
-    role.phases.timings = {"sync": 0.5, "solve": 0.25}
-    role.phases.account(1, 0, 0, 0, 0)
-
-    async def sync() -> Any:
-        return await role._sync(role.book.take_report(time.monotonic()), 0)
-
-    assert asyncio.run(sync()) is None  # failed: the phases are kept
-    role.phases.timings = {"sync": 0.5}
-    role.phases.account(1, 0, 0, 0, 0)
-    assert asyncio.run(sync()) == []
-    assert dict(tq.calls[1].phases) == {"sync": 1.0, "solve": 0.25}
-    asyncio.run(sync())
-    assert tq.calls[2].phases == ()  # counted once

@@ -21,6 +21,7 @@ from glidein_ext.distributed.master import (
     REFUSED_PERIOD,
     MasterRole,
 )
+from glidein_ext.distributed.master_state import Started
 from glidein_ext.distributed.phases import PHASES
 from glidein_ext.sched.ranking import Ranking
 from glidein_ext.sched.tasklist import encode_reply
@@ -98,15 +99,28 @@ def _role(node: _Node, client: _Client, **settings: Any) -> MasterRole:
     )
 
 
+def _run_round(role: MasterRole) -> None:
+    """One round through the shell, now (no timer: nothing else starts), until its calls,
+    broadcast and hand-outs have ended."""
+
+    async def one_round() -> None:
+        role._arm = lambda at: None  # type: ignore[method-assign]
+        window = role.book.window
+        role.book.window = 0.0  # the round is due at once
+        role.book.trigger(time.monotonic())
+        role._feed(Started(time.monotonic(), role.node.address))
+        role.book.window = window
+        while role._tasks:
+            await asyncio.gather(*list(role._tasks))
+        role._stop()
+
+    asyncio.run(one_round())
+
+
 def _one_round(role: MasterRole) -> None:
     """Workers 7 and 8 installed, one round, its hand-outs finished."""
     role.install([SitePilot(p, f"127.0.0.1:{4000 + p}", key=key(p).hex()) for p in (7, 8)])
-
-    async def one_round() -> None:
-        await role._round(time.monotonic())
-        await asyncio.gather(*role.deliveries.handing)
-
-    asyncio.run(one_round())
+    _run_round(role)
 
 
 def test_a_round_is_timed_phase_by_phase_and_hands_out_sealed() -> None:
@@ -122,13 +136,13 @@ def test_a_round_is_timed_phase_by_phase_and_hands_out_sealed() -> None:
 
 def test_the_tasklist_wait_follows_the_recent_broadcasts() -> None:
     role = _role(_Node(), _Client(), broadcast_timeout=4.0)
-    assert role.waits.wait() == 4.0  # nothing known yet: the configured timeout
-    role.waits.recent.extend([0.05] * 10)
-    assert role.waits.wait() == BROADCAST_FLOOR
-    role.waits.recent.extend([0.4] * 10)
-    assert abs(role.waits.wait() - 1.2) < 1e-9
-    role.waits.recent.extend([8.0] * 3)  # timed out: twice the wait
-    assert role.waits.wait() == 4.0
+    assert role.core.waits.wait() == 4.0  # nothing known yet: the configured timeout
+    role.core.waits.recent.extend([0.05] * 10)
+    assert role.core.waits.wait() == BROADCAST_FLOOR
+    role.core.waits.recent.extend([0.4] * 10)
+    assert abs(role.core.waits.wait() - 1.2) < 1e-9
+    role.core.waits.recent.extend([8.0] * 3)  # timed out: twice the wait
+    assert role.core.waits.wait() == 4.0
 
 
 class _Refusing(_Client):
@@ -196,11 +210,7 @@ def test_a_round_of_successors_makes_no_sync_and_its_assign_carries_the_completi
         role.book.completed(pilot, (ran[pilot], 1), done, time.monotonic())
     node.sent.clear()
 
-    async def second_round() -> None:
-        await role._round(time.monotonic())
-        await asyncio.gather(*role.deliveries.handing)
-
-    asyncio.run(second_round())
+    _run_round(role)
     assert len(client.syncs) == 1  # none this round: the successors covered both workers
     assert len(node.waits) == 1  # nor a TaskList: each worker made its successor's input
     assert client.assigns[1].round.method == "successor"
@@ -241,11 +251,7 @@ def test_a_merge_goes_to_the_maker_of_its_last_input_without_a_sync() -> None:
     node.sent.clear()
     role.book.assigned([(99, ran[40], 1)])  # the maker of 40 is busy again: only one idle
 
-    async def second_round() -> None:
-        await role._round(time.monotonic())
-        await asyncio.gather(*role.deliveries.handing)
-
-    asyncio.run(second_round())
+    _run_round(role)
     assert len(client.syncs) == 1  # no sync: both inputs were made here
     assert node.sent == [(ran[41], 60)]  # to the last maker the stock saw
 
@@ -259,11 +265,7 @@ def test_a_failed_completion_releases_no_successor_and_the_round_syncs() -> None
     role.book.completed(7, (ran[7], 1), Completion(ran[7], 1, 3), time.monotonic())  # exit 3
     role.book.completed(8, (ran[8], 1), Completion(ran[8], 1, 0), time.monotonic())
 
-    async def second_round() -> None:
-        await role._round(time.monotonic())
-        await asyncio.gather(*role.deliveries.handing)
-
-    asyncio.run(second_round())
+    _run_round(role)
     assert len(client.syncs) == 2  # worker 7 has no successor: the Task Queue's offers
     assert sorted(c.completion.task_id for c in client.syncs[1].completions) == [40, 41]
     assert all(not call.completions for call in client.assigns)
@@ -315,11 +317,7 @@ def test_a_round_ranks_the_last_syncs_spare_offers_without_a_sync() -> None:
     role.local_done(7, Completion(40, 1, 0))
     node.idle = {7: {0: 1.0, 1: 1.0}}  # positions 0 and 1 of the spares: 42 and 43
 
-    async def next_round() -> None:
-        await role._round(time.monotonic())
-        await asyncio.gather(*role.deliveries.handing)
-
-    asyncio.run(next_round())
+    _run_round(role)
     assert len(client.syncs) == 1  # no sync
     second = client.assigns[1]
     assert [(p.task_id, p.pilot_id) for p in second.pairs] == [(42, 7)]
@@ -336,6 +334,6 @@ def test_a_merges_input_is_quiet_unless_the_other_inputs_completion_is_held() ->
     role.stock.placed(40, (merge,), needs=((41,),))
     role.stock.placed(41, (merge,), needs=((40,),))
     role.install([SitePilot(p, f"127.0.0.1:{4000 + p}", key=key(p).hex()) for p in (7, 8)])
-    assert role._quiet(40, 7)
+    assert role.core.stock.quiet(40, 7, {k[0] for k, _, _ in role.book.pending()})
     role.book.completed(8, (41, 1), Completion(41, 1, 0), time.monotonic())
-    assert not role._quiet(40, 7)
+    assert not role.core.stock.quiet(40, 7, {k[0] for k, _, _ in role.book.pending()})

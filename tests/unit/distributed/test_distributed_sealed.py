@@ -6,7 +6,6 @@ Task Queue gives it."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any, cast
 
@@ -110,20 +109,20 @@ def test_a_pilot_without_a_key_yet_is_heard_once_the_task_queue_gives_it(kind: s
     assert node.handlers[kind](payload, 9, None) == messages.PENDING
     forged = messages.seal(key(7), kind, 9, EPOCH, bodies[kind], time.time())
     assert node.handlers[kind](forged, 7, None) == messages.PENDING  # held too, checked later
-    assert role.inbox.asked(0.0) == (9,)
-    asyncio.run(role.inbox.learn([PilotKey(9, key(9).hex())], []))
+    assert role.core.asked(0.0) == (9,)
+    role.core.learn([PilotKey(9, key(9).hex())], [], time.time(), [])
     if kind == messages.HELLO:
         assert role.book.workers[9].address == ("127.0.0.1", 4009)
     elif kind == messages.DONE:
         assert [c.task_id for _, c in role.book.take_report(1.0).completions] == [109]
     else:
         assert 9 not in role.book.workers
-    assert role.inbox.held == {}
+    assert role.core.held == {}
 
 
 def test_an_unknown_pilot_asked_about_and_gone_is_dropped() -> None:
     role, node = _master()
     payload = messages.seal(key(7), messages.BYE, 99, EPOCH, [99], time.time())
     assert node.handlers[messages.BYE](payload, 7, None) == messages.PENDING
-    asyncio.run(role.inbox.learn([], [99]))
-    assert role.inbox.held == {} and 99 not in role.inbox.keys
+    role.core.learn([], [99], time.time(), [])
+    assert role.core.held == {} and 99 not in role.core.keys
