@@ -1066,7 +1066,10 @@ class MasterState(Generic[OfferT]):
         self._call = None
         if not self._failed(event, None, out):
             return
-        line = f"master: assign failed (the tasks stay queued): {event.reason}"
+        # Its answer may be lost after the Task Queue placed the pairs: the master would believe
+        # those pilots idle, the Task Queue busy, for ever.  Released by the next call (a sync).
+        self.book.release(pair.task_id for pair in r.pairs)
+        line = f"master: assign failed (its tasks released by the next sync): {event.reason}"
         out.append(Log(logging.WARNING, line))
         if r.done is not None:
             self.book.unreported(r.done)  # the next call carries them again

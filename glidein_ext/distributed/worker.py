@@ -264,9 +264,9 @@ class DistributedWorker:
             log.info("malformed TaskList: %s", exc)
             return None
         view = MasterView(tasklist.master, tasklist.address, tasklist.epoch)
-        event = ws.Heard(
-            view, tuple(tasklist.successors), time.monotonic(), self.executor.has_room()
-        )
+        room = self.executor.has_room()
+        now = time.monotonic()
+        event = ws.Heard(view, tuple(tasklist.successors), now, room)
         instructions = self.state.handle(event)
         self.loop.spawn(self._do(instructions), name=f"heard-{self.pilot_id}")
         if learn and self.needed is not None and instructions[-1] != ws.Answer(None):
@@ -339,15 +339,16 @@ class DistributedWorker:
             self._sending = False
 
     async def _check_end(self, check: ws.CheckEnd) -> None:
-        """A master says the Task Queue no longer has this pilot: the Task Queue says."""
-        gone = False
+        """Whether the Task Queue still has this pilot (a master says it has not, or holds its
+        hellos for a key): the Task Queue says."""
+        gone: bool | None = False
         try:
             await self._tq(self.client.heartbeat, self.pilot_id)
         except (TaskQueueNotFound, TaskQueueAuthError):
             gone = True
-        except TaskQueueError as exc:
-            log.warning("pilot %s: an end not confirmed: %s", self.pilot_id, exc)
-            return  # not obeyed on a master's word alone; the master tells again
+        except TaskQueueError as exc:  # not obeyed on a master's word alone: asked again
+            log.warning("pilot %s: the Task Queue did not confirm: %s", self.pilot_id, exc)
+            gone = None
         await self._handle(ws.EndChecked(check.epoch, gone, check.reason, time.monotonic()))
 
     async def _tq(self, call: Callable[..., Any], *args: Any) -> Any:
@@ -375,6 +376,7 @@ class DistributedWorker:
     async def _claim(self, claim: ws.Claim) -> None:
         node = self.net.node
         if node is None:
+            await self._handle(ws.ClaimAnswered(False, None, (), time.monotonic()))
             return
         unreachable = []
         for pilot, address in claim.lower:
@@ -390,6 +392,7 @@ class DistributedWorker:
             lost = f"the Task Queue refuses it ({exc})"
         except TaskQueueError as exc:
             log.warning("pilot %s: claiming the master role failed: %s", self.pilot_id, exc)
+            await self._handle(ws.ClaimAnswered(False, None, (), time.monotonic()))
             return
         else:
             named = None

@@ -24,7 +24,8 @@ Events (what the shell tells it):
 ``GaveBack``        this pilot's task was given back unrun (evicted: not the task's fault)
 ``Tick``            the election's timer
 ``Probed``          the silent master answered its probe, or not
-``ClaimAnswered``   the Task Queue granted the role, or named another master, or refused
+``ClaimAnswered``   the Task Queue granted the role, named another master, refused, or the
+                    call failed (one claim is on its way at a time)
 ==================  ==========================================================================
 
 Instructions (what the shell does):
@@ -36,7 +37,8 @@ Instructions (what the shell does):
 ``SendDone``        send this completion to this master
 ``Rank``            answer the TaskList with this pilot's ranks (idle, room for a task)
 ``ReplyBusy``       answer the TaskList as busy with this task (0: idle but full)
-``CheckEnd``        ask the Task Queue whether it still has this pilot (an ``end`` came)
+``CheckEnd``        ask the Task Queue whether it still has this pilot (an ``end`` came, or
+                    the master keeps holding its hello for a key it does not get)
 ``Probe``           ping the silent master
 ``Claim``           claim the master role, after pinging these lower-id successors
 ``BecomeMaster``    take the role of this epoch, with the completions no master synced
@@ -51,6 +53,7 @@ Python 3.9, standard library only.
 from __future__ import annotations
 
 import logging
+import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -65,6 +68,9 @@ from glidein_ext.tq.client.protocol import Completion, TaskAssignment
 Key = tuple[int, int]  # (task id, attempt)
 Address = tuple[str, int]
 RESEND_AFTER = 3.0  # seconds before a completion no master said the Task Queue has is resent
+# Hellos in a row a master holds for this pilot's key before the pilot asks the Task Queue
+# whether it still has it (a master gets no key for a pilot the Task Queue no longer has).
+PENDING_CHECK = 3
 FINISHED_KEPT = 16  # the last (task, attempt)s run: a late resend of one is acknowledged
 
 
@@ -91,7 +97,7 @@ class Arrived:
 @dataclass(frozen=True)
 class EndChecked:
     epoch: int
-    gone: bool  # the Task Queue no longer has this pilot (or refuses its credential)
+    gone: bool | None  # the Task Queue no longer has this pilot (None: it did not answer)
     reason: str
     now: float
 
@@ -295,6 +301,12 @@ class WorkerState:
         )
         self.door = Door(Role.WORKER, self.pilot_id, key=self.key)
         self.outbox = Outbox(self.resend_after)
+        self._met = 0  # the newest epoch whose master answered this pilot's hello
+        self._greeted_at = -math.inf
+        self._pending = 0  # hellos in a row the master held for a key it has not
+        self._claiming = False  # a claim is on its way to the Task Queue (one at a time)
+        self._recheck: tuple[float, CheckEnd] | None = None  # a check to ask again, and when
+        self._idle_since: float | None = None  # ranking offered tasks, given none, since
 
     @property
     def master(self) -> MasterView | None:
@@ -322,9 +334,10 @@ class WorkerState:
         task, attempt = self.current or (0, 0)
         return codec.Hello(self.pilot_id, self.address, task, attempt)
 
-    def _meet(self, master: MasterView, resend: bool = True) -> list[Instruction]:
+    def _meet(self, master: MasterView, now: float, resend: bool = True) -> list[Instruction]:
         if master.pilot_id == self.pilot_id:
             return []
+        self._greeted_at = now
         return [Meet(master, self._hello(), resend)]
 
     def _on_heard(self, event: Heard) -> list[Instruction]:
@@ -335,7 +348,11 @@ class WorkerState:
         self.addresses.update(dict(event.successors))
         out: list[Instruction] = []
         if known is None or known.epoch != event.master.epoch:
-            out += self._meet(event.master)
+            out += self._meet(event.master, event.now)
+        elif self._met < event.master.epoch and event.now - self._greeted_at >= self.resend_after:
+            # Its hello (or the answer) was lost: a master ignores the replies of a pilot it
+            # never met, so the worker greets it again until it answers.
+            out += self._meet(event.master, event.now)
         else:
             out += self._sends(self.outbox.due(event.now), event.now)
         if self.busy:
@@ -343,20 +360,52 @@ class WorkerState:
             return [*out, ReplyBusy(task_id, self.last_done)]
         if not event.room:
             return [*out, ReplyBusy(0, self.last_done)]
+        if not any(isinstance(i, Meet) for i in out):
+            out += self._unseen(event.master, event.now)
         return [*out, Rank(self.last_done)]
+
+    def _unseen(self, master: MasterView, now: float) -> list[Instruction]:
+        """An idle worker given no task for ``silence`` seconds may be unknown to its master
+        (which ignores the replies of a pilot it does not know: it found it dead, or no longer
+        has its key, and its ``end`` was lost): it greets the master again, once a
+        ``silence``.  A master that has it answers; one that has no key for it holds the hello,
+        and the pilot then asks the Task Queue whether it still has it."""
+        if self._idle_since is None:
+            self._idle_since = now
+            return []
+        if now - self._idle_since < self.silence:
+            return []
+        self._idle_since = now
+        return self._meet(master, now, resend=False)
 
     def _on_named(self, event: Named) -> list[Instruction]:
         self.succession.adopt(event.master, event.now)
         if event.master is None:
             return []
         self.door.know_epoch(event.master.epoch)
-        return self._meet(event.master)
+        return self._meet(event.master, event.now)
 
     def _on_greeted(self, event: Greeted) -> list[Instruction]:
         if event.answer is None:
             self.succession.forget(event.now)
             return []
-        return self._sends(self.outbox.everything(), event.now) if event.resend else []
+        out = self._held(event.answer, event.master.epoch)
+        if event.answer != codec.PENDING:
+            self._met = max(self._met, event.master.epoch)
+        return out + (self._sends(self.outbox.everything(), event.now) if event.resend else [])
+
+    def _held(self, answer: Any, epoch: int) -> list[Instruction]:
+        """A master's answer: ``"pending"`` (held until it has this pilot's key) too often in a
+        row, and the pilot asks the Task Queue whether it still has it (a master gets no key
+        for a pilot the Task Queue no longer has, and its ``end`` may have been lost)."""
+        if answer != codec.PENDING:
+            self._pending = 0
+            return []
+        self._pending += 1
+        if self._pending < PENDING_CHECK:
+            return []
+        self._pending = 0
+        return [CheckEnd(epoch, "the master has no key for this pilot")]
 
     # --- a master's messages ------------------------------------------------------------------
 
@@ -387,6 +436,7 @@ class WorkerState:
         if self.stopping or self.master_here or not can_run:
             return False, []
         self.current = key
+        self._idle_since = None
         return True, [Run(task)]
 
     def _resigned(self, epoch: int, message: codec.Resign, event: Arrived) -> list[Instruction]:
@@ -402,14 +452,17 @@ class WorkerState:
         return [Log(logging.INFO, f"pilot {self.pilot_id}: the master of epoch {epoch} leaves")]
 
     def _on_end_checked(self, event: EndChecked) -> list[Instruction]:
+        who = f"pilot {self.pilot_id}: {event.reason} (the master of epoch {event.epoch})"
+        if event.gone is None:  # asked again soon: the master that told it may not tell again
+            self._recheck = (event.now + self.resend_after, CheckEnd(event.epoch, event.reason))
+            return []
+        self._recheck = None
         if event.gone:
-            line = f"pilot {self.pilot_id}: the master of epoch {event.epoch} says: {event.reason}"
-            return [Log(logging.WARNING, line), Leave(event.reason)]
-        line = (
-            f"pilot {self.pilot_id}: the master of epoch {event.epoch} says to leave, but the "
-            "Task Queue still has this pilot: not obeyed"
-        )
-        return [Log(logging.WARNING, line)]
+            return [
+                Log(logging.WARNING, f"{who}; the Task Queue agrees: leaving"),
+                Leave(event.reason),
+            ]
+        return [Log(logging.WARNING, f"{who}; the Task Queue still has this pilot: it stays")]
 
     # --- this pilot's task --------------------------------------------------------------------
 
@@ -459,8 +512,11 @@ class WorkerState:
         return [SendDone(master, key, completion) for key, completion in items]
 
     def _on_acked(self, event: Acked) -> list[Instruction]:
-        if event.answer is NO_ANSWER or event.answer == codec.PENDING:
+        if event.answer is NO_ANSWER:
             return []  # kept: resent later
+        if event.answer == codec.PENDING:
+            master = self.master
+            return self._held(event.answer, master.epoch if master is not None else 0)
         if event.answer is None:  # not the master any more: the next one gets it
             self.succession.forget(event.now)
             return []
@@ -473,7 +529,10 @@ class WorkerState:
     # --- the election (Delgado Peris 2014 §III.B) ---------------------------------------------
 
     def _on_tick(self, event: Tick) -> list[Instruction]:
-        if self.stopping:
+        if self._recheck is not None and event.now >= self._recheck[0]:
+            check, self._recheck = self._recheck[1], None
+            return [check]
+        if self.stopping or self._claiming:
             return []
         action = self.succession.next_action(event.now)
         master = self.master
@@ -485,12 +544,16 @@ class WorkerState:
                 for pilot in self.succession.successors
                 if pilot < self.pilot_id
             )
+            self._claiming = True
             return [Claim(lower)]
         return []
 
     def next_tick(self, now: float) -> float:
-        """Seconds until the election may have something to do."""
-        return self.succession.waiting_for(now)
+        """Seconds until the election (or a check to ask again) may have something to do."""
+        wait = self.succession.waiting_for(now)
+        if self._recheck is not None:
+            wait = min(wait, max(0.0, self._recheck[0] - now))
+        return wait
 
     def _on_probed(self, event: Probed) -> list[Instruction]:
         master = self.master
@@ -500,9 +563,10 @@ class WorkerState:
             return [Log(logging.INFO, f"pilot {self.pilot_id}: the master (pilot {who}) is silent")]
         # Alive, but its TaskLists miss us: make ourselves known, and say hello again.
         self.succession.probe_answered(event.now)
-        return self._meet(master, resend=False) if master is not None else []
+        return self._meet(master, event.now, resend=False) if master is not None else []
 
     def _on_claim_answered(self, event: ClaimAnswered) -> list[Instruction]:
+        self._claiming = False
         if event.lost:
             return [Leave(event.lost)]
         named = event.master

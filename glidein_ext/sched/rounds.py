@@ -130,7 +130,9 @@ class RoundBook:
             worker.address = address
             worker.missed = 0
             worker.heard = max(worker.heard, now)
-            if task is not None:
+            # A hello names what the worker ran when it sent it: a late one naming the task
+            # whose completion came since is stale (the master may have given it another).
+            if task is not None and task[0] != worker.finished:
                 worker.task = task
                 worker.awaiting_since = None
         self._dead.discard(pilot_id)
@@ -495,6 +497,13 @@ class RoundBook:
         if worker is not None:
             worker.delivering = False
             worker.delivered_in = self.round
+
+    def release(self, task_ids: Iterable[int]) -> None:
+        """Tasks the Task Queue may have placed without the master knowing (an ``assign``
+        whose answer was lost): released by the next call, which must be a ``sync`` (news), so
+        no round offers them before; the Task Queue requeues those it placed (freeing their
+        pilots) and leaves the others queued."""
+        self._release.update(task_ids)
 
     def undelivered(self, task_id: int, pilot_id: int) -> None:
         """An assignment did not reach its worker: the task goes back to the queue."""

@@ -338,3 +338,27 @@ def test_busy_while_the_site_has_work() -> None:
     state.handle(SyncAnswered(5.1, sync.call, queued=0))
     assert not state.book.pending() and state.book.runnable == 0
     assert not state.busy()
+
+
+def test_an_assign_whose_answer_was_lost_releases_its_tasks_in_the_next_sync() -> None:
+    """The Task Queue may have placed the pairs before its answer was lost: the master would
+    believe those pilots idle and the Task Queue busy, for ever.  Its next call is a sync that
+    releases the tasks (a no-op for those it had not placed), before any round offers them."""
+    state = core()
+    site = Site(state)
+    site.feed(Installed(0.0, (pilot(7),)))
+    site.feed(Started(0.0))
+    site.offers, site.queued = [40], 1
+    site.ranks = {7: {0: 1.0}}
+    site.feed(Tick(0.1), answer=lambda i: not isinstance(i, CallAssign))
+    (assigned,) = [i for i in site.out if isinstance(i, CallAssign)]
+    out = state.handle(CallFailed(0.2, assigned.call, Failure.ERROR, "timed out"))
+    site.out.clear()
+    site.syncs.clear()
+    for instruction in out:
+        reply = site._reply(instruction, 0.2)
+        if reply is not None:
+            site.feed(reply)
+    site.feed(Tick(5.0))
+    assert site.syncs, "the next step is a sync"
+    assert site.syncs[0].report.release == (40,)

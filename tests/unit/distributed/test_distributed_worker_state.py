@@ -189,3 +189,57 @@ def test_a_master_that_says_it_is_none_is_forgotten() -> None:
     _heard(w, M1, 1.0)
     w.handle(ws.Greeted(M1, None, True, 1.5))
     assert w.succession.master_dead
+
+
+def test_a_worker_greets_its_master_again_until_a_hello_is_answered() -> None:
+    """A master ignores the replies of a pilot it never met: a lost hello is sent again."""
+    w = _worker()
+    assert _of(_heard(w, M1, 1.0), ws.Meet)  # its hello is lost: no Greeted comes
+    assert not _of(_heard(w, M1, 2.0), ws.Meet)  # not at every TaskList
+    again = _of(_heard(w, M1, 1.0 + ws.RESEND_AFTER), ws.Meet)
+    assert again and again[0].master == M1
+    w.handle(ws.Greeted(M1, [1], True, 5.0))
+    assert not _of(_heard(w, M1, 5.0 + ws.RESEND_AFTER), ws.Meet)
+
+
+def test_a_worker_a_master_holds_for_a_key_asks_the_task_queue_about_itself() -> None:
+    """A master gets no key for a pilot the Task Queue no longer has (its ``end`` may be lost):
+    hellos or completions held 'pending' too often, and the pilot asks the Task Queue."""
+    w = _worker()
+    _heard(w, M1, 1.0)
+    checks = []
+    for i in range(ws.PENDING_CHECK):
+        checks += _of(w.handle(ws.Greeted(M1, codec.PENDING, False, 2.0 + i)), ws.CheckEnd)
+    assert checks == [ws.CheckEnd(1, "the master has no key for this pilot")]
+    w.handle(ws.Acked((40, 1), codec.PENDING, 9.0))
+    w.handle(ws.Acked((40, 1), codec.PENDING, 9.1))
+    assert _of(w.handle(ws.Acked((40, 1), codec.PENDING, 9.2)), ws.CheckEnd)
+
+
+def test_an_unanswered_check_is_asked_again() -> None:
+    w = _worker()
+    _heard(w, M1, 1.0)
+    w.handle(ws.EndChecked(1, None, "stop", 2.0))  # the Task Queue did not answer
+    assert w.next_tick(2.0) <= ws.RESEND_AFTER
+    assert w.handle(ws.Tick(2.0 + ws.RESEND_AFTER)) == [ws.CheckEnd(1, "stop")]
+
+
+def test_one_claim_at_a_time() -> None:
+    w = _worker()
+    _heard(w, M1, 1.0)
+    w.handle(ws.Probed(False, 40.0))
+    assert _of(w.handle(ws.Tick(50.0)), ws.Claim)
+    assert w.handle(ws.Tick(60.0)) == []  # its answer has not come
+    w.handle(ws.ClaimAnswered(False, None, (), 61.0))  # the call failed
+    assert _of(w.handle(ws.Tick(62.0)), ws.Claim)
+
+
+def test_an_idle_worker_given_nothing_greets_its_master_again_once_a_silence() -> None:
+    """A master that found a slow worker dead, or lost its key, ignores its replies; the worker
+    says hello again rather than idle unseen for ever."""
+    w = _worker()
+    _heard(w, M1, 1.0)
+    w.handle(ws.Greeted(M1, [1], True, 1.1))
+    assert not _of(_heard(w, M1, 2.0), ws.Meet)
+    assert not _of(_heard(w, M1, 2.0 + w.silence - 1), ws.Meet)
+    assert _of(_heard(w, M1, 2.0 + w.silence), ws.Meet)

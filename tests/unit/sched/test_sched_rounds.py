@@ -498,3 +498,14 @@ def test_a_long_poll_never_asks_beyond_the_task_queues_cap() -> None:
     book.join(7, A, now=0.0)
     book.supply(0)
     assert book.poll_wait() == POLL_MAX == MAX_WAIT  # the Task Queue's own cap
+
+
+def test_a_late_hello_naming_a_finished_task_changes_no_belief() -> None:
+    """Messages cross: a hello sent while the worker ran task 3 arrives after 3's completion
+    and after the master gave the worker task 4: the master still believes task 4."""
+    book = RoundBook(1, window=0.1, period=1.0, heartbeat=5.0, now=0.0)
+    book.join(4, ("h", 4), 0.0, (3, 1))
+    book.completed(4, (3, 1), object(), 1.0)
+    book.assigned([(4, 4, 1)])
+    book.join(4, ("h", 4), 2.0, (3, 1))  # the late hello
+    assert book.workers[4].task == (4, 1)
