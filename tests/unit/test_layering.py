@@ -13,6 +13,10 @@ Rules (docs/design.md, "Layers"):
 - ``tq`` is split by who runs it: ``tq.client`` (what pilots import, Python 3.9) imports neither
   ``tq.service`` nor ``tq.manager``; the PilotMonitor/PilotManager (``tq.manager``) does not import
   the service; the pilot agent imports only the client side of the Task Queue;
+- the distributed site (``distributed``) and the pure algorithms (``sched``) import neither the
+  pilot agent, the glidein side, the site's side, the simulator nor the Task Queue's service: the
+  agent passes its parts in; the libraries (``dht``, ``cache``, ``sched``) do not import
+  ``distributed``;
 - nothing in the package imports ``tests``.
 Imports inside functions count: lazy imports are still dependencies.
 """
@@ -35,6 +39,12 @@ RULES: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
     (("agent", "glidein"), ("tq.service", "tq.manager"), "pilots import only the TQ client"),
     (("agent",), ("glidein",), "the pilot agent does not import the glidein side"),
     (("glidein.rest",), ("agent",), "in a glidein only the hand-off imports the agent"),
+    (
+        ("distributed", "sched"),
+        ("agent", "glidein", "site", "sim", "tq.service", "tq.manager"),
+        "the distributed site and its algorithms are given the pilot's parts, never import them",
+    ),
+    (("dht", "cache", "sched"), ("distributed",), "libraries import no product part"),
 )
 
 
@@ -131,7 +141,8 @@ def write(root: Path, relative: str, text: str) -> None:
 
 def test_each_rule_catches_a_violation(tmp_path: Path) -> None:
     """The checker fails on a tree that breaks each rule (so the test above can fail)."""
-    for part in ("cli", "dht", "cache", "tq", "site", "glidein", "agent", "tq/client"):
+    parts = ("cli", "dht", "cache", "tq", "site", "glidein", "agent", "tq/client", "distributed")
+    for part in (*parts, "sched"):
         write(tmp_path, f"{PACKAGE}/{part}/__init__.py", "")
     write(tmp_path, f"{PACKAGE}/entry.py", "from glidein_ext.cli import main\n")
     write(tmp_path, f"{PACKAGE}/site/status.py", "def f():\n    from glidein_ext import cli\n")
@@ -153,6 +164,9 @@ def test_each_rule_catches_a_violation(tmp_path: Path) -> None:
     write(tmp_path, f"{PACKAGE}/glidein/handoff/__init__.py", "")
     write(tmp_path, f"{PACKAGE}/glidein/handoff/agent.py", "from glidein_ext.agent import agent\n")
     write(tmp_path, f"{PACKAGE}/cli/hook.py", "from glidein_ext.entry import run_hook_command\n")
+    # the distributed site is given the agent's parts; the algorithms do not reach up into it
+    write(tmp_path, f"{PACKAGE}/distributed/x.py", "from glidein_ext.agent.executor import E\n")
+    write(tmp_path, f"{PACKAGE}/sched/y.py", "from glidein_ext.distributed import codec\n")
     found = violations(tmp_path)
     assert [line.rsplit("(", 1)[1] for line in found] == [
         "pilots import only the TQ client)",
@@ -160,7 +174,9 @@ def test_each_rule_catches_a_violation(tmp_path: Path) -> None:
         "a library imports no product part)",
         "nothing imports entry)",
         "a library imports no product part)",
+        "the distributed site and its algorithms are given the pilot's parts, never import them)",
         "in a glidein only the hand-off imports the agent)",
+        "libraries import no product part)",
         "only entry imports cli)",
         "the Task Queue does not import the glidein side)",
         "the client library runs without the service)",
