@@ -285,7 +285,8 @@ class TqClient:
     ) -> TaskAssignment | None:
         """Seed IV-E: the pilot's next task, None when nothing fits now.  ``wait`` > 0: nothing
         fits, the pilot leaves a standing offer for that many seconds (Lee 2003 4.2.3, the
-        courier): an urgent task submitted meanwhile is pushed to it (``tq.service.courier``)."""
+        courier): an urgent task submitted meanwhile is pushed to it
+        (``tq.service.pool.courier``)."""
         path = f"{API}/pilots/{pilot_id}/request"
         body = to_json(TaskRequest(_listed(cached), wait))
         if wait > 0:  # the HTTP timeout covers the offer's wait

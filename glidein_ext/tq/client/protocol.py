@@ -3,7 +3,7 @@
 One definition shared by the three parties: the store returns them, the HTTP client parses them
 from the service's JSON (``parse``: a ValueError naming the field on a malformed answer) and the
 pilot agent reads their attributes.  ``to_json`` gives the wire form.  The service's pydantic
-schemas (``tq.service.schemas``) describe the same shapes for OpenAPI and are built from these.
+schemas (``tq.service.api.schemas``) describe the same shapes for OpenAPI and are built from these.
 
 ``parse`` reads each field by its annotation (``_READERS``); a field with a default may be missing
 or null.  This module runs on worker nodes inside the pilot: Python 3.9 and the standard library

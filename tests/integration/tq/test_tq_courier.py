@@ -88,7 +88,7 @@ def test_an_urgent_task_submitted_through_another_instance_is_pushed(
     pg_url: str, tq_server: Callable[..., TqServer], wait_until: Callable[..., Any]
 ) -> None:
     """A pool (Lee 2003 4.2): the offer stands at one instance, the task comes through another;
-    the pool's notification carries it over (``tq.service.courier_pool``)."""
+    the pool's notification carries it over (``tq.service.pool.courier_pool``)."""
     first = tq_server("tq-a", database=pg_url, courier_priority="100")
     second = tq_server("tq-b", database=pg_url, courier_priority="100")
     pilot = second.pilot()
