@@ -12,7 +12,7 @@ import importlib
 from enum import Enum
 from typing import Any
 
-from glidein_ext.condor import JobStatus, condor_errors
+from glidein_ext.condor import JobStatus, collector, condor_errors, schedd, schedds
 from glidein_ext.errors import CondorError, MissingDependencyError, UsageError
 from glidein_ext.site import attrs
 from glidein_ext.site.pilots import Pilot, pilot_from_ad
@@ -64,12 +64,6 @@ def plain(ad: Any) -> dict[str, Any]:
     return out
 
 
-def _collector(pool: str | None) -> Any:
-    htcondor2 = _binding("htcondor2")
-
-    return htcondor2.Collector(pool) if pool else htcondor2.Collector()
-
-
 def query_slot_ads(
     pool: str | None = None, constraint: str = PILOT_CONSTRAINT
 ) -> list[dict[str, Any]]:
@@ -77,7 +71,7 @@ def query_slot_ads(
     htcondor2 = _binding("htcondor2")
 
     with condor_errors(f"cannot query the collector {pool or '(default)'}"):
-        ads = _collector(pool).query(htcondor2.AdType.Startd, constraint=constraint)
+        ads = collector(htcondor2, pool).query(htcondor2.AdType.Startd, constraint=constraint)
     return [plain(ad) for ad in ads]
 
 
@@ -119,7 +113,7 @@ def user_priorities(pool: str | None = None) -> dict[str, float]:
     htcondor2 = _binding("htcondor2")
 
     with condor_errors("cannot read user priorities from the negotiator"):
-        location = _collector(pool).locate(htcondor2.DaemonType.Negotiator)
+        location = collector(htcondor2, pool).locate(htcondor2.DaemonType.Negotiator)
         ads = htcondor2.Negotiator(location).getPriorities()
     prios: dict[str, float] = {}
     for ad in ads:
@@ -140,8 +134,8 @@ def idle_cpus_by_owner(pool: str | None = None) -> dict[str, int]:
 
     demand: dict[str, int] = {}
     with condor_errors("cannot query the schedds"):
-        for location in _collector(pool).locateAll(htcondor2.DaemonType.Schedd):
-            for ad in htcondor2.Schedd(location).query(
+        for each in schedds(htcondor2, pool):
+            for ad in each.query(
                 constraint=f"JobStatus == {JobStatus.IDLE.value}",
                 projection=["Owner", "User", "AccountingGroup", "RequestCpus"],
             ):
@@ -170,8 +164,7 @@ def hard_kill(pilot: Pilot, method: KillMethod, pool: str | None = None) -> None
         gjid = (pilot.global_job_id or "").split("#")
         if len(gjid) != 3:
             raise CondorError(f"{pilot.slot}: no GlobalJobId, cannot find the job's schedd")
-        location = _collector(pool).locate(htcondor2.DaemonType.Schedd, gjid[0])
-        htcondor2.Schedd(location).act(
+        schedd(htcondor2, pool, gjid[0]).act(
             htcondor2.JobAction.Remove, gjid[1], reason="glidein-ext: pilot past its deadline"
         )
 
@@ -187,11 +180,10 @@ def request_vacate(pilot: Pilot, deadline: int | None, pool: str | None = None) 
     schedd_name, cluster, proc = parsed
     job = f"{cluster}.{proc}"
     with condor_errors(f"cannot edit job {job} at schedd {schedd_name}"):
-        location = _collector(pool).locate(htcondor2.DaemonType.Schedd, schedd_name)
-        schedd = htcondor2.Schedd(location)
+        queue = schedd(htcondor2, pool, schedd_name)
         edited = 0
         for attr, value in qedit_values(True, deadline):
-            edited = schedd.edit(job, attr, value)
+            edited = queue.edit(job, attr, value)
     if not edited:
         raise CondorError(f"{pilot.slot}: job {job} is not in the queue of {schedd_name}")
     return f"schedd {schedd_name} job {job}"
@@ -203,8 +195,8 @@ def query_job_requests(pool: str | None = None) -> dict[str, SiteRequest]:
 
     requests: dict[str, SiteRequest] = {}
     with condor_errors("cannot query the schedds for vacate requests"):
-        for location in _collector(pool).locateAll(htcondor2.DaemonType.Schedd):
-            for ad in htcondor2.Schedd(location).query(
+        for each in schedds(htcondor2, pool):
+            for ad in each.query(
                 constraint=f"{VACATE_ATTR} =!= undefined",
                 projection=["GlobalJobId", VACATE_ATTR, DEADLINE_ATTR],
             ):

@@ -123,6 +123,53 @@ def test_the_package_keeps_its_layers() -> None:
     assert violations(ROOT) == []
 
 
+# one boundary over each binding: classad2 is imported by glidein_ext.classads alone (the site
+# tools load it lazily by name, for their own message when it is missing), and HTCondor's
+# Collector and Schedd are built in glidein_ext.condor alone
+CLASSAD_BOUNDARY = "glidein_ext.classads"
+DAEMON_BOUNDARY = "glidein_ext.condor"
+DAEMONS = ("Collector", "Schedd")
+
+
+def boundary_breaches(root: Path) -> list[str]:
+    """Every import of classad2 outside its boundary and every ``htcondor2.Collector(...)`` or
+    ``htcondor2.Schedd(...)`` outside ``condor``, one line each."""
+    found = []
+    for path in sorted((root / PACKAGE).rglob("*.py")):
+        module = module_name(path, root)
+        where = path.relative_to(root)
+        for line, target in imports_of(path, module):
+            if target.split(".")[0] == "classad2" and module != CLASSAD_BOUNDARY:
+                found.append(f"{where}:{line}: {module} imports classad2")
+        if module == DAEMON_BOUNDARY:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in DAEMONS
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id.startswith("htcondor")
+            ):
+                found.append(f"{where}:{node.lineno}: {module} builds a {node.func.attr}")
+    return found
+
+
+def test_each_binding_is_reached_through_its_one_boundary() -> None:
+    assert boundary_breaches(ROOT) == []
+
+
+def test_the_boundary_check_catches_a_breach(tmp_path: Path) -> None:
+    write(tmp_path, f"{PACKAGE}/classads.py", "import classad2\n")
+    write(tmp_path, f"{PACKAGE}/condor.py", "def f(htcondor2):\n    htcondor2.Schedd(1)\n")
+    write(tmp_path, f"{PACKAGE}/tq/m.py", "def f():\n    import classad2\n")
+    write(tmp_path, f"{PACKAGE}/site/p.py", "def f(htcondor2):\n    htcondor2.Collector()\n")
+    assert boundary_breaches(tmp_path) == [
+        "glidein_ext/site/p.py:2: glidein_ext.site.p builds a Collector",
+        "glidein_ext/tq/m.py:2: glidein_ext.tq.m imports classad2",
+    ]
+
+
 def write(root: Path, relative: str, text: str) -> None:
     path = root / relative
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -39,8 +39,6 @@ Result = tuple[bool, float, float]  # matched, the pilot's Rank of the task, the
 
 def _serve(conn: Connection) -> None:  # pragma: no cover (runs in the worker process)
     """The worker: (task ad, pilot ad) texts in, one ``Result`` out per pair, until EOF."""
-    import classad2
-
     from glidein_ext import classads
 
     ads: dict[str, Any] = {}
@@ -51,7 +49,7 @@ def _serve(conn: Connection) -> None:  # pragma: no cover (runs in the worker pr
         if found is None:
             if len(ads) > 1000:
                 ads.clear()
-            found = ads[text] = classad2.ClassAd(text)
+            found = ads[text] = classads.parse_ad(text)
         return found
 
     while True:

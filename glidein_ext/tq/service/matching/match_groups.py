@@ -8,8 +8,6 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-import classad2
-
 from glidein_ext import classads
 from glidein_ext.tq.client.limits import COSTLY_CALL
 from glidein_ext.tq.models import MatchSpec, PilotInfo, QueuedTask
@@ -40,7 +38,7 @@ def _pilot_attributes(pilot: PilotInfo) -> dict[str, classads.Scalar]:
     return attrs
 
 
-def task_ad(spec: MatchSpec) -> classad2.ClassAd:
+def task_ad(spec: MatchSpec) -> classads.ClassAd:
     """The ClassAd a task is matched with: its MatchSpec (Hasham 2011 §IV-E)."""
     attrs = _task_attributes(spec)
     return classads.make_ad(attrs, {"Requirements": spec.requirements, "Rank": spec.rank})
@@ -56,7 +54,7 @@ def pilot_values(pilot: PilotInfo) -> dict[str, classad_values.Value]:
     return classad_values.lower_ad(_pilot_attributes(pilot))
 
 
-def pilot_ad(pilot: PilotInfo) -> classad2.ClassAd:
+def pilot_ad(pilot: PilotInfo) -> classads.ClassAd:
     """The ClassAd a pilot is matched with: what it registered (Hasham 2011 §IV-E: Host, SE,
     site)."""
     attrs = _pilot_attributes(pilot)
@@ -114,7 +112,7 @@ class MatchGroup:
             del self.order[index]
 
     def evaluate(
-        self, pilot: PilotInfo, values: dict[str, classad_values.Value], ad: classad2.ClassAd
+        self, pilot: PilotInfo, values: dict[str, classad_values.Value], ad: classads.ClassAd
     ) -> Verdict:
         """The group's verdict for one pilot (its plain attributes ``values``, its ``ad``):
         compiled where both sides' expressions are in the subset, else classad2."""

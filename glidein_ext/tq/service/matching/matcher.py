@@ -39,8 +39,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import classad2
-
 from glidein_ext import classads
 from glidein_ext.tq.models import MatchSpec, PilotInfo, QueuedTask
 from glidein_ext.tq.service.matching import (
@@ -88,7 +86,7 @@ class Matcher:
         self._task_group: dict[int, str] = {}
         self._by_input: defaultdict[str, set[int]] = defaultdict(set)
         self._pilots: dict[int, PilotInfo] = {}
-        self._pilot_ads: dict[int, classad2.ClassAd] = {}
+        self._pilot_ads: dict[int, classads.ClassAd] = {}
         self._holders: defaultdict[str, set[int]] = defaultdict(set)  # LFN -> pilots caching it
         self._verdicts: dict[tuple[int, str], Verdict] = {}
         self.evaluations = 0  # group evaluations, one per (pilot, group) (benchmarks and tests)
