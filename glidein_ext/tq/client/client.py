@@ -50,6 +50,7 @@ from glidein_ext.throttle import Throttle
 from glidein_ext.tq.client.credentials import CredentialInfo, IssuedCredential
 from glidein_ext.tq.client.endpoints import EndpointSet, parse_endpoints
 from glidein_ext.tq.client.protocol import (
+    API,
     Claim,
     ClaimAnswer,
     Completion,
@@ -71,7 +72,6 @@ from glidein_ext.tq.client.protocol import (
     to_json,
 )
 
-API = "/api/v1"
 T = TypeVar("T")
 log = logging.getLogger("glidein_ext.tq.client.client")
 MAX_TOKEN_FILE = 4096  # bytes: a token file is one line

@@ -44,20 +44,22 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from glidein_ext.tq.client.protocol import API
+
 ORIGINS = ("cache", "host", "peer", "se")
 CACHED = ("cache", "host", "peer")
 LOCAL = ("cache", "host")
 MAX_PHASES = 16  # round phase names kept per site
 
 _PILOT_CALLS = (
-    ("POST", re.compile(r"^/api/v1/pilots/?$"), "register"),
-    ("POST", re.compile(r"^/api/v1/pilots/[^/]+/request$"), "request"),
-    ("POST", re.compile(r"^/api/v1/pilots/[^/]+/heartbeat$"), "heartbeat"),
-    ("POST", re.compile(r"^/api/v1/pilots/[^/]+/complete$"), "complete"),
-    ("DELETE", re.compile(r"^/api/v1/pilots/[^/]+$"), "deregister"),
-    ("POST", re.compile(r"^/api/v1/sites/[^/]+/master$"), "claim"),
-    ("POST", re.compile(r"^/api/v1/sites/[^/]+/sync$"), "sync"),
-    ("POST", re.compile(r"^/api/v1/sites/[^/]+/assign$"), "assign"),
+    ("POST", re.compile(rf"^{API}/pilots/?$"), "register"),
+    ("POST", re.compile(rf"^{API}/pilots/[^/]+/request$"), "request"),
+    ("POST", re.compile(rf"^{API}/pilots/[^/]+/heartbeat$"), "heartbeat"),
+    ("POST", re.compile(rf"^{API}/pilots/[^/]+/complete$"), "complete"),
+    ("DELETE", re.compile(rf"^{API}/pilots/[^/]+$"), "deregister"),
+    ("POST", re.compile(rf"^{API}/sites/[^/]+/master$"), "claim"),
+    ("POST", re.compile(rf"^{API}/sites/[^/]+/sync$"), "sync"),
+    ("POST", re.compile(rf"^{API}/sites/[^/]+/assign$"), "assign"),
 )
 
 

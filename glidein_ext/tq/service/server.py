@@ -34,6 +34,7 @@ import uvicorn
 from fastapi import Depends, FastAPI
 
 from glidein_ext.errors import ConfigError
+from glidein_ext.tq.client.protocol import API
 from glidein_ext.tq.manager.monitor import (
     Decision,
     MonitorStore,
@@ -45,7 +46,7 @@ from glidein_ext.tq.manager.pilot_submit import CredentialIssuer, PilotManager
 from glidein_ext.tq.manager.sites import SiteConfig, load_sites
 from glidein_ext.tq.models import Architecture
 from glidein_ext.tq.service.api.access import operator_access
-from glidein_ext.tq.service.api.app import API, create_app
+from glidein_ext.tq.service.api.app import create_app
 from glidein_ext.tq.service.db import (
     instance_name,
     is_pool_url,

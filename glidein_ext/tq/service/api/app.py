@@ -30,6 +30,7 @@ from glidein_ext.errors import TaskQueueError, tq_http_status
 from glidein_ext.tq.client import protocol as p
 from glidein_ext.tq.client.limits import INT64_MAX
 from glidein_ext.tq.client.protocol import (
+    API,
     Completion,
     Heartbeat,
     Registration,
@@ -50,7 +51,6 @@ from glidein_ext.tq.service.settings import TqSettings
 from glidein_ext.tq.service.store import Store
 from glidein_ext.tq.workflow import parse_workflow
 
-API = "/api/v1"
 PilotId = Annotated[int, Path(ge=1, le=INT64_MAX)]
 
 

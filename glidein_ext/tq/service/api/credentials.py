@@ -21,10 +21,10 @@ from pydantic import BaseModel, Field
 
 from glidein_ext.tq.client.credentials import MAX_MINT, MAX_NOTE_CHARS, MAX_TTL
 from glidein_ext.tq.client.limits import INT64_MAX
+from glidein_ext.tq.client.protocol import API
 from glidein_ext.tq.service.api.schemas import ErrorResponse, Name, Text
 from glidein_ext.tq.service.store import Store
 
-API = "/api/v1"
 CredentialId = Annotated[int, Path(ge=1, le=INT64_MAX)]
 
 

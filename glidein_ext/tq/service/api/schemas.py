@@ -224,32 +224,11 @@ AssignResponse = p.SiteAssignAnswer
 def wire(message: Any) -> Response:
     """An answer: the protocol's message as JSON, encoded once (the call's ``response_model``
     describes it in OpenAPI; FastAPI does not validate and encode it again)."""
-    body = _ENCODE(_plain(message))
+    body = _ENCODE(to_json(message))
     return Response(body.encode(), media_type="application/json")
 
 
 _ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-_FIELDS: dict[type[Any], tuple[str, ...]] = {}  # a dataclass's field names, in order
-
-
-def _plain(message: Any) -> Any:
-    """``protocol.to_json``, the same values, with each dataclass's fields looked up once (an
-    answer is encoded on every call)."""
-    kind = type(message)
-    if kind in _SCALARS:
-        return message
-    names = _FIELDS.get(kind)
-    if names is not None:
-        return {name: _plain(getattr(message, name)) for name in names}
-    if kind is tuple or kind is list:
-        return [_plain(item) for item in message]
-    if kind is dict:
-        return {str(key): _plain(value) for key, value in message.items()}
-    if dataclasses.is_dataclass(message) and not isinstance(message, type):
-        _FIELDS[kind] = tuple(item.name for item in dataclasses.fields(message))
-        return _plain(message)
-    return to_json(message)  # anything else: as the protocol writes it
 
 
 class ErrorResponse(BaseModel):

@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from glidein_ext.errors import StaleMasterError, TaskQueueForbidden, TaskQueueNotFound
 from glidein_ext.tq.client.limits import INT64_MAX, MAX_NAME_CHARS
 from glidein_ext.tq.client.protocol import (
+    API,
     Claim,
     ClaimAnswer,
     Pair,
@@ -48,7 +49,6 @@ from glidein_ext.tq.service.counters import RunCounters, request_kind
 from glidein_ext.tq.service.site_waits import MAX_WAIT, SiteWaits
 from glidein_ext.tq.service.store import Store
 
-API = "/api/v1"
 MAX_BULK = 20_000  # completions, pilots, tasks or pairs in one master call
 SiteName = Annotated[str, Path(min_length=1, max_length=MAX_NAME_CHARS)]
 Id = Annotated[int, Field(ge=1, le=INT64_MAX)]

@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from glidein_ext import __version__
+from glidein_ext.tq.client.protocol import API
 from glidein_ext.tq.service.loops import WatchedLoop
 from glidein_ext.tq.service.watch.stuck import StuckDetector
 
@@ -64,18 +65,21 @@ _PILOT_VERBS = {"request": "request", "heartbeat": "heartbeat", "complete": "com
 _SITE_VERBS = {"master": "claim", "sync": "sync", "assign": "assign"}
 
 
+_CALLS = API + "/"  # every call of the API but /metrics and /healthz
+
+
 def request_kind(method: str, path: str) -> str:
     """A request's kind for the metrics: the pilot protocol's calls (``register``, ``request``,
     ``heartbeat``, ``complete``, ``deregister``), the master's (``claim``, ``sync``,
     ``assign``), the operators' (``submit``, ``status``, ``tasks``, ...), ``metrics``,
     ``healthz``, else ``other``.  A few string operations, no regular expression."""
-    if not path.startswith("/api/v1/"):
+    if not path.startswith(_CALLS):
         if path == "/metrics":
             return "metrics"
         if path == "/healthz":
             return "healthz"
         return "other"
-    parts = path[8:].split("/")
+    parts = path[len(_CALLS) :].split("/")
     head = parts[0]
     if head == "pilots":
         if len(parts) == 1 or (len(parts) == 2 and not parts[1]):

@@ -27,6 +27,7 @@ from fastapi import Depends, FastAPI, Path, Query
 from fastapi.responses import Response
 
 from glidein_ext.tq.client.limits import INT64_MAX
+from glidein_ext.tq.client.protocol import API
 from glidein_ext.tq.models import TaskState
 from glidein_ext.tq.service.api.access import operator_access
 from glidein_ext.tq.service.loops import WatchedLoop
@@ -36,7 +37,6 @@ from glidein_ext.tq.service.watch import insight
 from glidein_ext.tq.service.watch.metrics import Metrics, RequestMetrics, StateCollector
 from glidein_ext.tq.service.watch.stuck import StuckDetector, Thresholds, cleared, new_warnings
 
-API = "/api/v1"
 log = logging.getLogger("glidein_ext.tq.stuck")
 TaskId = Annotated[int, Path(ge=1, le=INT64_MAX)]
 MAX_LOGGED = 10  # new (or cleared) warnings logged one by one per pass; the rest counted
