@@ -40,6 +40,7 @@ from pathlib import Path
 assert sys.version_info[:2] == (3, 9), sys.version
 logging.basicConfig(level=logging.ERROR)
 from glidein_ext.agent.agent import AgentConfig, PilotAgent
+from glidein_ext.agent.settings import AgentSettings
 heavy = sorted(
     m for m in sys.modules
     if m.split(".")[0] in {"fastapi", "sqlalchemy", "pydantic", "classad2", "yaml", "click"}
@@ -48,7 +49,9 @@ assert not heavy, heavy
 url, token, workdir, se_dir = sys.argv[1:5]
 config = AgentConfig(
     url=url, token=token, site="T0", workdir=Path(workdir), se_dir=Path(se_dir),
-    poll_interval=0.2, max_idle=3, retry_for=10, cache_max_space=10**8, cache_min_threshold=0,
+    max_idle=3, settings=AgentSettings(
+        poll_interval=0.2, retry_for=10, cache_max_space=str(10**8), cache_min_threshold="0",
+    ),
 )
 ran = PilotAgent(config).run()
 assert threading.active_count() == 1

@@ -87,12 +87,15 @@ from pathlib import Path
 assert sys.version_info[:2] == (3, 9), sys.version
 logging.basicConfig(level=logging.WARNING, format="%(message)s")
 from glidein_ext.agent.agent import AgentConfig
+from glidein_ext.agent.settings import AgentSettings
 from glidein_ext.agent.swarm import Swarm, swarm_configs
 url, token, workdir, se_dir = sys.argv[1:5]
 base = AgentConfig(
     url=url, token=token, site="T0", workdir=Path(workdir), se_dir=Path(se_dir), host="py39",
-    poll_interval=0.2, max_idle=6, retry_for=10, cache_max_space=10**8, cache_min_threshold=0,
-    round_period=0.5, round_window=0.05,
+    max_idle=6, settings=AgentSettings(
+        poll_interval=0.2, retry_for=10, cache_max_space=str(10**8), cache_min_threshold="0",
+        round_period=0.5, round_window=0.05,
+    ),
 )
 swarm = Swarm(swarm_configs(base, 4))
 ran = swarm.run()
