@@ -27,7 +27,7 @@ from starlette.responses import Response
 from glidein_ext.errors import TaskQueueError
 from glidein_ext.tq.client.limits import INT64_MAX
 from glidein_ext.tq.service.api.auth import Principal
-from glidein_ext.tq.service.api.guard import PRINCIPAL, Asgi, Message, Receive, Scope, Send
+from glidein_ext.tq.service.api.guard import PRINCIPAL, Asgi, Receive, Scope, Send, replay
 
 # handler(caller, pilot id or None, validated body) -> the answer
 Handler = Callable[[Principal, "int | None", Any], Awaitable[Response]]
@@ -74,7 +74,7 @@ class PilotFastPath:
             return
         parsed = _validated(call.model, body)
         if parsed is None:
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replay(body, receive), send)
             return
         try:
             answer = await call.handler(who, pilot_id, parsed)
@@ -132,17 +132,3 @@ async def _whole_body(receive: Receive) -> bytes | None:
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """The body once more, for FastAPI, then whatever comes after it."""
-    delivered = False
-
-    async def replay() -> Message:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
