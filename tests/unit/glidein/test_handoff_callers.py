@@ -24,7 +24,7 @@ from glidein_ext.errors import AgentLinkError
 from glidein_ext.glidein.handoff import link
 from glidein_ext.glidein.handoff.board import Board
 from glidein_ext.glidein.handoff.caller import CallerGate, Proc, ProcFs
-from glidein_ext.glidein.handoff.core import Handoff, SlotView
+from glidein_ext.glidein.handoff.core import HandedTask, SlotView
 from glidein_ext.glidein.handoff.server import HookServer
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -65,7 +65,7 @@ def glidein(tmp_path: Path) -> Iterator[tuple[Path, Board, Path]]:
     board.core.take(SlotView("s", 8, 8000, 10**7, 8, 8000), 0)
     for task_id in (1, 2):
         ad: dict[str, object] = {"ClusterId": task_id}
-        board.offer(Handoff((task_id, 1), 0, 1, 100, 100, ad, secret=f"s{task_id}"))
+        board.offer(HandedTask((task_id, 1), 0, 1, 100, 100, ad, secret=f"s{task_id}"))
     server = HookServer(str(start), board).start()
     try:
         yield start, board, bindir

@@ -7,18 +7,25 @@ import threading
 import time
 
 from glidein_ext.glidein.handoff.board import Board
-from glidein_ext.glidein.handoff.core import EndKind, HandOff, Handoff, SlotView, Stage, TaskEnd
+from glidein_ext.glidein.handoff.core import (
+    EndKind,
+    HandedTask,
+    HandoffLedger,
+    SlotView,
+    Stage,
+    TaskEnd,
+)
 
 SLOT = SlotView("slot1@g", cpus=2, memory=1024, disk=10_000, total_cpus=2, total_memory=1024)
 
 
-def task(task_id: int, cpus: int = 1, memory: int = 256, attempt: int = 1) -> Handoff:
+def task(task_id: int, cpus: int = 1, memory: int = 256, attempt: int = 1) -> HandedTask:
     key = (task_id, attempt)
-    return Handoff(key, 0, cpus, memory, 100, {"ClusterId": task_id}, secret=f"s{task_id}")
+    return HandedTask(key, 0, cpus, memory, 100, {"ClusterId": task_id}, secret=f"s{task_id}")
 
 
 def test_room_comes_from_the_last_fetch_less_what_is_promised() -> None:
-    core = HandOff(room_ttl=60)
+    core = HandoffLedger(room_ttl=60)
     assert core.room(0) == 0  # no fetch seen: a lane must not ask
     assert core.take(SLOT, 0) is None  # a fetch with nothing offered tells the room
     assert core.room(1) == 2
@@ -31,7 +38,7 @@ def test_room_comes_from_the_last_fetch_less_what_is_promised() -> None:
 
 
 def test_a_task_goes_through_its_stages_to_its_exit_code() -> None:
-    core = HandOff()
+    core = HandoffLedger()
     core.offer(task(1), 0)
     handed = core.take(SLOT, 1)
     assert handed is not None and handed.stage is Stage.HANDED and core.free == (1, 768, 9900)
@@ -45,7 +52,7 @@ def test_a_task_goes_through_its_stages_to_its_exit_code() -> None:
 
 
 def test_only_a_fitting_task_is_handed_oldest_first() -> None:
-    core = HandOff()
+    core = HandoffLedger()
     core.offer(task(1, cpus=4), 0)  # too big for the slot
     core.offer(task(2, memory=2048), 1)  # too much memory
     core.offer(task(3), 2)
@@ -59,7 +66,7 @@ def test_only_a_fitting_task_is_handed_oldest_first() -> None:
 
 
 def test_evicted_by_htcondor_or_vanished_starter_is_not_the_tasks_fault() -> None:
-    core = HandOff()
+    core = HandoffLedger()
     for key in (1, 2, 3):
         core.offer(task(key), 0)
         assert core.take(SlotView("s", 4, 4096, 10_000, 4, 4096), 0) is not None
@@ -74,7 +81,7 @@ def test_evicted_by_htcondor_or_vanished_starter_is_not_the_tasks_fault() -> Non
 
 
 def test_the_agents_own_kill_is_the_tasks_failure() -> None:
-    core = HandOff()
+    core = HandoffLedger()
     core.offer(task(1), 0)
     core.take(SLOT, 0)
     core.prepared((1, 1), 10, 0)
@@ -84,7 +91,7 @@ def test_the_agents_own_kill_is_the_tasks_failure() -> None:
 
 
 def test_refusals_and_silence_send_a_task_back_then_cancel_it() -> None:
-    core = HandOff(reply_timeout=10, max_rejections=2)
+    core = HandoffLedger(reply_timeout=10, max_rejections=2)
     core.offer(task(1), 0)
     core.take(SLOT, 0)
     core.replied((1, 1), False, 1)
@@ -98,7 +105,7 @@ def test_refusals_and_silence_send_a_task_back_then_cancel_it() -> None:
 
 
 def test_a_task_not_held_any_more_must_not_start() -> None:
-    core = HandOff()
+    core = HandoffLedger()
     assert not core.prepared((9, 1), 10, 0)  # never offered (another pilot has it by now)
     core.offer(task(1), 0)
     assert not core.prepared((1, 1), 10, 0)  # offered, but no startd took it
@@ -107,7 +114,7 @@ def test_a_task_not_held_any_more_must_not_start() -> None:
 
 
 def test_closing_cancels_only_what_the_startd_does_not_have() -> None:
-    core = HandOff()
+    core = HandoffLedger()
     core.offer(task(1), 0)
     core.offer(task(2), 0)
     core.take(SLOT, 1)
@@ -173,7 +180,7 @@ def test_a_stopping_lane_cancels_an_offered_task() -> None:
 def test_a_starter_runs_one_task_and_a_secret_names_one_task() -> None:
     """A job's own processes descend from its starter: that starter cannot take a second task,
     and only the task's own secret names it."""
-    core = HandOff()
+    core = HandoffLedger()
     core.take(SlotView("s", 4, 4000, 10**6, 4, 4000), 0)
     for task_id in (1, 2):
         core.offer(task(task_id), 0)

@@ -17,7 +17,7 @@ from glidein_ext.glidein.handoff import hooks as fetchhook
 from glidein_ext.glidein.handoff import link as agentlink
 from glidein_ext.glidein.handoff.board import Board
 from glidein_ext.glidein.handoff.caller import STARTD, STARTER, CallerGate, Proc
-from glidein_ext.glidein.handoff.core import Handoff
+from glidein_ext.glidein.handoff.core import HandedTask
 from glidein_ext.glidein.handoff.server import HookServer
 from glidein_ext.glidein.jobad import Literal
 
@@ -127,7 +127,7 @@ def test_the_hooks_talk_to_the_agent_through_the_socket(
     assert len(os.fsencode(path)) > agentlink.MAX_SUN_PATH  # reached through /proc/self/fd
     assert stat.S_IMODE(os.lstat(path).st_mode) == 0o600
     assert fetchhook.fetch_work(start_dir, SLOT_AD) == ""  # no task yet: the hook prints nothing
-    board.offer(Handoff((7, 1), 0, 1, 256, 100, job_ad(7), secret=SECRET))
+    board.offer(HandedTask((7, 1), 0, 1, 256, 100, job_ad(7), secret=SECRET))
     printed = fetchhook.fetch_work(start_dir, SLOT_AD)
     assert printed.startswith("MyType = 1\n") and "\nClusterId = 7\n" in printed
     both = f"{JOB_AD}{fetchhook.AD_SEPARATOR}\n{SLOT_AD}"
@@ -154,7 +154,7 @@ def test_the_hooks_talk_to_the_agent_through_the_socket(
         fetchhook.task_starting(start_dir, {**ad, "glideinexttqtask": 8}, 1)
     table.as_starter = False
     retiring = SLOT_AD + "GLIDEIN_RetireNow = true\n"
-    board.offer(Handoff((9, 1), 0, 1, 256, 100, job_ad(9), secret=SECRET))
+    board.offer(HandedTask((9, 1), 0, 1, 256, 100, job_ad(9), secret=SECRET))
     assert fetchhook.fetch_work(start_dir, retiring) == ""  # never asked: no new job starts
 
 
