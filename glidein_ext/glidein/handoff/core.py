@@ -23,7 +23,7 @@ Task Queue (or its master) only when ``begin_ask`` finds room, so a glidein neve
 than its startd can start.  A closed hand-off (retiring, stopping) has no room and cancels what
 it has not handed out.
 
-Everything here is synchronous and clock-free (``now`` is passed in); ``agent.board`` adds the
+Everything here is synchronous and clock-free (``now`` is passed in); ``handoff.board`` adds the
 locking and waiting.  Python 3.9, standard library only.
 """
 
