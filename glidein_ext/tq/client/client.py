@@ -283,8 +283,8 @@ class TqClient:
     def request(
         self, pilot_id: int, cached: Sequence[str] | None = None, wait: float = 0.0
     ) -> TaskAssignment | None:
-        """Seed IV-E: the pilot's next task, None when nothing fits now.  ``wait`` > 0: nothing
-        fits, the pilot leaves a standing offer for that many seconds (Lee 2003 4.2.3, the
+        """Hasham 2011 §IV-E: the pilot's next task, None when nothing fits now.  ``wait`` > 0:
+        nothing fits, the pilot leaves a standing offer for that many seconds (Lee 2003 4.2.3, the
         courier): an urgent task submitted meanwhile is pushed to it
         (``tq.service.pool.courier``)."""
         path = f"{API}/pilots/{pilot_id}/request"
