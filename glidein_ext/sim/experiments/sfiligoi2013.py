@@ -97,7 +97,7 @@ def vacate_report(results: list[tuple[Job, SimResult]], out: Path, costs: CostMo
         if policy in by
     }
     bars(
-        out / "seed003_drain.png",
+        out / "vacate_drain.png",
         "Sfiligoi 2013: seconds until the site has its CPUs back, by victim policy",
         "seconds from the request",
         categories,
@@ -106,7 +106,7 @@ def vacate_report(results: list[tuple[Job, SimResult]], out: Path, costs: CostMo
     )
     cells = {(r["policy"], r["workflow"]): r for r in by_workflow}
     bars(
-        out / "seed003_rereads.png",
+        out / "vacate_rereads.png",
         "Sfiligoi 2013 + Hasham 2011: SE reads the vacate added, by victim policy",
         "SE reads, less the same run without the vacate",
         [w.upper() for w in WORKFLOWS],
