@@ -28,7 +28,7 @@ from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from glidein_ext import __version__
-from glidein_ext.tq.client.protocol import API
+from glidein_ext.tq.service.counters import call_kind
 from glidein_ext.tq.service.loops import WatchedLoop
 from glidein_ext.tq.service.watch.stuck import StuckDetector
 
@@ -61,42 +61,6 @@ NAMES = (
     f"{PREFIX}_info",
 )
 
-_PILOT_VERBS = {"request": "request", "heartbeat": "heartbeat", "complete": "complete"}
-_SITE_VERBS = {"master": "claim", "sync": "sync", "assign": "assign"}
-
-
-_CALLS = API + "/"  # every call of the API but /metrics and /healthz
-
-
-def request_kind(method: str, path: str) -> str:
-    """A request's kind for the metrics: the pilot protocol's calls (``register``, ``request``,
-    ``heartbeat``, ``complete``, ``deregister``), the master's (``claim``, ``sync``,
-    ``assign``), the operators' (``submit``, ``status``, ``tasks``, ...), ``metrics``,
-    ``healthz``, else ``other``.  A few string operations, no regular expression."""
-    if not path.startswith(_CALLS):
-        if path == "/metrics":
-            return "metrics"
-        if path == "/healthz":
-            return "healthz"
-        return "other"
-    parts = path[len(_CALLS) :].split("/")
-    head = parts[0]
-    if head == "pilots":
-        if len(parts) == 1 or (len(parts) == 2 and not parts[1]):
-            return "register" if method == "POST" else "other"
-        if len(parts) == 2:
-            return "deregister" if method == "DELETE" else "other"
-        if len(parts) == 3:
-            return _PILOT_VERBS.get(parts[2], "other")
-        return "other"
-    if head == "sites" and len(parts) == 3:
-        return _SITE_VERBS.get(parts[2], "other")
-    if head == "workflows":
-        return "submit" if method == "POST" else "workflows"
-    if head in ("status", "counters", "sites", "tasks", "warnings", "masters", "credentials"):
-        return head
-    return "other"
-
 
 class RequestMetrics:
     """ASGI middleware: every HTTP request counted by kind and status, its duration observed,
@@ -128,7 +92,7 @@ class RequestMetrics:
             self._record(scope["method"], scope["path"], status, time.perf_counter() - start)
 
     def _record(self, method: str, path: str, status: int, seconds: float) -> None:
-        kind = request_kind(method, path)
+        kind = call_kind(method, path)
         counted = self._counted.get((kind, status))
         if counted is None:
             counted = self._counted[(kind, status)] = self.requests.labels(kind, str(status))

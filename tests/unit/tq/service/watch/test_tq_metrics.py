@@ -1,40 +1,15 @@
-"""The metrics' request kinds (no regular expression on the request path) and the exposition of
-a collector fed with plain values, parsed back with prometheus_client's own parser."""
+"""The exposition of a collector fed with plain values, parsed back with prometheus_client's own
+parser (the requests' kinds it counts by: ``test_tq_counters``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from glidein_ext.tq.service.watch.insight import Gauges
-from glidein_ext.tq.service.watch.metrics import NAMES, Metrics, StateCollector, request_kind
+from glidein_ext.tq.service.watch.metrics import NAMES, Metrics, StateCollector
 from glidein_ext.tq.service.watch.stuck import BusyPilot, Snapshot, StuckDetector, Thresholds
-
-
-@pytest.mark.parametrize(
-    ("method", "path", "kind"),
-    [
-        ("POST", "/api/v1/pilots", "register"),
-        ("POST", "/api/v1/pilots/12/request", "request"),
-        ("POST", "/api/v1/pilots/12/heartbeat", "heartbeat"),
-        ("POST", "/api/v1/pilots/12/complete", "complete"),
-        ("DELETE", "/api/v1/pilots/12", "deregister"),
-        ("POST", "/api/v1/sites/T1/master", "claim"),
-        ("POST", "/api/v1/sites/T1/sync", "sync"),
-        ("POST", "/api/v1/sites/T1/assign", "assign"),
-        ("POST", "/api/v1/workflows", "submit"),
-        ("GET", "/api/v1/status", "status"),
-        ("GET", "/api/v1/tasks/3", "tasks"),
-        ("GET", "/metrics", "metrics"),
-        ("GET", "/healthz", "healthz"),
-        ("GET", "/api/v1/pilots/12/x/y", "other"),
-        ("GET", "/nowhere", "other"),
-    ],
-)
-def test_request_kinds(method: str, path: str, kind: str) -> None:
-    assert request_kind(method, path) == kind
 
 
 def test_state_collector_exports_every_named_family() -> None:
