@@ -15,6 +15,7 @@ from glidein_ext.glidein.handoff.core import (
     Stage,
     TaskEnd,
 )
+from tests.support.clock import Clock
 
 SLOT = SlotView("slot1@g", cpus=2, memory=1024, disk=10_000, total_cpus=2, total_memory=1024)
 
@@ -123,16 +124,8 @@ def test_closing_cancels_only_what_the_startd_does_not_have() -> None:
     assert core.tasks[(1, 1)].stage is Stage.HANDED  # it runs to its end
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_fetch_waits_for_the_task_an_asking_lane_gets() -> None:
-    clock = Clock()
+    clock = Clock(0.0)
     board = Board(fetch_wait=10, clock=clock)
     assert board.fetch(SLOT) is None  # nobody asking: nothing, but the room is now known
     stop, answered = threading.Event(), threading.Event()
@@ -161,7 +154,7 @@ def test_a_fetch_waits_for_the_task_an_asking_lane_gets() -> None:
 
 
 def test_a_closed_board_sends_its_lanes_away() -> None:
-    board = Board(clock=Clock())
+    board = Board(clock=Clock(0.0))
     board.fetch(SLOT)
     board.close("the glidein is retiring")
     assert not board.wait_room(threading.Event(), poll=0.01)
@@ -169,7 +162,7 @@ def test_a_closed_board_sends_its_lanes_away() -> None:
 
 
 def test_a_stopping_lane_cancels_an_offered_task() -> None:
-    board = Board(clock=Clock())
+    board = Board(clock=Clock(0.0))
     board.offer(task(1))
     stop = threading.Event()
     stop.set()

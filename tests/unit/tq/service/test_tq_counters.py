@@ -19,52 +19,35 @@ from glidein_ext.tq.service.counters import (
 
 
 @pytest.mark.parametrize(
-    ("method", "path", "kind"),
+    ("method", "path", "kind", "pilot_kind"),
     [
-        ("POST", "/api/v1/pilots", "register"),
-        ("POST", "/api/v1/pilots/12/request", "request"),
-        ("POST", "/api/v1/pilots/12/heartbeat", "heartbeat"),
-        ("POST", "/api/v1/pilots/12/complete", "complete"),
-        ("DELETE", "/api/v1/pilots/12", "deregister"),
-        ("POST", "/api/v1/sites/T2_CH_CERN/master", "claim"),
-        ("POST", "/api/v1/sites/T2_CH_CERN/sync", "sync"),
-        ("POST", "/api/v1/sites/T2_CH_CERN/assign", "assign"),
-        ("GET", "/api/v1/status", None),
-        ("POST", "/api/v1/workflows", None),
-        ("GET", "/api/v1/counters", None),
-        ("GET", "/api/v1/pilots/12", None),
-        ("POST", "/api/v1/pilots/12/request/x", None),
+        ("POST", "/api/v1/pilots", "register", "register"),
+        ("POST", "/api/v1/pilots/12/request", "request", "request"),
+        ("POST", "/api/v1/pilots/12/heartbeat", "heartbeat", "heartbeat"),
+        ("POST", "/api/v1/pilots/12/complete", "complete", "complete"),
+        ("DELETE", "/api/v1/pilots/12", "deregister", "deregister"),
+        ("POST", "/api/v1/sites/T2_CH_CERN/master", "claim", "claim"),
+        ("POST", "/api/v1/sites/T1/sync", "sync", "sync"),
+        ("POST", "/api/v1/sites/T1/assign", "assign", "assign"),
+        ("GET", "/api/v1/status", "status", None),
+        ("POST", "/api/v1/workflows", "submit", None),
+        ("GET", "/api/v1/counters", "counters", None),
+        ("GET", "/api/v1/pilots/12", "other", None),
+        ("POST", "/api/v1/pilots/12/request/x", "other", None),
+        ("GET", "/api/v1/tasks/3", "tasks", None),
+        ("GET", "/metrics", "metrics", None),
+        ("GET", "/healthz", "healthz", None),
+        ("GET", "/api/v1/pilots/12/x/y", "other", None),
+        ("GET", "/nowhere", "other", None),
     ],
 )
-def test_pilot_requests_are_told_from_operators_calls(
-    method: str, path: str, kind: str | None
+def test_every_call_has_a_kind_and_pilot_requests_are_told_from_operators_calls(
+    method: str, path: str, kind: str, pilot_kind: str | None
 ) -> None:
-    assert request_kind(method, path) == kind
-
-
-@pytest.mark.parametrize(
-    ("method", "path", "kind"),
-    [
-        ("POST", "/api/v1/pilots", "register"),
-        ("POST", "/api/v1/pilots/12/request", "request"),
-        ("POST", "/api/v1/pilots/12/heartbeat", "heartbeat"),
-        ("POST", "/api/v1/pilots/12/complete", "complete"),
-        ("DELETE", "/api/v1/pilots/12", "deregister"),
-        ("POST", "/api/v1/sites/T1/master", "claim"),
-        ("POST", "/api/v1/sites/T1/sync", "sync"),
-        ("POST", "/api/v1/sites/T1/assign", "assign"),
-        ("POST", "/api/v1/workflows", "submit"),
-        ("GET", "/api/v1/status", "status"),
-        ("GET", "/api/v1/tasks/3", "tasks"),
-        ("GET", "/metrics", "metrics"),
-        ("GET", "/healthz", "healthz"),
-        ("GET", "/api/v1/pilots/12/x/y", "other"),
-        ("GET", "/nowhere", "other"),
-    ],
-)
-def test_every_call_has_a_kind_for_the_metrics(method: str, path: str, kind: str) -> None:
-    """No regular expression on the request path: a few string operations."""
+    """The metrics' kind of every call (no regular expression on the path: a few string
+    operations), and the run's counters' kind of a pilot's request."""
     assert call_kind(method, path) == kind
+    assert request_kind(method, path) == pilot_kind
 
 
 # What a pilot's request was, as a regular expression each (the definition the kinds are held to).

@@ -25,6 +25,7 @@ from glidein_ext.tq.client.protocol import (
     SiteAssign,
     SiteCompletion,
     SiteSync,
+    TaskOffer,
 )
 from glidein_ext.tq.models import Architecture
 from glidein_ext.tq.service import tables
@@ -32,17 +33,10 @@ from glidein_ext.tq.service.db import make_engine, migrate
 from glidein_ext.tq.service.store import Store
 from glidein_ext.tq.service.store.successors import MAX_SUCCESSORS
 from glidein_ext.tq.workflow import generate, parse_workflow
+from tests.support.clock import Clock
 from tests.support.postgres import pg_server, pg_url
 
 __all__ = ["pg_server", "pg_url"]  # fixtures, used by name
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -70,6 +64,20 @@ def _register(store: Store, n: int, site: str = "S", port: int = 4000) -> list[R
         store.register(Registration(site=site, host=f"wn{i}", dht_address=f"10.0.0.{i}:{port}"))
         for i in range(n)
     ]
+
+
+def _distributed_site_offered_w1(
+    store_for: Any,
+) -> tuple[Clock, Store, MasterInfo, tuple[TaskOffer, ...]]:
+    """A distributed site of 4 pilots (pilot 1 its master) offered W1's 4 first tasks."""
+    clock = Clock()
+    store = store_for(clock, default_architecture=Architecture.DISTRIBUTED)
+    answers = _register(store, 4)
+    master = answers[0].master
+    assert master is not None
+    store.submit(parse_workflow(generate("w1", scale=4 / 80)))
+    offers = store.sync("S", SiteSync(master.pilot_id, master.epoch, want=4)).tasks
+    return clock, store, master, offers
 
 
 def test_joining_answers_an_id_contacts_the_key_and_the_master(store_for: Any) -> None:
@@ -145,13 +153,7 @@ def test_the_master_runs_a_workflow_in_bulk_calls(store_for: Any) -> None:
 
 
 def test_a_stale_master_is_refused_and_the_claim_rule_holds(store_for: Any) -> None:
-    clock = Clock()
-    store = store_for(clock, default_architecture=Architecture.DISTRIBUTED)
-    answers = _register(store, 4)
-    master = answers[0].master
-    assert master is not None
-    store.submit(parse_workflow(generate("w1", scale=4 / 80)))
-    offers = store.sync("S", SiteSync(master.pilot_id, master.epoch, want=4)).tasks
+    clock, store, master, offers = _distributed_site_offered_w1(store_for)
     placed = store.assign(
         "S", SiteAssign(master.pilot_id, master.epoch, (Pair(offers[0].task_id, 3),))
     ).accepted
@@ -183,13 +185,7 @@ def test_a_claim_naming_busy_pilots_unreachable_ends_none_of_them(store_for: Any
     """One pilot's word is no proof: only the Task Queue's own record (the old master silent for
     the master timeout) ends a pilot at a claim; the pilots the claimant says it could not reach
     keep their tasks (the new master's rounds confirm a death, with a probe)."""
-    clock = Clock()
-    store = store_for(clock, default_architecture=Architecture.DISTRIBUTED)
-    answers = _register(store, 4)
-    master = answers[0].master
-    assert master is not None
-    store.submit(parse_workflow(generate("w1", scale=4 / 80)))
-    offers = store.sync("S", SiteSync(master.pilot_id, master.epoch, want=4)).tasks
+    clock, store, master, offers = _distributed_site_offered_w1(store_for)
     pairs = (Pair(offers[0].task_id, 2), Pair(offers[1].task_id, 3))
     assert len(store.assign("S", SiteAssign(master.pilot_id, master.epoch, pairs)).accepted) == 2
     clock.now += 6  # the master falls silent for the master timeout

@@ -32,19 +32,12 @@ from glidein_ext.tq.service import tables
 from glidein_ext.tq.service.db import make_engine, migrate
 from glidein_ext.tq.service.store import Store
 from glidein_ext.tq.workflow import generate, parse_workflow
+from tests.support.clock import Clock
 from tests.support.postgres import pg_server, pg_url
 
 __all__ = ["pg_server", "pg_url"]  # fixtures, used by name
 
 OpenStore = Callable[..., Store]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

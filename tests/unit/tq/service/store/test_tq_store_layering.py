@@ -29,20 +29,13 @@ from glidein_ext.tq.service.db import make_engine, migrate
 from glidein_ext.tq.service.store import Store
 from glidein_ext.tq.service.store.pool import News
 from glidein_ext.tq.workflow import generate, parse_workflow
+from tests.support.clock import Clock
 
 NO_TRANSACTION = {
     "architecture_of",
     "queued_groups_for",
     "close",
 }  # configuration, the matcher, the end
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Counted:
