@@ -9,6 +9,7 @@ CondorError here.  htcondor2 is imported inside the functions: nothing happens a
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 from enum import Enum
 from typing import Any
 
@@ -133,20 +134,26 @@ def idle_cpus_by_owner(pool: str | None = None) -> dict[str, int]:
     htcondor2 = _binding("htcondor2")
 
     demand: dict[str, int] = {}
+    idle = f"JobStatus == {JobStatus.IDLE.value}"
+    projection = ["Owner", "User", "AccountingGroup", "RequestCpus"]
     with condor_errors("cannot query the schedds"):
-        for each in schedds(htcondor2, pool):
-            for ad in each.query(
-                constraint=f"JobStatus == {JobStatus.IDLE.value}",
-                projection=["Owner", "User", "AccountingGroup", "RequestCpus"],
-            ):
-                values = plain(ad)
-                owner = values.get("AccountingGroup") or values.get("User") or values.get("Owner")
-                cpus = values.get("RequestCpus")
-                if isinstance(owner, str):
-                    demand[owner] = demand.get(owner, 0) + (
-                        int(cpus) if isinstance(cpus, (int, float)) else 1
-                    )
+        for values in _job_ads(htcondor2, pool, idle, projection):
+            owner = values.get("AccountingGroup") or values.get("User") or values.get("Owner")
+            cpus = values.get("RequestCpus")
+            if isinstance(owner, str):
+                demand[owner] = demand.get(owner, 0) + (
+                    int(cpus) if isinstance(cpus, (int, float)) else 1
+                )
     return demand
+
+
+def _job_ads(
+    htcondor2: Any, pool: str | None, constraint: str, projection: list[str]
+) -> Iterator[dict[str, Any]]:
+    """The job ads (plain values) of every schedd of the pool that ``constraint`` selects."""
+    for each in schedds(htcondor2, pool):
+        for ad in each.query(constraint=constraint, projection=projection):
+            yield plain(ad)
 
 
 def hard_kill(pilot: Pilot, method: KillMethod, pool: str | None = None) -> None:
@@ -194,15 +201,12 @@ def query_job_requests(pool: str | None = None) -> dict[str, SiteRequest]:
     htcondor2 = _binding("htcondor2")
 
     requests: dict[str, SiteRequest] = {}
+    asked = f"{VACATE_ATTR} =!= undefined"
+    projection = ["GlobalJobId", VACATE_ATTR, DEADLINE_ATTR]
     with condor_errors("cannot query the schedds for vacate requests"):
-        for each in schedds(htcondor2, pool):
-            for ad in each.query(
-                constraint=f"{VACATE_ATTR} =!= undefined",
-                projection=["GlobalJobId", VACATE_ATTR, DEADLINE_ATTR],
-            ):
-                values = plain(ad)
-                gjid = values.get("GlobalJobId")
-                request = request_from_values(values.get(VACATE_ATTR), values.get(DEADLINE_ATTR))
-                if isinstance(gjid, str) and request is not None:
-                    requests[gjid] = request
+        for values in _job_ads(htcondor2, pool, asked, projection):
+            gjid = values.get("GlobalJobId")
+            request = request_from_values(values.get(VACATE_ATTR), values.get(DEADLINE_ATTR))
+            if isinstance(gjid, str) and request is not None:
+                requests[gjid] = request
     return requests
