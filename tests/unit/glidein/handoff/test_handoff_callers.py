@@ -27,7 +27,7 @@ from glidein_ext.glidein.handoff.caller import CallerGate, Proc, ProcFs
 from glidein_ext.glidein.handoff.core import HandedTask, SlotView
 from glidein_ext.glidein.handoff.server import HookServer
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="Linux /proc")
 
 # One hook call: python HOOK START_DIR OP [TASK SECRET]; prints the answer or "refused: ...".
