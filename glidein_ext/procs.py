@@ -51,6 +51,31 @@ def pid_alive(pid: int) -> bool:
     return is_alive(pid, None)
 
 
+def children_of(parent: int, name: bytes | None = None) -> list[int]:
+    """The pids whose parent is ``parent`` (and whose command is ``name``, if given), from
+    /proc/PID/stat; empty where there is none or /proc cannot be read."""
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                data = handle.read()
+        except OSError:
+            continue  # gone meanwhile
+        # The command name (field 2) is in parentheses and may contain spaces: split after it.
+        fields = data[data.rfind(b")") + 2 :].split()
+        if len(fields) < 2 or fields[1] != str(parent).encode():
+            continue
+        if name is None or data[data.find(b"(") + 1 : data.rfind(b")")] == name:
+            found.append(int(entry))
+    return found
+
+
 R = TypeVar("R", bound="Running")
 
 
