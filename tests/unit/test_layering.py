@@ -13,6 +13,8 @@ Rules (docs/design.md, "Layers"):
 - ``tq`` is split by who runs it: ``tq.client`` (what pilots import, Python 3.9) imports neither
   ``tq.service`` nor ``tq.manager``; the PilotMonitor/PilotManager (``tq.manager``) does not import
   the service; the pilot agent imports only the client side of the Task Queue;
+- the service's rooms stand on each other from the bottom up: ``matching`` (pure), ``store``,
+  ``pool``, ``api``, ``watch``; none imports a room above it;
 - nothing in the package imports ``tests``.
 Imports inside functions count: lazy imports are still dependencies.
 """
@@ -35,6 +37,20 @@ RULES: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
     (("agent", "glidein"), ("tq.service", "tq.manager"), "pilots import only the TQ client"),
     (("agent",), ("glidein",), "the pilot agent does not import the glidein side"),
     (("glidein.rest",), ("agent",), "in a glidein only the hand-off imports the agent"),
+    # the Task Queue service's rooms, from the bottom up: matching, the store, the pool's wiring,
+    # the API, what operators see (its modules outside them, tq.service.rest, may use any)
+    (
+        ("tq.service.matching",),
+        ("tq.service.store", "tq.service.pool", "tq.service.api", "tq.service.watch"),
+        "matching is pure: the store and the API use it",
+    ),
+    (
+        ("tq.service.store",),
+        ("tq.service.pool", "tq.service.api", "tq.service.watch"),
+        "the store knows no pool wiring, API or watch",
+    ),
+    (("tq.service.pool",), ("tq.service.api", "tq.service.watch"), "the pool is below the API"),
+    (("tq.service.api",), ("tq.service.watch",), "the API does not import what operators see"),
 )
 
 
@@ -67,6 +83,8 @@ def imports_of(path: Path, module: str) -> Iterator[tuple[int, str]]:
 # parts whose sub-packages are parts of their own (tq.client, tq.service, ...; glidein.handoff);
 # their modules outside a sub-package form the part ``X.rest`` (glidein.rest: glidein.wrapper...)
 SPLIT_PARTS = ("tq", "glidein")
+# split parts whose sub-packages are parts again (tq.service.api, tq.service.matching, ...)
+SPLIT_AGAIN = ("tq.service",)
 
 
 def part_of(module: str) -> str | None:
@@ -78,7 +96,12 @@ def part_of(module: str) -> str | None:
     if pieces[0] != PACKAGE or len(pieces) < 2:
         return None
     if pieces[1] in SPLIT_PARTS and len(pieces) > 3:  # glidein_ext.tq.client.x -> tq.client
-        return f"{pieces[1]}.{pieces[2]}"
+        part = f"{pieces[1]}.{pieces[2]}"
+        if part in SPLIT_AGAIN:  # glidein_ext.tq.service.api.app -> tq.service.api
+            if len(pieces) > 4 or _is_package(pieces[:4]):
+                return f"{part}.{pieces[3]}"
+            return f"{part}.rest"  # glidein_ext.tq.service.server -> tq.service.rest
+        return part
     if pieces[1] in SPLIT_PARTS and len(pieces) == 3 and not _is_package(pieces):
         return f"{pieces[1]}.rest"  # glidein_ext.glidein.wrapper -> glidein.rest
     return pieces[1]
@@ -200,6 +223,16 @@ def test_each_rule_catches_a_violation(tmp_path: Path) -> None:
     write(tmp_path, f"{PACKAGE}/glidein/handoff/__init__.py", "")
     write(tmp_path, f"{PACKAGE}/glidein/handoff/agent.py", "from glidein_ext.agent import agent\n")
     write(tmp_path, f"{PACKAGE}/cli/hook.py", "from glidein_ext.entry import run_hook_command\n")
+    write(tmp_path, f"{PACKAGE}/tq/service/__init__.py", "")
+    write(tmp_path, f"{PACKAGE}/tq/service/matching/__init__.py", "")
+    write(
+        tmp_path,
+        f"{PACKAGE}/tq/service/matching/m.py",
+        "from glidein_ext.tq.service import store\n",
+    )
+    write(
+        tmp_path, f"{PACKAGE}/tq/service/server.py", "from glidein_ext.tq.service.api import app\n"
+    )
     found = violations(tmp_path)
     assert [line.rsplit("(", 1)[1] for line in found] == [
         "pilots import only the TQ client)",
@@ -212,6 +245,7 @@ def test_each_rule_catches_a_violation(tmp_path: Path) -> None:
         "the Task Queue does not import the glidein side)",
         "the client library runs without the service)",
         "nothing imports tests)",
+        "matching is pure: the store and the API use it)",
     ]
     assert found[4].startswith(
         "glidein_ext/dht/node.py:1: glidein_ext.dht.node imports glidein_ext.tq"
