@@ -1,5 +1,5 @@
 """The operators' calls for per-pilot credentials (``tq.client.credentials``), mounted by
-``api.create_app`` (``install``).
+``app.create_app`` (``install``).
 
 | call | token | body → answer |
 | --- | --- | --- |

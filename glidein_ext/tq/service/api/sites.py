@@ -1,5 +1,5 @@
 """The distributed architecture's calls (Delgado Peris 2014 §III.B) and the run's counters, mounted
-on the Task Queue API by ``api.create_app`` (``install``).
+on the Task Queue API by ``app.create_app`` (``install``).
 
 | call | token | body → answer |
 | --- | --- | --- |
