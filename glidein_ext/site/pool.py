@@ -1,4 +1,4 @@
-"""The one boundary over HTCondor for the site tools (htcondor2, classad2).
+"""The one boundary over HTCondor for the site tools (htcondor2; ads through ``classads``).
 
 Queries the collector for pilot slots and the negotiator for user priorities, reads
 ``condor_status -long`` files, and hard-kills a pilot.  Every HTCondor error becomes a
@@ -14,7 +14,7 @@ from enum import Enum
 from typing import Any
 
 from glidein_ext.condor import JobStatus, collector, condor_errors, schedd, schedds
-from glidein_ext.errors import CondorError, MissingDependencyError, UsageError
+from glidein_ext.errors import ClassAdError, CondorError, MissingDependencyError, UsageError
 from glidein_ext.site import attrs
 from glidein_ext.site.pilots import Pilot, pilot_from_ad
 from glidein_ext.site.requests import (
@@ -40,29 +40,26 @@ class KillMethod(Enum):
     REMOVE = "remove"  # the job's schedd removes it (condor_rm): for a site that owns the CE
 
 
-def _binding(name: str) -> Any:
-    """htcondor2 or classad2, imported on first need (the ``[site]`` extra; never at import)."""
+def _binding(name: str, shown: str | None = None) -> Any:
+    """htcondor2, or glidein_ext.classads (classad2's boundary), imported on first need (the
+    ``[site]`` extra; never at import); ``shown``: the binding named when it is missing."""
     try:
         return importlib.import_module(name)
     except ImportError as exc:
         raise MissingDependencyError(
-            f"this site command needs HTCondor's Python bindings ({name}): "
+            f"this site command needs HTCondor's Python bindings ({shown or name}): "
             "pip install 'glidein-ext[site]' or use the node's HTCondor python"
         ) from exc
 
 
+def _classads() -> Any:
+    return _binding("glidein_ext.classads", "classad2")
+
+
 def plain(ad: Any) -> dict[str, Any]:
     """A classad2 ad as plain Python values (expressions that do not evaluate become None)."""
-    classad2 = _binding("classad2")
-
-    out: dict[str, Any] = {}
-    for key in ad:
-        try:
-            value = ad.eval(key)
-        except (classad2.ClassAdException, ValueError, TypeError, RuntimeError):
-            value = None  # an expression that does not evaluate to a value
-        out[key] = value if isinstance(value, (bool, int, float, str)) else None
-    return out
+    values: dict[str, Any] = _classads().plain_values(ad)
+    return values
 
 
 def query_slot_ads(
@@ -91,13 +88,12 @@ def query_pilots(pool: str | None = None) -> list[Pilot]:
 
 def parse_slot_ads(text: str, source: str) -> list[dict[str, Any]]:
     """Slot ads in ``condor_status -long`` format (blank-line separated old ClassAds)."""
-    classad2 = _binding("classad2")
-
+    classads = _classads()
     try:
-        ads = list(classad2.parseAds(text, classad2.ParserType.Old))
-    except (classad2.ClassAdException, ValueError, TypeError, RuntimeError) as exc:
+        ads = classads.parse_old_ads(text)
+    except ClassAdError as exc:
         raise UsageError(f"{source}: not condor_status -long output: {exc}") from exc
-    return [plain(ad) for ad in ads]
+    return [classads.plain_values(ad) for ad in ads]
 
 
 def pilots_from_file(path: str) -> list[Pilot]:
@@ -158,14 +154,14 @@ def _job_ads(
 
 def hard_kill(pilot: Pilot, method: KillMethod, pool: str | None = None) -> None:
     """Hard-kill a pilot (Sfiligoi 2013, "Terminating the victim pilot": the hard kill)."""
-    classad2 = _binding("classad2")
+    classads = _classads()
     htcondor2 = _binding("htcondor2")
 
     with condor_errors(f"cannot hard-kill {pilot.slot}"):
         if method is KillMethod.VACATE:
             if pilot.address is None:
                 raise CondorError(f"{pilot.slot}: no startd address in its slot ad")
-            location = classad2.ClassAd({"MyAddress": pilot.address, "MyType": "Machine"})
+            location = classads.machine_ad(pilot.address)
             htcondor2.Startd(location).vacateSlot(pilot.slot, htcondor2.VacateType.Fast)
             return
         gjid = (pilot.global_job_id or "").split("#")

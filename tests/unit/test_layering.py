@@ -146,9 +146,9 @@ def test_the_package_keeps_its_layers() -> None:
     assert violations(ROOT) == []
 
 
-# one boundary over each binding: classad2 is imported by glidein_ext.classads alone (the site
-# tools load it lazily by name, for their own message when it is missing), and HTCondor's
-# Collector and Schedd are built in glidein_ext.condor alone
+# one boundary over each binding: classad2 is imported (or loaded by name) by glidein_ext.classads
+# alone (the site tools load classads itself lazily, for their own message when it is missing),
+# and HTCondor's Collector and Schedd are built in glidein_ext.condor alone
 CLASSAD_BOUNDARY = "glidein_ext.classads"
 DAEMON_BOUNDARY = "glidein_ext.condor"
 DAEMONS = ("Collector", "Schedd")
@@ -161,12 +161,24 @@ def boundary_breaches(root: Path) -> list[str]:
     for path in sorted((root / PACKAGE).rglob("*.py")):
         module = module_name(path, root)
         where = path.relative_to(root)
-        for line, target in imports_of(path, module):
-            if target.split(".")[0] == "classad2" and module != CLASSAD_BOUNDARY:
-                found.append(f"{where}:{line}: {module} imports classad2")
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        if module != CLASSAD_BOUNDARY:
+            found += [
+                f"{where}:{line}: {module} imports classad2"
+                for line, target in imports_of(path, module)
+                if target.split(".")[0] == "classad2"
+            ]
+            found += [  # importlib.import_module("classad2") and the like
+                f"{where}:{node.lineno}: {module} loads classad2 by name"
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Call)
+                and any(
+                    isinstance(a, ast.Constant) and a.value == "classad2" for a in node.args[:1]
+                )
+            ]
         if module == DAEMON_BOUNDARY:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        for node in ast.walk(tree):
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
@@ -187,8 +199,12 @@ def test_the_boundary_check_catches_a_breach(tmp_path: Path) -> None:
     write(tmp_path, f"{PACKAGE}/condor.py", "def f(htcondor2):\n    htcondor2.Schedd(1)\n")
     write(tmp_path, f"{PACKAGE}/tq/m.py", "def f():\n    import classad2\n")
     write(tmp_path, f"{PACKAGE}/site/p.py", "def f(htcondor2):\n    htcondor2.Collector()\n")
+    write(
+        tmp_path, f"{PACKAGE}/site/q.py", "import importlib\nimportlib.import_module('classad2')\n"
+    )
     assert boundary_breaches(tmp_path) == [
         "glidein_ext/site/p.py:2: glidein_ext.site.p builds a Collector",
+        "glidein_ext/site/q.py:2: glidein_ext.site.q loads classad2 by name",
         "glidein_ext/tq/m.py:2: glidein_ext.tq.m imports classad2",
     ]
 
