@@ -41,8 +41,8 @@ from typing import Any
 
 from glidein_ext import classads
 from glidein_ext.tq.models import MatchSpec, PilotInfo, QueuedTask
-from glidein_ext.tq.service.match_groups import pilot_ad, task_ad
-from glidein_ext.tq.service.matcher import Matcher
+from glidein_ext.tq.service.matching.match_groups import pilot_ad, task_ad
+from glidein_ext.tq.service.matching.matcher import Matcher
 
 TARGET_MS = 20.0
 BURST_TARGET_S = 5.0  # 1,500 pilots, one SQLite instance

@@ -17,6 +17,8 @@ import classad2
 from glidein_ext.errors import ClassAdError
 
 ClassAd = classad2.ClassAd
+# what the library raises for a bad ad or expression: its own exception, and plain ones too
+_FAILURES = (classad2.ClassAdException, ValueError, TypeError, RuntimeError)
 Scalar = Union[bool, int, float, str]
 _SEMANTICS_SET = [False]
 
@@ -81,6 +83,33 @@ def rank(my: classad2.ClassAd, target: classad2.ClassAd) -> float:
     if isinstance(value, (int, float)):
         return float(value)
     return 0.0
+
+
+def parse_old_ads(text: str) -> list[classad2.ClassAd]:
+    """Old-syntax ads, blank-line separated (``condor_status -long``); ClassAdError if malformed
+    (its message is the library's)."""
+    try:
+        return list(classad2.parseAds(text, classad2.ParserType.Old))
+    except _FAILURES as exc:
+        raise ClassAdError(str(exc)) from exc
+
+
+def machine_ad(address: str) -> classad2.ClassAd:
+    """The ad that locates a startd by its ``MyAddress`` (to send it a command)."""
+    return classad2.ClassAd({"MyAddress": address, "MyType": "Machine"})
+
+
+def plain_values(ad: classad2.ClassAd) -> dict[str, Scalar | None]:
+    """Each attribute of ``ad`` evaluated: a plain value, or None where it is none (an
+    expression that does not evaluate, undefined, a list...)."""
+    out: dict[str, Scalar | None] = {}
+    for key in ad:
+        try:
+            value = ad.eval(key)
+        except _FAILURES:
+            value = None  # an expression that does not evaluate to a value
+        out[key] = value if isinstance(value, (bool, int, float, str)) else None
+    return out
 
 
 def canonical(ad: classad2.ClassAd) -> str:

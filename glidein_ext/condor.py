@@ -1,8 +1,9 @@
-"""Small shared facts about HTCondor, and the one place its errors are translated.
+"""Small shared facts about HTCondor, the one place its errors are translated, and the one place
+its daemons (the collector, a schedd) are found.
 
 Nothing here imports the HTCondor bindings: callers import ``htcondor2``/``classad2`` inside their
-functions (nothing happens at import, and the startd cron never loads them) and wrap the calls in
-:func:`condor_errors`.
+functions (nothing happens at import, and the startd cron never loads them), hand the module to
+:func:`collector`, :func:`schedd` and :func:`schedds`, and wrap the calls in :func:`condor_errors`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from glidein_ext.errors import CondorError, GlideinExtError, UsageError
 
@@ -44,6 +46,26 @@ def condor_errors(what: str) -> Iterator[None]:
         raise
     except Exception as exc:
         raise CondorError(f"{what}: {exc}") from exc
+
+
+def collector(htcondor2: Any, pool: str | None = None) -> Any:
+    """The collector of ``pool`` (host[:port]), or the configured one (``COLLECTOR_HOST``)."""
+    return htcondor2.Collector(pool) if pool else htcondor2.Collector()
+
+
+def schedd(htcondor2: Any, pool: str | None = None, name: str | None = None) -> Any:
+    """The schedd ``name`` (``SCHEDD_NAME``) as ``pool``'s collector locates it, or the
+    collector's default schedd when no name is given."""
+    found = collector(htcondor2, pool)
+    if name:
+        return htcondor2.Schedd(found.locate(htcondor2.DaemonType.Schedd, name))
+    return htcondor2.Schedd(found.locate(htcondor2.DaemonType.Schedd))
+
+
+def schedds(htcondor2: Any, pool: str | None = None) -> Iterator[Any]:
+    """Every schedd ``pool``'s collector knows."""
+    for location in collector(htcondor2, pool).locateAll(htcondor2.DaemonType.Schedd):
+        yield htcondor2.Schedd(location)
 
 
 def config_value(value: str) -> str:

@@ -1,11 +1,11 @@
 """Layered settings, generic: packaged defaults < TOML file < environment < command-line flags.
 
 Each part of the product declares its own frozen dataclass of settings beside its users
-(``glidein/settings.py``, ``agent/settings.py``, ``dht/settings.py``, ``tq/settings.py``) and loads
-it with :func:`load_layers` under its own prefix: the file is ``--config FILE`` or
-``$<PREFIX>CONFIG``; a key ``name`` is overridden by ``$<PREFIX><NAME>`` and then by a flag.
-Values are checked here, once, and a bad value raises ConfigError naming the setting and where it
-came from.
+(``glidein/settings.py``, ``agent/settings.py``, ``dht/settings.py``,
+``tq/service/settings.py``) and loads it with :func:`load_layers` under its own prefix: the file
+is ``--config FILE`` or ``$<PREFIX>CONFIG``; a key ``name`` is overridden by ``$<PREFIX><NAME>``
+and then by a flag.  Values are checked here, once, and a bad value raises ConfigError naming the
+setting and where it came from.
 """
 
 from __future__ import annotations

@@ -57,51 +57,31 @@ from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.protocol import Neighbour, RegisterAnswer, Registration, TaskAssignment
 
 T = TypeVar("T")
-_DEFAULTS = AgentSettings()
 log = logging.getLogger("glidein_ext.agent")
 
 
 @dataclass(frozen=True)
 class AgentConfig:
+    """One pilot: where its Task Queue is, who it is (site, host, SE, its ClassAd, life), and its
+    settings (``AgentSettings``: every tunable, layered; ``agent.config.agent_config`` builds
+    both for the standalone pilot and a glidein's agent)."""
+
     url: str
     token: str
     site: str
     workdir: Path
+    settings: AgentSettings = field(default_factory=AgentSettings)
     host: str = field(default_factory=socket.gethostname)
     se: str = ""
     se_dir: Path | None = None
-    cpus: int = _DEFAULTS.cpus
-    memory: int = _DEFAULTS.memory
-    disk: int = _DEFAULTS.disk
     ttl: int | None = None
     requirements: str = "true"
     rank: str = "0"
     attributes: dict[str, Any] = field(default_factory=dict)
     centralized: bool = False  # send the cache list with each request (Hasham 2011 §IV-E)
-    poll_interval: float = _DEFAULTS.poll_interval
-    poll_max: float = _DEFAULTS.poll_max  # the wait after many empty answers in a row
-    offer_wait: float = _DEFAULTS.offer_wait  # idle: a standing offer (Lee 2003 4.2.3, courier)
     max_idle: float | None = None  # leave after this long without a task
     max_tasks: int | None = None
-    retry_for: float = _DEFAULTS.retry_for
     batch_id: str | None = None
-    cache_max_space: int = _DEFAULTS.max_space_bytes  # bytes (Hasham 2011 §IV.C: Max_Space)
-    cache_min_threshold: int = (
-        _DEFAULTS.min_threshold_bytes
-    )  # bytes (Hasham 2011 §IV.C: Min_Threshold)
-    # The site DHT and the distributed architecture (Delgado Peris 2014), the SE's conditions and
-    # its TFC: see AgentSettings.
-    dht_bind: str = _DEFAULTS.dht_bind
-    assignment: str = _DEFAULTS.assignment
-    round_window: float = _DEFAULTS.round_window
-    round_period: float = _DEFAULTS.round_period
-    broadcast_timeout: float = _DEFAULTS.broadcast_timeout
-    se_delay: float = _DEFAULTS.se_delay
-    se_failure_rate: float = _DEFAULTS.se_failure_rate
-    se_time_scale: float = _DEFAULTS.se_time_scale
-    storage_xml: str = _DEFAULTS.storage_xml
-    tfc_protocol: str = _DEFAULTS.tfc_protocol
-    ca_file: str = _DEFAULTS.ca_file  # the Task Queue's CA (https); empty: the system's store
 
 
 _SAID: dict[str, float] = {}  # a retry's message -> when it was last logged at WARNING
@@ -135,7 +115,7 @@ class PilotAgent:
         """``loop``: the process's event loop for the site DHT (several pilots of one process
         share it; one is started for this pilot otherwise); ``executor``: how tasks run."""
         self.config = config
-        self.client = TqClient(config.url, config.token, ca_file=config.ca_file or None)
+        self.client = TqClient(config.url, config.token, ca_file=config.settings.ca_file or None)
         self.stop = stop or threading.Event()
         self.cache_dir = config.workdir / "cache"
         self.cache: PilotCache | None = None  # opened by register()
@@ -167,7 +147,7 @@ class PilotAgent:
         return self.architecture == "pre-dht"
 
     def _retry(self, what: str, call: Callable[[], T]) -> T:
-        deadline = time.monotonic() + self.config.retry_for
+        deadline = time.monotonic() + self.config.settings.retry_for
         delay = 0.2
         while True:
             try:
@@ -194,17 +174,17 @@ class PilotAgent:
             if c.se_dir is not None:
                 se = StorageElement(
                     c.se_dir,
-                    delay_factor=c.se_delay,
-                    failure_rate=c.se_failure_rate,
-                    time_scale=c.se_time_scale,
+                    delay_factor=c.settings.se_delay,
+                    failure_rate=c.settings.se_failure_rate,
+                    time_scale=c.settings.se_time_scale,
                 )
             self.cache = PilotCache(
                 self.cache_dir,
-                max_space=c.cache_max_space,
-                min_threshold=c.cache_min_threshold,
+                max_space=c.settings.max_space_bytes,
+                min_threshold=c.settings.min_threshold_bytes,
                 se=se,
-                catalog=load_catalog(c.storage_xml) if c.storage_xml else None,
-                protocols=(c.tfc_protocol,),
+                catalog=load_catalog(c.settings.storage_xml) if c.settings.storage_xml else None,
+                protocols=(c.settings.tfc_protocol,),
             )
         return self.cache
 
@@ -253,15 +233,15 @@ class PilotAgent:
             self._loop_thread = LoopThread(f"pilot-loop-{c.site}").start()
         # Bound before registering: the Task Queue records where they listen (Delgado Peris 2014
         # §III.A).
-        self.net = SiteNetwork(self._loop_thread, cache, bind=c.dht_bind)
+        self.net = SiteNetwork(self._loop_thread, cache, bind=c.settings.dht_bind)
         dht_address, peer_url = self.net.open()
         registration = Registration(
             site=c.site,
             host=c.host,
             se=c.se,
-            cpus=c.cpus,
-            memory=c.memory,
-            disk=c.disk,
+            cpus=c.settings.cpus,
+            memory=c.settings.memory,
+            disk=c.settings.disk,
             ttl=c.ttl,
             attributes=c.attributes,
             requirements=c.requirements,
@@ -354,7 +334,16 @@ class PilotAgent:
         c = self.config
         assert self.answer is not None and self.net is not None and self._loop_thread is not None
         attributes = {**c.attributes, "Site": c.site, "Host": c.host, "SE": c.se}
-        ranker = Ranker(WorkerAd(attributes, c.cpus, c.memory, c.disk, c.requirements, c.rank))
+        ranker = Ranker(
+            WorkerAd(
+                attributes,
+                c.settings.cpus,
+                c.settings.memory,
+                c.settings.disk,
+                c.requirements,
+                c.rank,
+            )
+        )
         worker = DistributedWorker(
             loop=self._loop_thread,
             net=self.net,
@@ -366,14 +355,14 @@ class PilotAgent:
             stop=self.stop,
             expires_at=None if c.ttl is None else time.time() + c.ttl,
             master_settings={
-                "window": c.round_window,
-                "period": c.round_period,
+                "window": c.settings.round_window,
+                "period": c.settings.round_period,
                 "heartbeat": max(0.5, self.answer.master_timeout / 3),
                 # A worker is dead after the silence a master is allowed (a failed probe and
                 # missed rounds alone are a busy process, not a death).
-                "grace": max(3 * c.round_period, float(self.answer.master_timeout)),
-                "method": c.assignment,
-                "broadcast_timeout": c.broadcast_timeout,
+                "grace": max(3 * c.settings.round_period, float(self.answer.master_timeout)),
+                "method": c.settings.assignment,
+                "broadcast_timeout": c.settings.broadcast_timeout,
             },
             on_lost=self._forgotten,
             needed=self.needed,
@@ -424,13 +413,18 @@ class PilotAgent:
         cached = cache.lfns() if sends_cache else None
         asked = time.monotonic()
         try:
-            request = functools.partial(self.client.request, pilot_id, cached, c.offer_wait)
+            request = functools.partial(
+                self.client.request, pilot_id, cached, c.settings.offer_wait
+            )
             task = self._retry("request", request)
         finally:
             self.executor.asked()
         if cached is not None:
             cache.mark_reported(cached)
-        return task, c.offer_wait > 0 and time.monotonic() - asked >= c.offer_wait / 2
+        return (
+            task,
+            c.settings.offer_wait > 0 and time.monotonic() - asked >= c.settings.offer_wait / 2,
+        )
 
     def _loop(self, pilot_id: int) -> int:
         ran = 0
@@ -448,7 +442,7 @@ class PilotAgent:
                 if c.max_idle is not None and time.monotonic() - idle_since > c.max_idle:
                     break
                 if not offered:  # a standing offer was the wait itself
-                    self.stop.wait(min(c.poll_max, c.poll_interval * 1.5**empty))
+                    self.stop.wait(min(c.settings.poll_max, c.settings.poll_interval * 1.5**empty))
                 empty += 1
                 continue
             log.info("running task %s (%s)", task.task_id, task.name)

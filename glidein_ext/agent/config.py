@@ -6,7 +6,7 @@ with :func:`agent_config` and their credential with :func:`pilot_token`, so that
 :class:`~glidein_ext.agent.settings.AgentSettings` (TOML, ``$GLIDEIN_EXT_PILOT_<NAME>``, flags)
 means the same to both:
 
-- every setting that ``AgentConfig`` has is copied (the cache sizes as bytes);
+- the settings are the config's own (``AgentConfig.settings``), whole;
 - ``ca_file``: the CA of an ``https://`` Task Queue; when no setting gives one,
   ``$GLIDEIN_EXT_TQ_CA_FILE`` (what ``glidein-ext tq`` reads) does;
 - ``token_file``: the pilot's credential, read by :func:`pilot_token` under one rule (a regular
@@ -35,23 +35,6 @@ CA_FILE_ENV = "GLIDEIN_EXT_TQ_CA_FILE"
 TOKEN_ENV = "GLIDEIN_EXT_TQ_PILOT_TOKEN"  # noqa: S105 (a variable name)
 TOKEN_FILE_ENV = "GLIDEIN_EXT_PILOT_TOKEN_FILE"  # noqa: S105 (a variable name)
 
-# Settings that are not fields of AgentConfig, and where each of them goes instead.
-NOT_IN_CONFIG = {
-    "min_free_mb": "workdir_checks",
-    "token_file": "pilot_token",
-    "cache_max_space": "AgentConfig.cache_max_space, in bytes",
-    "cache_min_threshold": "AgentConfig.cache_min_threshold, in bytes",
-}
-
-
-def _copied() -> tuple[str, ...]:
-    config = {f.name for f in dataclasses.fields(AgentConfig)}
-    return tuple(
-        f.name
-        for f in dataclasses.fields(AgentSettings)
-        if f.name in config and f.name not in NOT_IN_CONFIG
-    )
-
 
 def agent_config(
     settings: AgentSettings,
@@ -65,14 +48,13 @@ def agent_config(
 ) -> AgentConfig:
     """The agent's configuration: ``settings`` (all of them, see the module) and ``fields``
     (what is not a setting: ttl, host, se, attributes...)."""
-    values: dict[str, Any] = {name: getattr(settings, name) for name in _copied()}
-    values["cache_max_space"] = settings.max_space_bytes
-    values["cache_min_threshold"] = settings.min_threshold_bytes
-    values["ca_file"] = settings.ca_file or env.get(CA_FILE_ENV, "")
-    clash = sorted(set(values) & set(fields))
+    clash = sorted({f.name for f in dataclasses.fields(AgentSettings)} & set(fields))
     if clash:
         raise TypeError(f"settings are given as settings, not as fields: {clash}")
-    return AgentConfig(url=url, token=token, site=site, workdir=workdir, **values, **fields)
+    settings = dataclasses.replace(settings, ca_file=settings.ca_file or env.get(CA_FILE_ENV, ""))
+    return AgentConfig(
+        url=url, token=token, site=site, workdir=workdir, settings=settings, **fields
+    )
 
 
 def pilot_token(settings: AgentSettings, token: str | None, env: Mapping[str, str]) -> str:

@@ -24,6 +24,8 @@ import subprocess
 import sys
 from collections.abc import Callable
 
+from glidein_ext.procs import children_of
+
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 log = logging.getLogger("glidein_ext.agent")
 
@@ -75,27 +77,6 @@ def kill_group(process: subprocess.Popen[bytes], grace: float = 5.0) -> None:
             continue
     with contextlib.suppress(ProcessLookupError, PermissionError):  # nothing left: the usual case
         os.killpg(process.pid, signal.SIGKILL)
-
-
-def children_of(parent: int) -> list[int]:
-    """The pids whose parent is ``parent`` (from /proc; empty where there is none)."""
-    found = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                data = handle.read()
-        except OSError:
-            continue  # gone meanwhile
-        fields = data[data.rfind(b")") + 2 :].split()
-        if len(fields) > 1 and fields[1] == str(parent).encode():
-            found.append(int(entry))
-    return found
 
 
 def signal_children(parent: int, sig: int) -> int:

@@ -17,7 +17,7 @@ import click
 
 from glidein_ext.errors import MissingDependencyError, UsageError
 from glidein_ext.sim.calibration import REFERENCE, CostModel, calibrate
-from glidein_ext.sim.experiments import EXPERIMENTS
+from glidein_ext.sim.experiments import EXPERIMENTS, find
 from glidein_ext.sim.experiments.base import run_jobs
 
 
@@ -86,7 +86,7 @@ def experiment(
         return
     if name is None:
         raise UsageError("name an experiment (glidein-ext experiment --list)")
-    found = EXPERIMENTS.get(name)
+    found = find(name)
     if found is None:
         raise UsageError(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
     if out_dir is None:

@@ -92,15 +92,19 @@ def status(pool_name: str | None, ads: str | None) -> None:
     click.echo(status_table(pilots, int(time.time())), nl=False)
 
 
-@site.command("victims")
-@click.option("--cpus", type=click.IntRange(min=0), required=True, help="CPUs to free.")
-@click.option(
+# The victim policy (site.victims.ORDERS), chosen the same way by victims and controller.
+_policy = click.option(
     "--policy",
     type=click.Choice(POLICY_NAMES),
     default=DEFAULT_POLICY.value,
     show_default=True,
     help=f"Order within a user: {policies_help()}.",
 )
+
+
+@site.command("victims")
+@click.option("--cpus", type=click.IntRange(min=0), required=True, help="CPUs to free.")
+@_policy
 @click.option("--pool", "pool_name", default=None, help="Collector host[:port] (default: config).")
 @click.option("--ads", default=None, help="Slot ads in condor_status -long format, instead.")
 @click.option("--userprio", default=None, help="condor_userprio output, instead of the negotiator.")
@@ -198,13 +202,7 @@ def vacate_cmd(
 @click.option("--owner", required=True, help="The owner (group) the CPUs are freed for.")
 @click.option("--cpus", type=click.IntRange(min=0), default=None, help="Free this many CPUs.")
 @click.option("--fair-share", is_flag=True, help="Or: reclaim up to the owner's fair share.")
-@click.option(
-    "--policy",
-    type=click.Choice(POLICY_NAMES),
-    default=DEFAULT_POLICY.value,
-    show_default=True,
-    help=f"Order within a user: {policies_help()}.",
-)
+@_policy
 @click.option("--grace", default="2h", show_default=True, help="Deadline = now + grace.")
 @click.option("--kill-margin", default="60s", show_default=True, help="After the deadline.")
 @click.option("--kill", "kill_method", type=click.Choice(["vacate", "remove"]), default="vacate")

@@ -19,10 +19,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from glidein_ext.errors import GlideinExtError, TaskQueueError
+from glidein_ext.procs import Running
 from glidein_ext.sandbox.pool import stop_process
 from glidein_ext.tq.client.client import TqClient
 
@@ -34,7 +34,7 @@ def _command(*args: str) -> list[str]:
 
 
 @dataclass
-class LocalTaskQueue:
+class LocalTaskQueue(Running):
     """``tq serve`` on ``directory/tq.sqlite``; ``url`` and ``operator()`` once started."""
 
     directory: Path
@@ -103,20 +103,9 @@ class LocalTaskQueue:
         if self.process is not None:
             stop_process(self.process, [(signal.SIGTERM, 30), (signal.SIGKILL, 10)])
 
-    def __enter__(self) -> LocalTaskQueue:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
-
 
 @dataclass
-class LocalSite:
+class LocalSite(Running):
     """``hosts`` processes of ``pilots_per_host`` pilots each, at ``site``, on ``tq``."""
 
     tq: LocalTaskQueue
@@ -194,17 +183,6 @@ class LocalSite:
                 process.send_signal(signal.SIGTERM)
         for process in self.procs:
             stop_process(process, [(signal.SIGTERM, 60), (signal.SIGKILL, 10)])
-
-    def __enter__(self) -> LocalSite:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def workflow_counters(tq: LocalTaskQueue, workflow_id: int) -> dict[str, Any]:

@@ -45,7 +45,7 @@ from glidein_ext.glidein.refresh import current_order, refresh
 from glidein_ext.glidein.settings import Settings
 from glidein_ext.glidein.sitead import SITE_AD_FILE
 from glidein_ext.glidein.startup import init_glidein
-from glidein_ext.procs import pid_alive
+from glidein_ext.procs import children_of, pid_alive
 
 # condor_master's exit status after DAEMON_SHUTDOWN: a normal end (glideinWMS treats it so too).
 DAEMON_SHUTDOWN_STATUS = 99
@@ -184,19 +184,7 @@ def startd_running(master_pid: int) -> bool:
 
 
 def _startd_running_proc(master_pid: int) -> bool:
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                data = handle.read()
-        except OSError:
-            continue
-        name = data[data.find(b"(") + 1 : data.rfind(b")")]
-        fields = data[data.rfind(b")") + 2 :].split()
-        if name == b"condor_startd" and len(fields) > 1 and fields[1] == str(master_pid).encode():
-            return True
-    return False
+    return bool(children_of(master_pid, b"condor_startd"))
 
 
 class GlideinWrapper:

@@ -5,9 +5,10 @@ The simulator calls the real cores for every decision (which task, which pilot),
 simulated time from the work they did, through a linear model fitted here to timings of the same
 cores on this machine:
 
-- the Task Queue's matcher (``tq.service.matcher.Matcher.choose``): ``match_base`` per request,
-  ``per_eval`` per classad2 evaluation (a task group the pilot has not met yet), ``per_group``
-  per group looked at, ``per_cached`` per file of the pilot's cache (the locality pass);
+- the Task Queue's matcher (``tq.service.matching.matcher.Matcher.choose``): ``match_base`` per
+  request, ``per_eval`` per classad2 evaluation (a task group the pilot has not met yet),
+  ``per_group`` per group looked at, ``per_cached`` per file of the pilot's cache (the locality
+  pass);
 - a worker's ranking (``sched.ranking.Ranker.rank``): ``rank_per_task`` per TaskList entry;
 - the master's assignment (``sched.assign``): ``assign_base`` plus ``assign_per_pair`` per
   allowed pair of the rank matrix.
@@ -31,7 +32,7 @@ from glidein_ext.sched.assign import assign
 from glidein_ext.sched.matrix import RankMatrix
 from glidein_ext.sched.ranking import InputFile, Ranker, TaskEntry, TaskSpec, WorkerAd, WorkerState
 from glidein_ext.tq.models import MatchSpec, PilotInfo, QueuedTask
-from glidein_ext.tq.service.matcher import Matcher
+from glidein_ext.tq.service.matching.matcher import Matcher
 
 
 @dataclass(frozen=True)

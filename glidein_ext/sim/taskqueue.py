@@ -1,8 +1,8 @@
 """The simulated Task Queue: one server (a SimPy resource of capacity 1, as the real store
 serialises the protocol calls behind one lock), the queue's state kept by the real
-``tq.service.matcher.Matcher`` (pre-DHT and centralized) or, for a distributed site's master, the
-offers of the real ``sched.offers.choose_offers`` (the product's Task Queue calls it too), and the
-run's counters.
+``tq.service.matching.matcher.Matcher`` (pre-DHT and centralized) or, for a distributed site's
+master, the offers of the real ``sched.offers.choose_offers`` (the product's Task Queue calls it
+too), and the run's counters.
 
 Each request travels ``tq_latency``, waits its turn, is served (its operation runs the real cores
 at the start of its service, and takes the time the cost model charges for their work), and
@@ -31,7 +31,7 @@ from glidein_ext.sim.config import SimConfig
 from glidein_ext.sim.recorder import Recorder
 from glidein_ext.sim.workload import Dependencies, SimTask
 from glidein_ext.tq.models import PilotInfo, QueuedTask
-from glidein_ext.tq.service.matcher import Matcher
+from glidein_ext.tq.service.matching.matcher import Matcher
 
 Op = Callable[[], tuple[Any, float]]  # an operation: (its answer, its service time)
 

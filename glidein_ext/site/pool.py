@@ -1,4 +1,4 @@
-"""The one boundary over HTCondor for the site tools (htcondor2, classad2).
+"""The one boundary over HTCondor for the site tools (htcondor2; ads through ``classads``).
 
 Queries the collector for pilot slots and the negotiator for user priorities, reads
 ``condor_status -long`` files, and hard-kills a pilot.  Every HTCondor error becomes a
@@ -9,11 +9,12 @@ CondorError here.  htcondor2 is imported inside the functions: nothing happens a
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 from enum import Enum
 from typing import Any
 
-from glidein_ext.condor import JobStatus, condor_errors
-from glidein_ext.errors import CondorError, MissingDependencyError, UsageError
+from glidein_ext.condor import JobStatus, collector, condor_errors, schedd, schedds
+from glidein_ext.errors import ClassAdError, CondorError, MissingDependencyError, UsageError
 from glidein_ext.site import attrs
 from glidein_ext.site.pilots import Pilot, pilot_from_ad
 from glidein_ext.site.requests import (
@@ -39,35 +40,26 @@ class KillMethod(Enum):
     REMOVE = "remove"  # the job's schedd removes it (condor_rm): for a site that owns the CE
 
 
-def _binding(name: str) -> Any:
-    """htcondor2 or classad2, imported on first need (the ``[site]`` extra; never at import)."""
+def _binding(name: str, shown: str | None = None) -> Any:
+    """htcondor2, or glidein_ext.classads (classad2's boundary), imported on first need (the
+    ``[site]`` extra; never at import); ``shown``: the binding named when it is missing."""
     try:
         return importlib.import_module(name)
     except ImportError as exc:
         raise MissingDependencyError(
-            f"this site command needs HTCondor's Python bindings ({name}): "
+            f"this site command needs HTCondor's Python bindings ({shown or name}): "
             "pip install 'glidein-ext[site]' or use the node's HTCondor python"
         ) from exc
 
 
+def _classads() -> Any:
+    return _binding("glidein_ext.classads", "classad2")
+
+
 def plain(ad: Any) -> dict[str, Any]:
     """A classad2 ad as plain Python values (expressions that do not evaluate become None)."""
-    classad2 = _binding("classad2")
-
-    out: dict[str, Any] = {}
-    for key in ad:
-        try:
-            value = ad.eval(key)
-        except (classad2.ClassAdException, ValueError, TypeError, RuntimeError):
-            value = None  # an expression that does not evaluate to a value
-        out[key] = value if isinstance(value, (bool, int, float, str)) else None
-    return out
-
-
-def _collector(pool: str | None) -> Any:
-    htcondor2 = _binding("htcondor2")
-
-    return htcondor2.Collector(pool) if pool else htcondor2.Collector()
+    values: dict[str, Any] = _classads().plain_values(ad)
+    return values
 
 
 def query_slot_ads(
@@ -77,7 +69,7 @@ def query_slot_ads(
     htcondor2 = _binding("htcondor2")
 
     with condor_errors(f"cannot query the collector {pool or '(default)'}"):
-        ads = _collector(pool).query(htcondor2.AdType.Startd, constraint=constraint)
+        ads = collector(htcondor2, pool).query(htcondor2.AdType.Startd, constraint=constraint)
     return [plain(ad) for ad in ads]
 
 
@@ -96,13 +88,12 @@ def query_pilots(pool: str | None = None) -> list[Pilot]:
 
 def parse_slot_ads(text: str, source: str) -> list[dict[str, Any]]:
     """Slot ads in ``condor_status -long`` format (blank-line separated old ClassAds)."""
-    classad2 = _binding("classad2")
-
+    classads = _classads()
     try:
-        ads = list(classad2.parseAds(text, classad2.ParserType.Old))
-    except (classad2.ClassAdException, ValueError, TypeError, RuntimeError) as exc:
+        ads = classads.parse_old_ads(text)
+    except ClassAdError as exc:
         raise UsageError(f"{source}: not condor_status -long output: {exc}") from exc
-    return [plain(ad) for ad in ads]
+    return [classads.plain_values(ad) for ad in ads]
 
 
 def pilots_from_file(path: str) -> list[Pilot]:
@@ -119,7 +110,7 @@ def user_priorities(pool: str | None = None) -> dict[str, float]:
     htcondor2 = _binding("htcondor2")
 
     with condor_errors("cannot read user priorities from the negotiator"):
-        location = _collector(pool).locate(htcondor2.DaemonType.Negotiator)
+        location = collector(htcondor2, pool).locate(htcondor2.DaemonType.Negotiator)
         ads = htcondor2.Negotiator(location).getPriorities()
     prios: dict[str, float] = {}
     for ad in ads:
@@ -139,39 +130,44 @@ def idle_cpus_by_owner(pool: str | None = None) -> dict[str, int]:
     htcondor2 = _binding("htcondor2")
 
     demand: dict[str, int] = {}
+    idle = f"JobStatus == {JobStatus.IDLE.value}"
+    projection = ["Owner", "User", "AccountingGroup", "RequestCpus"]
     with condor_errors("cannot query the schedds"):
-        for location in _collector(pool).locateAll(htcondor2.DaemonType.Schedd):
-            for ad in htcondor2.Schedd(location).query(
-                constraint=f"JobStatus == {JobStatus.IDLE.value}",
-                projection=["Owner", "User", "AccountingGroup", "RequestCpus"],
-            ):
-                values = plain(ad)
-                owner = values.get("AccountingGroup") or values.get("User") or values.get("Owner")
-                cpus = values.get("RequestCpus")
-                if isinstance(owner, str):
-                    demand[owner] = demand.get(owner, 0) + (
-                        int(cpus) if isinstance(cpus, (int, float)) else 1
-                    )
+        for values in _job_ads(htcondor2, pool, idle, projection):
+            owner = values.get("AccountingGroup") or values.get("User") or values.get("Owner")
+            cpus = values.get("RequestCpus")
+            if isinstance(owner, str):
+                demand[owner] = demand.get(owner, 0) + (
+                    int(cpus) if isinstance(cpus, (int, float)) else 1
+                )
     return demand
+
+
+def _job_ads(
+    htcondor2: Any, pool: str | None, constraint: str, projection: list[str]
+) -> Iterator[dict[str, Any]]:
+    """The job ads (plain values) of every schedd of the pool that ``constraint`` selects."""
+    for each in schedds(htcondor2, pool):
+        for ad in each.query(constraint=constraint, projection=projection):
+            yield plain(ad)
 
 
 def hard_kill(pilot: Pilot, method: KillMethod, pool: str | None = None) -> None:
     """Hard-kill a pilot (Sfiligoi 2013, "Terminating the victim pilot": the hard kill)."""
-    classad2 = _binding("classad2")
+    classads = _classads()
     htcondor2 = _binding("htcondor2")
 
     with condor_errors(f"cannot hard-kill {pilot.slot}"):
         if method is KillMethod.VACATE:
             if pilot.address is None:
                 raise CondorError(f"{pilot.slot}: no startd address in its slot ad")
-            location = classad2.ClassAd({"MyAddress": pilot.address, "MyType": "Machine"})
+            location = classads.machine_ad(pilot.address)
             htcondor2.Startd(location).vacateSlot(pilot.slot, htcondor2.VacateType.Fast)
             return
         gjid = (pilot.global_job_id or "").split("#")
         if len(gjid) != 3:
             raise CondorError(f"{pilot.slot}: no GlobalJobId, cannot find the job's schedd")
-        location = _collector(pool).locate(htcondor2.DaemonType.Schedd, gjid[0])
-        htcondor2.Schedd(location).act(
+        schedd(htcondor2, pool, gjid[0]).act(
             htcondor2.JobAction.Remove, gjid[1], reason="glidein-ext: pilot past its deadline"
         )
 
@@ -187,11 +183,10 @@ def request_vacate(pilot: Pilot, deadline: int | None, pool: str | None = None) 
     schedd_name, cluster, proc = parsed
     job = f"{cluster}.{proc}"
     with condor_errors(f"cannot edit job {job} at schedd {schedd_name}"):
-        location = _collector(pool).locate(htcondor2.DaemonType.Schedd, schedd_name)
-        schedd = htcondor2.Schedd(location)
+        queue = schedd(htcondor2, pool, schedd_name)
         edited = 0
         for attr, value in qedit_values(True, deadline):
-            edited = schedd.edit(job, attr, value)
+            edited = queue.edit(job, attr, value)
     if not edited:
         raise CondorError(f"{pilot.slot}: job {job} is not in the queue of {schedd_name}")
     return f"schedd {schedd_name} job {job}"
@@ -202,15 +197,12 @@ def query_job_requests(pool: str | None = None) -> dict[str, SiteRequest]:
     htcondor2 = _binding("htcondor2")
 
     requests: dict[str, SiteRequest] = {}
+    asked = f"{VACATE_ATTR} =!= undefined"
+    projection = ["GlobalJobId", VACATE_ATTR, DEADLINE_ATTR]
     with condor_errors("cannot query the schedds for vacate requests"):
-        for location in _collector(pool).locateAll(htcondor2.DaemonType.Schedd):
-            for ad in htcondor2.Schedd(location).query(
-                constraint=f"{VACATE_ATTR} =!= undefined",
-                projection=["GlobalJobId", VACATE_ATTR, DEADLINE_ATTR],
-            ):
-                values = plain(ad)
-                gjid = values.get("GlobalJobId")
-                request = request_from_values(values.get(VACATE_ATTR), values.get(DEADLINE_ATTR))
-                if isinstance(gjid, str) and request is not None:
-                    requests[gjid] = request
+        for values in _job_ads(htcondor2, pool, asked, projection):
+            gjid = values.get("GlobalJobId")
+            request = request_from_values(values.get(VACATE_ATTR), values.get(DEADLINE_ATTR))
+            if isinstance(gjid, str) and request is not None:
+                requests[gjid] = request
     return requests

@@ -24,9 +24,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
+from glidein_ext.procs import Running
 from glidein_ext.sandbox.pool import stop_process
 from glidein_ext.testbed.tq_server import TqServer, tq_env
 from glidein_ext.tq.client.client import TqClient
@@ -36,7 +36,7 @@ SITE = "T2_XX_Test"
 
 
 @dataclass
-class SiteRun:
+class SiteRun(Running):
     """One site of ``pilots`` pilots over ``processes`` processes, one architecture."""
 
     directory: Path
@@ -60,7 +60,7 @@ class SiteRun:
         assert self.server is not None
         return self.server.operator(timeout=60)
 
-    def __enter__(self) -> SiteRun:
+    def start(self) -> SiteRun:
         shutil.rmtree(self.directory, ignore_errors=True)
         self.se_dir.mkdir(parents=True)
         self.server = TqServer(
@@ -81,7 +81,7 @@ class SiteRun:
                     self.wait_live(1)
             self.wait_live(self.pilots)
         except BaseException:
-            self.__exit__(None, None, None)
+            self.stop()
             raise
         return self
 
@@ -198,12 +198,7 @@ class SiteRun:
         (found,) = [w for w in counters["workflows"] if w["id"] == workflow_id]
         return dict(found)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def stop(self) -> None:
         for process in self.procs:
             with contextlib.suppress(ProcessLookupError):
                 process.send_signal(signal.SIGTERM)

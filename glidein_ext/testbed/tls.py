@@ -30,30 +30,27 @@ def _openssl(*args: str) -> None:
     subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
 
 
-def _ca(directory: Path, name: str) -> tuple[Path, Path]:
+def self_signed(
+    directory: Path, name: str, subject: str | None = None, extensions: Sequence[str] = ()
+) -> tuple[Path, Path]:
+    """A self-signed certificate and its key (P-256, 2 days): ``directory/NAME.pem`` and
+    ``.key``, subject ``/CN=NAME`` unless given, with the ``-addext`` ``extensions``."""
     cert, key = directory / f"{name}.pem", directory / f"{name}.key"
     _openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-days",
-        "2",
-        "-subj",
-        f"/CN={name}",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign,cRLSign",
-        "-keyout",
-        str(key),
-        "-out",
-        str(cert),
+        *("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"),
+        *("-days", "2", "-subj", subject or f"/CN={name}"),
+        *(arg for extension in extensions for arg in ("-addext", extension)),
+        *("-keyout", str(key), "-out", str(cert)),
     )
     return cert, key
+
+
+def _ca(directory: Path, name: str) -> tuple[Path, Path]:
+    return self_signed(
+        directory,
+        name,
+        extensions=("basicConstraints=critical,CA:TRUE", "keyUsage=critical,keyCertSign,cRLSign"),
+    )
 
 
 def make_pki(directory: Path, names: Sequence[str] = ("IP:127.0.0.1",)) -> Pki:

@@ -19,8 +19,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 
+from glidein_ext.procs import Running
 from glidein_ext.sandbox.pool import stop_process
 from glidein_ext.testbed.tls import Pki
 from glidein_ext.tq.client.client import TqClient, tls_context
@@ -40,7 +40,7 @@ def tq_env(operator: str = OPERATOR, pilot: str = PILOT, **extra: str) -> dict[s
     }
 
 
-class TqServer:
+class TqServer(Running):
     """One ``tq serve`` process this test (or benchmark) owns.
 
     ``settings`` become ``$GLIDEIN_EXT_TQ_<NAME>`` (``wait_for_data="3"``); ``args`` are more
@@ -152,14 +152,3 @@ class TqServer:
         """SIGTERM (uvicorn shuts down cleanly), then SIGKILL after ``grace`` seconds."""
         if self.process is not None:
             stop_process(self.process, [(signal.SIGTERM, grace), (signal.SIGKILL, 30)])
-
-    def __enter__(self) -> TqServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()

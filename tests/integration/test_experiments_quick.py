@@ -19,14 +19,14 @@ from glidein_ext.sim.experiments import EXPERIMENTS
 pytestmark = pytest.mark.heavy
 
 KEYS = {
-    "seed000-scaling": {"series", "size", "pilots", "workflow", "seed"},
-    "seed000-timeline": {"series", "pilots", "workflow", "seed"},
-    "seed000-targets": {"series", "pilots", "workflow", "seed"},
-    "seed001-submission": {"workflow", "condition", "scheme", "submission", "seed"},
-    "seed001-storage": {"workflow", "condition", "scheme", "submission", "seed"},
-    "seed001-cache": {"workflow", "condition", "scheme", "submission", "seed"},
-    "seed001-grid": {"workflow", "condition", "scheme", "submission", "seed"},
-    "seed003-vacate": {
+    "dht-scaling": {"series", "size", "pilots", "workflow", "seed"},
+    "dht-timeline": {"series", "pilots", "workflow", "seed"},
+    "dht-targets": {"series", "pilots", "workflow", "seed"},
+    "tq-submission": {"workflow", "condition", "scheme", "submission", "seed"},
+    "tq-storage": {"workflow", "condition", "scheme", "submission", "seed"},
+    "tq-cache": {"workflow", "condition", "scheme", "submission", "seed"},
+    "tq-grid": {"workflow", "condition", "scheme", "submission", "seed"},
+    "draining-victims": {
         "policy",
         "pilots",
         "cpus",
@@ -41,14 +41,14 @@ KEYS = {
 }
 METRICS = {"requests_per_task", "delay_median", "turnaround", "cache_hit", "local_hit"}
 FIGURES = {
-    "seed000-scaling": 5,
-    "seed000-timeline": 3,
-    "seed000-targets": 0,
-    "seed001-submission": 1,
-    "seed001-storage": 4,
-    "seed001-cache": 1,
-    "seed001-grid": 0,
-    "seed003-vacate": 2,
+    "dht-scaling": 5,
+    "dht-timeline": 3,
+    "dht-targets": 0,
+    "tq-submission": 1,
+    "tq-storage": 4,
+    "tq-cache": 1,
+    "tq-grid": 0,
+    "draining-victims": 2,
     "grid-scale": 2,
 }
 
@@ -99,7 +99,7 @@ def test_quick_experiment(name: str, tmp_path: Path) -> None:
     assert len(figures) == FIGURES[name]
     for figure in figures:
         assert valid_png(figure), figure.name
-    if name == "seed000-targets":
+    if name == "dht-targets":
         with (out / "targets.csv").open(encoding="utf-8") as handle:
             verdicts = list(csv.DictReader(handle))
         assert {v["metric"] for v in verdicts} == {
@@ -117,7 +117,7 @@ def test_quick_experiment(name: str, tmp_path: Path) -> None:
         w1_local = [v for v in verdicts if v["metric"] == "local_hit" and v["workflow"] == "w1"]
         assert w1_local
         assert all(v["met"] == "yes" for v in w1_local), w1_local
-    if name == "seed003-vacate":
+    if name == "draining-victims":
         with (out / "rereads.csv").open(encoding="utf-8") as handle:
             cells = list(csv.DictReader(handle))
         assert {c["policy"] for c in cells} == {"completion", "waste", "cache"}

@@ -87,6 +87,7 @@ def test_wheel_metadata_and_contents(wheel: Path) -> None:
     ):
         assert data in names, data
     assert not [n for n in names if n.startswith("tests/")]
+    assert not [n for n in names if n.startswith("glidein_ext/testbed/")]  # a checkout's only
 
 
 def test_plain_install_is_the_glidein_side_only(wheel: Path, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import glob
 import importlib
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -148,6 +149,22 @@ def find_python39() -> str | None:
         if probe.stdout == "(3, 9)\n":
             return python
     return None
+
+
+def run_python39(
+    python: str, *args: str, timeout: float, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` (a Python 3.9 that ``find_python39`` found) on this checkout alone: its
+    ``PYTHONPATH``, no user site; the exit code, stdout and stderr."""
+    return subprocess.run(
+        [python, *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), PYTHONNOUSERSITE="1"),
+        cwd=cwd,
+        timeout=timeout,
+        check=False,
+    )
 
 
 # What runs on Python 3.9 is listed once: pyproject.toml's [tool.ruff.per-file-target-version],

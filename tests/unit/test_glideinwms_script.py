@@ -46,21 +46,30 @@ def setup_dirs(tmp_path: Path) -> tuple[Path, Path]:
     return start, work
 
 
-def test_success_initialises_the_glidein_and_exports_the_config(tmp_path: Path) -> None:
+def glidein(tmp_path: Path, python: str = sys.executable, **values: str) -> tuple[Path, Path, Path]:
+    """A glidein's start and work directories and its glidein_config: the bundle, ``python``, the
+    start and work directories, and ``values``."""
     start, work = setup_dirs(tmp_path)
-    ext = bundle(tmp_path)
     config = make_glidein_config(
         tmp_path,
         {
-            "GLIDEIN_EXT_DIR": str(ext),
-            "GLIDEIN_EXT_PYTHON": sys.executable,
+            "GLIDEIN_EXT_DIR": str(bundle(tmp_path)),
+            "GLIDEIN_EXT_PYTHON": python,
             "GLIDEIN_START_DIR_ORIG": str(start),
             "GLIDEIN_WORK_DIR": str(work),
-            "GLIDEIN_CPUS": "8",
-            "GLIDEIN_Name": "gfactory_instance",
-            "GLIDEIN_EXT_PRIORITY_FACTOR": "3",
-            "GLIDEIN_EXT_CRON_PERIOD": "30",
+            **values,
         },
+    )
+    return start, work, config
+
+
+def test_success_initialises_the_glidein_and_exports_the_config(tmp_path: Path) -> None:
+    start, work, config = glidein(
+        tmp_path,
+        GLIDEIN_CPUS="8",
+        GLIDEIN_Name="gfactory_instance",
+        GLIDEIN_EXT_PRIORITY_FACTOR="3",
+        GLIDEIN_EXT_CRON_PERIOD="30",
     )
     proc = run_script(config)
     assert proc.returncode == 0, proc.stderr
@@ -124,20 +133,10 @@ def test_optional_glidein_ext_lets_the_glidein_run_on(tmp_path: Path) -> None:
 
 
 def test_too_old_python_is_a_worker_node_error(tmp_path: Path) -> None:
-    start, work = setup_dirs(tmp_path)
-    ext = bundle(tmp_path)
     old = tmp_path / "python2"
     old.write_text("#!/bin/sh\nexit 1\n")
     old.chmod(0o755)
-    config = make_glidein_config(
-        tmp_path,
-        {
-            "GLIDEIN_EXT_DIR": str(ext),
-            "GLIDEIN_EXT_PYTHON": str(old),
-            "GLIDEIN_START_DIR_ORIG": str(start),
-            "GLIDEIN_WORK_DIR": str(work),
-        },
-    )
+    start, _, config = glidein(tmp_path, python=str(old))
     proc = run_script(config)
     assert proc.returncode == 1
     assert error_gen_calls(tmp_path)[0][:3] == ["-error", "glidein-ext-setup.sh", "WN_Resource"]
@@ -146,18 +145,7 @@ def test_too_old_python_is_a_worker_node_error(tmp_path: Path) -> None:
 
 
 def test_bad_cron_period_is_a_config_error(tmp_path: Path) -> None:
-    start, work = setup_dirs(tmp_path)
-    ext = bundle(tmp_path)
-    config = make_glidein_config(
-        tmp_path,
-        {
-            "GLIDEIN_EXT_DIR": str(ext),
-            "GLIDEIN_EXT_PYTHON": sys.executable,
-            "GLIDEIN_START_DIR_ORIG": str(start),
-            "GLIDEIN_WORK_DIR": str(work),
-            "GLIDEIN_EXT_CRON_PERIOD": "often",
-        },
-    )
+    _, _, config = glidein(tmp_path, GLIDEIN_EXT_CRON_PERIOD="often")
     proc = run_script(config)
     assert proc.returncode == 1
     assert error_gen_calls(tmp_path)[-1][:3] == ["-error", "glidein-ext-setup.sh", "Config"]

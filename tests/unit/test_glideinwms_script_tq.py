@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import stat
-import sys
 import time
 from pathlib import Path
 
@@ -15,8 +14,8 @@ import pytest
 from glidein_ext.errors import AgentLinkError
 from glidein_ext.glidein.handoff import hooks as fetchhook
 from glidein_ext.glidein.handoff import link as agentlink
-from tests.support.glideinwms import condor_vars, config_values, make_glidein_config
-from tests.unit.test_glideinwms_script import bundle, run_script, setup_dirs
+from tests.support.glideinwms import condor_vars, config_values
+from tests.unit.test_glideinwms_script import glidein, run_script
 
 SLOT_AD = 'State = "Unclaimed"\nPartitionableSlot = true\nCpus = 2\nMemory = 2048\nDisk = 9000\n'
 
@@ -33,25 +32,18 @@ def wait_gone(pid: int, timeout: float = 30) -> bool:
 
 
 def test_the_agent_starts_before_htcondor_and_the_hooks_are_turned_on(tmp_path: Path) -> None:
-    start, work = setup_dirs(tmp_path)
+    start, _, config = glidein(
+        tmp_path,
+        GLIDEIN_CPUS="2",
+        GLIDEIN_Name="gfactory_instance",
+        GLIDEIN_Site="T2_XY",
+        # nobody listens there: the lanes keep trying to register, the hooks still answer
+        GLIDEIN_EXT_TQ_URL="http://127.0.0.1:9",
+        GLIDEIN_EXT_TQ_TOKEN_FILE="tq-credential",  # noqa: S106 (a file name)
+    )
     credential = start / "tq-credential"
     credential.write_text("gxp_secret-of-this-glidein\n")
     credential.chmod(0o644)  # as HTCondor's file transfer leaves it: the agent tightens it
-    config = make_glidein_config(
-        tmp_path,
-        {
-            "GLIDEIN_EXT_DIR": str(bundle(tmp_path)),
-            "GLIDEIN_EXT_PYTHON": sys.executable,
-            "GLIDEIN_START_DIR_ORIG": str(start),
-            "GLIDEIN_WORK_DIR": str(work),
-            "GLIDEIN_CPUS": "2",
-            "GLIDEIN_Name": "gfactory_instance",
-            "GLIDEIN_Site": "T2_XY",
-            # nobody listens there: the lanes keep trying to register, the hooks still answer
-            "GLIDEIN_EXT_TQ_URL": "http://127.0.0.1:9",
-            "GLIDEIN_EXT_TQ_TOKEN_FILE": "tq-credential",
-        },
-    )
     proc = run_script(config)
     state = start / ".glidein-ext"
     pid = int((state / "agent.pid").read_text())

@@ -17,6 +17,8 @@ Rules (docs/design.md, "Layers"):
   pilot agent, the glidein side, the site's side, the simulator nor the Task Queue's service: the
   agent passes its parts in; the libraries (``dht``, ``cache``, ``sched``) do not import
   ``distributed``;
+- the service's rooms stand on each other from the bottom up: ``matching`` (pure), ``store``,
+  ``pool``, ``api``, ``watch``; none imports a room above it;
 - nothing in the package imports ``tests``.
 Imports inside functions count: lazy imports are still dependencies.
 """
@@ -45,6 +47,20 @@ RULES: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
         "the distributed site and its algorithms are given the pilot's parts, never import them",
     ),
     (("dht", "cache", "sched"), ("distributed",), "libraries import no product part"),
+    # the Task Queue service's rooms, from the bottom up: matching, the store, the pool's wiring,
+    # the API, what operators see (its modules outside them, tq.service.rest, may use any)
+    (
+        ("tq.service.matching",),
+        ("tq.service.store", "tq.service.pool", "tq.service.api", "tq.service.watch"),
+        "matching is pure: the store and the API use it",
+    ),
+    (
+        ("tq.service.store",),
+        ("tq.service.pool", "tq.service.api", "tq.service.watch"),
+        "the store knows no pool wiring, API or watch",
+    ),
+    (("tq.service.pool",), ("tq.service.api", "tq.service.watch"), "the pool is below the API"),
+    (("tq.service.api",), ("tq.service.watch",), "the API does not import what operators see"),
 )
 
 
@@ -77,6 +93,8 @@ def imports_of(path: Path, module: str) -> Iterator[tuple[int, str]]:
 # parts whose sub-packages are parts of their own (tq.client, tq.service, ...; glidein.handoff);
 # their modules outside a sub-package form the part ``X.rest`` (glidein.rest: glidein.wrapper...)
 SPLIT_PARTS = ("tq", "glidein")
+# split parts whose sub-packages are parts again (tq.service.api, tq.service.matching, ...)
+SPLIT_AGAIN = ("tq.service",)
 
 
 def part_of(module: str) -> str | None:
@@ -88,7 +106,12 @@ def part_of(module: str) -> str | None:
     if pieces[0] != PACKAGE or len(pieces) < 2:
         return None
     if pieces[1] in SPLIT_PARTS and len(pieces) > 3:  # glidein_ext.tq.client.x -> tq.client
-        return f"{pieces[1]}.{pieces[2]}"
+        part = f"{pieces[1]}.{pieces[2]}"
+        if part in SPLIT_AGAIN:  # glidein_ext.tq.service.api.app -> tq.service.api
+            if len(pieces) > 4 or _is_package(pieces[:4]):
+                return f"{part}.{pieces[3]}"
+            return f"{part}.rest"  # glidein_ext.tq.service.server -> tq.service.rest
+        return part
     if pieces[1] in SPLIT_PARTS and len(pieces) == 3 and not _is_package(pieces):
         return f"{pieces[1]}.rest"  # glidein_ext.glidein.wrapper -> glidein.rest
     return pieces[1]
@@ -133,6 +156,69 @@ def test_the_package_keeps_its_layers() -> None:
     assert violations(ROOT) == []
 
 
+# one boundary over each binding: classad2 is imported (or loaded by name) by glidein_ext.classads
+# alone (the site tools load classads itself lazily, for their own message when it is missing),
+# and HTCondor's Collector and Schedd are built in glidein_ext.condor alone
+CLASSAD_BOUNDARY = "glidein_ext.classads"
+DAEMON_BOUNDARY = "glidein_ext.condor"
+DAEMONS = ("Collector", "Schedd")
+
+
+def boundary_breaches(root: Path) -> list[str]:
+    """Every import of classad2 outside its boundary and every ``htcondor2.Collector(...)`` or
+    ``htcondor2.Schedd(...)`` outside ``condor``, one line each."""
+    found = []
+    for path in sorted((root / PACKAGE).rglob("*.py")):
+        module = module_name(path, root)
+        where = path.relative_to(root)
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        if module != CLASSAD_BOUNDARY:
+            found += [
+                f"{where}:{line}: {module} imports classad2"
+                for line, target in imports_of(path, module)
+                if target.split(".")[0] == "classad2"
+            ]
+            found += [  # importlib.import_module("classad2") and the like
+                f"{where}:{node.lineno}: {module} loads classad2 by name"
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Call)
+                and any(
+                    isinstance(a, ast.Constant) and a.value == "classad2" for a in node.args[:1]
+                )
+            ]
+        if module == DAEMON_BOUNDARY:
+            continue
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in DAEMONS
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id.startswith("htcondor")
+            ):
+                found.append(f"{where}:{node.lineno}: {module} builds a {node.func.attr}")
+    return found
+
+
+def test_each_binding_is_reached_through_its_one_boundary() -> None:
+    assert boundary_breaches(ROOT) == []
+
+
+def test_the_boundary_check_catches_a_breach(tmp_path: Path) -> None:
+    write(tmp_path, f"{PACKAGE}/classads.py", "import classad2\n")
+    write(tmp_path, f"{PACKAGE}/condor.py", "def f(htcondor2):\n    htcondor2.Schedd(1)\n")
+    write(tmp_path, f"{PACKAGE}/tq/m.py", "def f():\n    import classad2\n")
+    write(tmp_path, f"{PACKAGE}/site/p.py", "def f(htcondor2):\n    htcondor2.Collector()\n")
+    write(
+        tmp_path, f"{PACKAGE}/site/q.py", "import importlib\nimportlib.import_module('classad2')\n"
+    )
+    assert boundary_breaches(tmp_path) == [
+        "glidein_ext/site/p.py:2: glidein_ext.site.p builds a Collector",
+        "glidein_ext/site/q.py:2: glidein_ext.site.q loads classad2 by name",
+        "glidein_ext/tq/m.py:2: glidein_ext.tq.m imports classad2",
+    ]
+
+
 def write(root: Path, relative: str, text: str) -> None:
     path = root / relative
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -167,6 +253,16 @@ def test_each_rule_catches_a_violation(tmp_path: Path) -> None:
     # the distributed site is given the agent's parts; the algorithms do not reach up into it
     write(tmp_path, f"{PACKAGE}/distributed/x.py", "from glidein_ext.agent.executor import E\n")
     write(tmp_path, f"{PACKAGE}/sched/y.py", "from glidein_ext.distributed import codec\n")
+    write(tmp_path, f"{PACKAGE}/tq/service/__init__.py", "")
+    write(tmp_path, f"{PACKAGE}/tq/service/matching/__init__.py", "")
+    write(
+        tmp_path,
+        f"{PACKAGE}/tq/service/matching/m.py",
+        "from glidein_ext.tq.service import store\n",
+    )
+    write(
+        tmp_path, f"{PACKAGE}/tq/service/server.py", "from glidein_ext.tq.service.api import app\n"
+    )
     found = violations(tmp_path)
     assert [line.rsplit("(", 1)[1] for line in found] == [
         "pilots import only the TQ client)",
@@ -181,6 +277,7 @@ def test_each_rule_catches_a_violation(tmp_path: Path) -> None:
         "the Task Queue does not import the glidein side)",
         "the client library runs without the service)",
         "nothing imports tests)",
+        "matching is pure: the store and the API use it)",
     ]
     assert found[4].startswith(
         "glidein_ext/dht/node.py:1: glidein_ext.dht.node imports glidein_ext.tq"

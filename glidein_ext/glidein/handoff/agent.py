@@ -7,9 +7,9 @@ in its partitionable slot, so its agent runs ``lanes`` pilots (C by default), ea
 others on the host by hard link, Hasham 2011 §IV-D) and, with a site DHT, its own node (Delgado
 Peris 2014
 III.A), all on one event loop as in ``agent.swarm``.  Their executor is the glidein's startd
-(``agent.startd_executor``): a lane asks the Task Queue (or, distributed, answers its master's
+(``handoff.executor``): a lane asks the Task Queue (or, distributed, answers its master's
 TaskList) only when the startd has room, and its task runs as an HTCondor job of the glidein.
-The hooks reach the agent through ``agent.hookserver``.
+The hooks reach the agent through ``handoff.server``.
 
 Draining (Sfiligoi 2013): when the glidein retires (its ``.site.ad``, MJF, or its own retire time --
 ``retiring()``), the board closes: no lane asks for more, the hook prints no more tasks, tasks not

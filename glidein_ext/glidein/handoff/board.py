@@ -1,9 +1,9 @@
-"""The hand-off board of a glidein's agent: :class:`~glidein_ext.glidein.handoff.core.HandOff`
+"""The hand-off board of a glidein's agent: :class:`~glidein_ext.glidein.handoff.core.HandoffLedger`
 behind a lock, with the waits of its two sides.
 
 - The lanes (the glidein's pilots, in their threads): :meth:`Board.wait_room` blocks until the
   startd has room for one more task; :meth:`Board.offer` then :meth:`Board.wait_end` hand a task
-  over and wait for its end, ticking the timeouts of :meth:`HandOff.tick` meanwhile.
+  over and wait for its end, ticking the timeouts of :meth:`HandoffLedger.tick` meanwhile.
 - The hooks (the agent's socket server, one thread per connection): :meth:`Board.fetch` gives a
   free slot the oldest task that fits, and when none does but the startd has room, wakes a lane
   to ask for one and waits a little (``fetch_wait``) for it, so that the first fetch after a
@@ -22,8 +22,8 @@ from typing import Any
 
 from glidein_ext.glidein.handoff.core import (
     EndKind,
-    HandOff,
-    Handoff,
+    HandedTask,
+    HandoffLedger,
     Key,
     SlotView,
     Stage,
@@ -41,13 +41,13 @@ class Board:
 
     def __init__(
         self,
-        core: HandOff | None = None,
+        core: HandoffLedger | None = None,
         *,
         fetch_wait: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         alive: Callable[[int], bool] = pid_alive,
     ) -> None:
-        self.core = core or HandOff()
+        self.core = core or HandoffLedger()
         self.fetch_wait = fetch_wait
         self.clock = clock
         self.alive = alive
@@ -84,7 +84,7 @@ class Board:
     def closed(self) -> bool:
         return self.core.closed
 
-    def offer(self, handoff: Handoff) -> bool:
+    def offer(self, handoff: HandedTask) -> bool:
         with self.cond:
             accepted = self.core.offer(handoff, self.clock())
             self.cond.notify_all()
@@ -99,7 +99,7 @@ class Board:
         self,
         key: Key,
         stop: threading.Event,
-        watch: Callable[[Handoff, float], None] | None = None,
+        watch: Callable[[HandedTask, float], None] | None = None,
         poll: float = 0.5,
     ) -> TaskEnd:
         """Wait for the task's end.  ``watch(handoff, now)`` is called (lock released) each

@@ -23,7 +23,7 @@ Task Queue (or its master) only when ``begin_ask`` finds room, so a glidein neve
 than its startd can start.  A closed hand-off (retiring, stopping) has no room and cancels what
 it has not handed out.
 
-Everything here is synchronous and clock-free (``now`` is passed in); ``agent.board`` adds the
+Everything here is synchronous and clock-free (``now`` is passed in); ``handoff.board`` adds the
 locking and waiting.  Python 3.9, standard library only.
 """
 
@@ -75,7 +75,7 @@ class SlotView:
 
 
 @dataclass
-class Handoff:
+class HandedTask:
     """One task attempt on its way through the startd."""
 
     key: Key
@@ -97,7 +97,7 @@ class Handoff:
         return self.cpus <= cpus and self.memory <= memory and self.disk <= disk
 
 
-class HandOff:
+class HandoffLedger:
     """The tasks between a glidein's agent and its startd, and the startd's room."""
 
     def __init__(
@@ -112,7 +112,7 @@ class HandOff:
         self.start_timeout = start_timeout
         self.room_ttl = room_ttl
         self.max_rejections = max_rejections
-        self.tasks: dict[Key, Handoff] = {}
+        self.tasks: dict[Key, HandedTask] = {}
         self.free: tuple[int, int, int] | None = None  # cpus, memory MB, disk KiB
         self.seen_at = 0.0
         self.asking = 0  # lanes asking for a task now
@@ -142,7 +142,7 @@ class HandOff:
 
     # --- the lanes' side ------------------------------------------------------------------
 
-    def offer(self, handoff: Handoff, now: float) -> bool:
+    def offer(self, handoff: HandedTask, now: float) -> bool:
         """A lane's task waits for a slot; False when closed (the lane keeps it)."""
         if self.closed or handoff.key in self.tasks:
             return False
@@ -176,7 +176,7 @@ class HandOff:
 
     # --- the hooks' side ------------------------------------------------------------------
 
-    def take(self, slot: SlotView, now: float) -> Handoff | None:
+    def take(self, slot: SlotView, now: float) -> HandedTask | None:
         """FETCH_WORK from a free slot: the oldest offered task that fits it, now HANDED."""
         self.free, self.seen_at = (slot.cpus, slot.memory, slot.disk), now
         if slot.total_cpus > 0:
@@ -304,12 +304,12 @@ class HandOff:
             changed.append(key)
         return changed
 
-    def _give_back_room(self, handoff: Handoff) -> None:
+    def _give_back_room(self, handoff: HandedTask) -> None:
         if self.free is not None:
             cpus, memory, disk = self.free
             self.free = (cpus + handoff.cpus, memory + handoff.memory, disk + handoff.disk)
 
-    def _end(self, handoff: Handoff, end: TaskEnd, now: float) -> None:
+    def _end(self, handoff: HandedTask, end: TaskEnd, now: float) -> None:
         if handoff.stage in _CARVED:
             # Its dynamic slot goes back to the partitionable slot as soon as its claim ends
             # (the hook gives a dynamic slot no more work): count the room now, so that the lane

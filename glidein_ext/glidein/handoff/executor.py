@@ -35,7 +35,7 @@ from glidein_ext.agent.runner import AGENT_ERROR, CANNOT_START, Outcome, Staged
 from glidein_ext.agent.taskproc import signal_children
 from glidein_ext.glidein.handoff import taskad
 from glidein_ext.glidein.handoff.board import Board
-from glidein_ext.glidein.handoff.core import EndKind, Handoff, Stage
+from glidein_ext.glidein.handoff.core import EndKind, HandedTask, Stage
 from glidein_ext.tq.client.protocol import TaskAssignment
 
 log = logging.getLogger("glidein_ext.agent")
@@ -163,7 +163,7 @@ class StartdExecutor(TaskExecutor):
         except ValueError as exc:
             return Outcome(CANNOT_START, [], f"cannot start: {exc}"), False
         key = (task.task_id, task.attempt)
-        handoff = Handoff(
+        handoff = HandedTask(
             key,
             self.lane,
             job.request_cpus,
@@ -184,12 +184,12 @@ class StartdExecutor(TaskExecutor):
             tail = f"{end.detail}\n{tail}"
         return runner.finish(self.cache, staged, end.exit_code, tail), False
 
-    def _watchdog(self, task: TaskAssignment) -> Callable[[Handoff, float], None]:
+    def _watchdog(self, task: TaskAssignment) -> Callable[[HandedTask, float], None]:
         """Kill the job past the task's max_runtime (Hasham 2011: MaxRunTime), SIGTERM then
         SIGKILL."""
         sent: dict[int, float] = {}
 
-        def watch(handoff: Handoff, now: float) -> None:
+        def watch(handoff: HandedTask, now: float) -> None:
             if handoff.stage is not Stage.RUNNING or handoff.starter is None:
                 return
             if now - handoff.since <= task.max_runtime:

@@ -50,6 +50,7 @@ from glidein_ext.throttle import Throttle
 from glidein_ext.tq.client.credentials import CredentialInfo, IssuedCredential
 from glidein_ext.tq.client.endpoints import EndpointSet, parse_endpoints
 from glidein_ext.tq.client.protocol import (
+    API,
     Claim,
     ClaimAnswer,
     Completion,
@@ -71,7 +72,6 @@ from glidein_ext.tq.client.protocol import (
     to_json,
 )
 
-API = "/api/v1"
 T = TypeVar("T")
 log = logging.getLogger("glidein_ext.tq.client.client")
 MAX_TOKEN_FILE = 4096  # bytes: a token file is one line
@@ -283,9 +283,10 @@ class TqClient:
     def request(
         self, pilot_id: int, cached: Sequence[str] | None = None, wait: float = 0.0
     ) -> TaskAssignment | None:
-        """Seed IV-E: the pilot's next task, None when nothing fits now.  ``wait`` > 0: nothing
-        fits, the pilot leaves a standing offer for that many seconds (Lee 2003 4.2.3, the
-        courier): an urgent task submitted meanwhile is pushed to it (``tq.service.courier``)."""
+        """Hasham 2011 §IV-E: the pilot's next task, None when nothing fits now.  ``wait`` > 0:
+        nothing fits, the pilot leaves a standing offer for that many seconds (Lee 2003 4.2.3, the
+        courier): an urgent task submitted meanwhile is pushed to it
+        (``tq.service.pool.courier``)."""
         path = f"{API}/pilots/{pilot_id}/request"
         body = to_json(TaskRequest(_listed(cached), wait))
         if wait > 0:  # the HTTP timeout covers the offer's wait

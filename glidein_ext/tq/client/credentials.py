@@ -6,7 +6,8 @@ submits, or by an operator with ``glidein-ext tq credential mint``).  Its secret
 Queue keeps only its SHA-256.  A fast hash is enough here: the secret is random and long, there
 is nothing to guess from a dictionary, and the hash is what the lookup is keyed by (so no
 comparison of secrets takes a time that depends on them).  A credential is revocable, may expire,
-and may be bound to the batch job that carries it.  What a credential may do is ``tq.service.auth``.
+and may be bound to the batch job that carries it.  What a credential may do is
+``tq.service.api.auth``.
 """
 
 from __future__ import annotations

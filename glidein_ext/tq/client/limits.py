@@ -1,6 +1,6 @@
 """What a Task Queue request may carry: bounds and checks, checked before anything is stored.
 
-One home for the rules that the API's schemas (``tq.service.schemas``), the workflow parser
+One home for the rules that the API's schemas (``tq.service.api.schemas``), the workflow parser
 (``tq.workflow``) and the pilot agent share, so that nothing the TQ stores can stop it later: every
 integer fits the database's 64-bit columns and a sane range, every text is UTF-8 without NUL, every
 ClassAd expression parses and every attribute name is a plain ClassAd name, and LFNs follow one
@@ -48,7 +48,7 @@ BOUNDS = {
 # ClassAd functions whose one call may cost a tenth of a second or more: regular expressions
 # (PCRE, backtracking until its match limit) and those built on them.  An expression may call them
 # at most MAX_COSTLY_CALLS times; the Task Queue evaluates such expressions in a worker process
-# within a time budget (``tq.service.costly``), never on its event loop.
+# within a time budget (``tq.service.matching.costly``), never on its event loop.
 COSTLY_CALL = re.compile(r"(?i)\b(?:regexp\w*|stringlistregexpmember\w*|replace\w*)\s*\(")
 MAX_COSTLY_CALLS = 4
 _ATTRIBUTE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

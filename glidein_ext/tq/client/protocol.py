@@ -3,7 +3,7 @@
 One definition shared by the three parties: the store returns them, the HTTP client parses them
 from the service's JSON (``parse``: a ValueError naming the field on a malformed answer) and the
 pilot agent reads their attributes.  ``to_json`` gives the wire form.  The service's pydantic
-schemas (``tq.service.schemas``) describe the same shapes for OpenAPI and are built from these.
+schemas (``tq.service.api.schemas``) describe the same shapes for OpenAPI and are built from these.
 
 ``parse`` reads each field by its annotation (``_READERS``); a field with a default may be missing
 or null.  This module runs on worker nodes inside the pilot: Python 3.9 and the standard library
@@ -21,6 +21,7 @@ from typing import Any, TypeVar, Union
 Scalar = Union[bool, int, float, str]
 Counts = Mapping[str, int]
 M = TypeVar("M")
+API = "/api/v1"  # the prefix of every call of the Task Queue's API (its version)
 
 
 @dataclass(frozen=True)
@@ -402,10 +403,23 @@ def parse_assignment(data: Any) -> TaskAssignment | None:
     return None if task is None else parse(TaskAssignment, task)
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_FIELDS: dict[type[Any], tuple[str, ...]] = {}  # a dataclass's field names, in order
+
+
 def to_json(message: Any) -> Any:
-    """The wire form of a message: dataclasses as objects, tuples as lists, mappings as objects."""
-    if dataclasses.is_dataclass(message) and not isinstance(message, type):
-        return {f.name: to_json(getattr(message, f.name)) for f in dataclasses.fields(message)}
+    """The wire form of a message: dataclasses as objects, tuples as lists, mappings as objects.
+
+    The one encoder of the protocol: the client's requests and the service's answers (which encode
+    one on every call, so each dataclass's fields are looked up once)."""
+    kind = type(message)
+    if kind in _SCALARS:
+        return message
+    names = _FIELDS.get(kind)
+    if names is None and dataclasses.is_dataclass(message) and not isinstance(message, type):
+        names = _FIELDS[kind] = tuple(item.name for item in dataclasses.fields(message))
+    if names is not None:
+        return {name: to_json(getattr(message, name)) for name in names}
     if isinstance(message, (tuple, list)):
         return [to_json(item) for item in message]
     if isinstance(message, Mapping):

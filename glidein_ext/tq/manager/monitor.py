@@ -1,6 +1,6 @@
 """The PilotMonitor of Hasham 2011 §IV-A, pure: how many pilots to send to one site, and the pass.
 
-Seed IV-A, step by step (comments below number the paper's lines):
+Hasham 2011 §IV-A (the PilotMonitor), step by step (comments below number the paper's lines):
  1. recall the site's thresholds and its submitted pilots;
  2. available slots = maxPilots - submitted pilots;  3-4. none left: submit nothing;
  5. the task groups queued in the TQ that can run at this site;
@@ -64,7 +64,7 @@ class Plan:
 
 
 def plan(limits: Thresholds, site: SiteView) -> Plan:
-    """Seed IV-A: the number of new pilots to ask the PilotManager for, with the reason."""
+    """Hasham 2011 §IV-A: the number of new pilots to ask the PilotManager for, with the reason."""
     available = limits.max_pilots - site.submitted  # step 2
     if available <= 0:  # steps 3-4
         return Plan(0, f"no slot: {site.submitted} submitted >= maxPilots {limits.max_pilots}")
@@ -96,7 +96,7 @@ def plan(limits: Thresholds, site: SiteView) -> Plan:
 
 
 def pilots_to_submit(limits: Thresholds, site: SiteView) -> int:
-    """Seed IV-A: the number of new pilots to ask the PilotManager for."""
+    """Hasham 2011 §IV-A: the number of new pilots to ask the PilotManager for."""
     return plan(limits, site).count
 
 

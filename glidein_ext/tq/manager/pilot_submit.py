@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from glidein_ext.condor import ALIVE_STATES, JobStatus, condor_errors
+from glidein_ext.condor import ALIVE_STATES, JobStatus, condor_errors, schedd
 from glidein_ext.errors import CondorError, TaskQueueError
 from glidein_ext.tq.client.credentials import IssuedCredential
 
@@ -280,12 +280,7 @@ class PilotManager:
         import htcondor2
 
         with condor_errors("cannot locate the schedd"):
-            collector = htcondor2.Collector(self.pool) if self.pool else htcondor2.Collector()
-            if self.schedd_name:
-                ad = collector.locate(htcondor2.DaemonType.Schedd, self.schedd_name)
-            else:
-                ad = collector.locate(htcondor2.DaemonType.Schedd)
-            return htcondor2.Schedd(ad)
+            return schedd(htcondor2, self.pool, self.schedd_name)
 
     def locate(self) -> None:
         """Raise CondorError unless the schedd can be found (a dry run's reachability check)."""

@@ -37,37 +37,76 @@ process: a restarted TQ starts a new run.
 from __future__ import annotations
 
 import math
-import re
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from glidein_ext.tq.client.protocol import API
+
 ORIGINS = ("cache", "host", "peer", "se")
 CACHED = ("cache", "host", "peer")
 LOCAL = ("cache", "host")
 MAX_PHASES = 16  # round phase names kept per site
 
-_PILOT_CALLS = (
-    ("POST", re.compile(r"^/api/v1/pilots/?$"), "register"),
-    ("POST", re.compile(r"^/api/v1/pilots/[^/]+/request$"), "request"),
-    ("POST", re.compile(r"^/api/v1/pilots/[^/]+/heartbeat$"), "heartbeat"),
-    ("POST", re.compile(r"^/api/v1/pilots/[^/]+/complete$"), "complete"),
-    ("DELETE", re.compile(r"^/api/v1/pilots/[^/]+$"), "deregister"),
-    ("POST", re.compile(r"^/api/v1/sites/[^/]+/master$"), "claim"),
-    ("POST", re.compile(r"^/api/v1/sites/[^/]+/sync$"), "sync"),
-    ("POST", re.compile(r"^/api/v1/sites/[^/]+/assign$"), "assign"),
-)
+# The pilots' and masters' calls, by kind, with their method (Delgado Peris 2014 §IV.A counts them).
+PILOT_CALLS = {
+    "register": "POST",
+    "request": "POST",
+    "heartbeat": "POST",
+    "complete": "POST",
+    "deregister": "DELETE",
+    "claim": "POST",
+    "sync": "POST",
+    "assign": "POST",
+}
 
 
 def request_kind(method: str, path: str) -> str | None:
     """The kind of a pilot's request (``register``, ``request``, ... ``assign``), or None for
-    anything else (operators' calls, health checks)."""
-    for verb, pattern, kind in _PILOT_CALLS:
-        if method == verb and pattern.match(path):
-            return kind
-    return None
+    anything else (operators' calls, health checks, a path with an empty pilot or site)."""
+    kind = call_kind(method, path)
+    if PILOT_CALLS.get(kind) != method or "//" in path:
+        return None
+    return kind
+
+
+_PILOT_VERBS = {"request": "request", "heartbeat": "heartbeat", "complete": "complete"}
+_SITE_VERBS = {"master": "claim", "sync": "sync", "assign": "assign"}
+
+
+_CALLS = API + "/"  # every call of the API but /metrics and /healthz
+
+
+def call_kind(method: str, path: str) -> str:
+    """A request's kind for the metrics: the pilot protocol's calls (``register``, ``request``,
+    ``heartbeat``, ``complete``, ``deregister``), the master's (``claim``, ``sync``,
+    ``assign``), the operators' (``submit``, ``status``, ``tasks``, ...), ``metrics``,
+    ``healthz``, else ``other``.  A few string operations, no regular expression."""
+    if not path.startswith(_CALLS):
+        if path == "/metrics":
+            return "metrics"
+        if path == "/healthz":
+            return "healthz"
+        return "other"
+    parts = path[len(_CALLS) :].split("/")
+    head = parts[0]
+    if head == "pilots":
+        if len(parts) == 1 or (len(parts) == 2 and not parts[1]):
+            return "register" if method == "POST" else "other"
+        if len(parts) == 2:
+            return "deregister" if method == "DELETE" else "other"
+        if len(parts) == 3:
+            return _PILOT_VERBS.get(parts[2], "other")
+        return "other"
+    if head == "sites" and len(parts) == 3:
+        return _SITE_VERBS.get(parts[2], "other")
+    if head == "workflows":
+        return "submit" if method == "POST" else "workflows"
+    if head in ("status", "counters", "sites", "tasks", "warnings", "masters", "credentials"):
+        return head
+    return "other"
 
 
 def percentile(sorted_values: Sequence[float], fraction: float) -> float | None:

@@ -44,7 +44,7 @@ def is_pool_url(url: str) -> bool:
 
 def instance_name() -> str:
     """This instance's name in a pool (Lee 2003): host, pid and a random tag (unique across
-    restarts); its database sessions carry it (``tq.service.notify``)."""
+    restarts); its database sessions carry it (``tq.service.pool.notify``)."""
     host = socket.gethostname().split(".")[0][:30]
     return f"tq-{host}-{os.getpid()}-{secrets.token_hex(3)}"[:NAME_CHARS]
 

@@ -10,9 +10,9 @@ logged and retried at the next interval, and ``/healthz`` reports each loop.  Ea
 pass logs one line per site on the ``glidein_ext.tq.manager.monitor`` logger.
 
 On PostgreSQL the service is one instance of a pool (Lee 2003): its database sessions carry the
-instance's name, a listener loop absorbs the other instances' changes (``tq.service.notify``), a
-resync loop is its safety net, and the PilotMonitor passes only while this instance holds the pool's
-advisory lock (``tq.service.leader``).
+instance's name, a listener loop absorbs the other instances' changes (``tq.service.pool.notify``),
+a resync loop is its safety net, and the PilotMonitor passes only while this instance holds the
+pool's advisory lock (``tq.service.pool.leader``).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import uvicorn
 from fastapi import Depends, FastAPI
 
 from glidein_ext.errors import ConfigError
+from glidein_ext.tq.client.protocol import API
 from glidein_ext.tq.manager.monitor import (
     Decision,
     MonitorStore,
@@ -44,9 +45,8 @@ from glidein_ext.tq.manager.monitor import (
 from glidein_ext.tq.manager.pilot_submit import CredentialIssuer, PilotManager
 from glidein_ext.tq.manager.sites import SiteConfig, load_sites
 from glidein_ext.tq.models import Architecture
-from glidein_ext.tq.service.api import API, create_app
-from glidein_ext.tq.service.api_auth import operator_access
-from glidein_ext.tq.service.courier import OfferBoard
+from glidein_ext.tq.service.api.access import operator_access
+from glidein_ext.tq.service.api.app import create_app
 from glidein_ext.tq.service.db import (
     instance_name,
     is_pool_url,
@@ -56,15 +56,16 @@ from glidein_ext.tq.service.db import (
     named_url,
     url_for,
 )
-from glidein_ext.tq.service.leader import Leadership, SoleLeader
 from glidein_ext.tq.service.loops import WatchedLoop
-from glidein_ext.tq.service.ops import StuckWatch
-from glidein_ext.tq.service.ops import install as install_ops
+from glidein_ext.tq.service.pool.courier import OfferBoard
+from glidein_ext.tq.service.pool.leader import Leadership, SoleLeader
 from glidein_ext.tq.service.settings import TqSettings
 from glidein_ext.tq.service.store import Store
+from glidein_ext.tq.service.watch.ops import StuckWatch
+from glidein_ext.tq.service.watch.ops import install as install_ops
 
 if TYPE_CHECKING:
-    from glidein_ext.tq.service.notify import PoolListener
+    from glidein_ext.tq.service.pool.notify import PoolListener
 
 log = logging.getLogger("glidein_ext.tq.manager.monitor")
 
@@ -73,7 +74,7 @@ def open_store(
     settings: TqSettings, sites: Sequence[SiteConfig] = (), name: str | None = None
 ) -> Store:
     """Engine, migrations, and the store rebuilt from the database; ``name``: this instance's
-    name in a pool (its PostgreSQL sessions carry it, ``tq.service.notify``)."""
+    name in a pool (its PostgreSQL sessions carry it, ``tq.service.pool.notify``)."""
     database = url_for(settings.database)
     engine = make_engine(named_url(database, name) if name else database)
     migrate(engine)
@@ -108,7 +109,7 @@ class PilotMonitorService:
         """``issuer``: where the PilotManagers mint each pilot job's credential (the store);
         None: the jobs carry none (the shared pilot token in their environment).  ``leader``:
         whether this instance of a pool runs the passes now (None: always,
-        ``tq.service.leader``)."""
+        ``tq.service.pool.leader``)."""
         self.store = store
         self.leader: Leadership = leader or SoleLeader()
         self.leading = False
@@ -195,7 +196,7 @@ def build_app(
     store: Store,
     settings: TqSettings,
     monitor: PilotMonitorService | None = None,
-    pool: PoolListener | None = None,  # tq.service.notify, imported only for a pool
+    pool: PoolListener | None = None,  # tq.service.pool.notify, imported only for a pool
     courier: OfferBoard | None = None,
 ) -> FastAPI:
     """The API plus a lifespan that owns the reaper's, the PilotMonitor's and (in a pool) the
@@ -217,11 +218,11 @@ def build_app(
                 "pool-resync", pool.resync, settings.pool_resync, stuck_after=stuck, log=pool_log
             )
         )
-    watch = StuckWatch(store, settings)  # tq.service.stuck: queued-idle, silent, no progress
+    watch = StuckWatch(store, settings)  # tq.service.watch.stuck: queued-idle, silent, no progress
     loops.append(watch.loop)
     app = create_app(
         store, settings, loops, courier
-    )  # courier: tq.service.courier, tq.service.courier_pool
+    )  # courier: tq.service.pool.courier, tq.service.pool.courier_pool
     install_ops(app, store, settings, loops, watch)  # tasks, warnings, masters, /metrics
 
     @app.get(f"{API}/sites", dependencies=[Depends(operator_access)])
@@ -247,7 +248,7 @@ def build_app(
                 pool.close()
             if monitor is not None:
                 monitor.leader.close()
-            app.state.costly.close()  # tq.service.costly's worker process
+            app.state.costly.close()  # tq.service.matching.costly's worker process
 
     app.router.lifespan_context = lifespan
     return app
@@ -386,9 +387,9 @@ def serve(
     courier = OfferBoard(settings.courier_priority)  # Lee 2003 4.2.3: idle pilots' offers
     if is_pool_url(url_for(settings.database)):
         # psycopg only for a pool: ``tq serve`` on SQLite never imports it
-        from glidein_ext.tq.service.courier_pool import CourierFeed
-        from glidein_ext.tq.service.leader import AdvisoryLeader
-        from glidein_ext.tq.service.notify import PoolListener
+        from glidein_ext.tq.service.pool.courier_pool import CourierFeed
+        from glidein_ext.tq.service.pool.leader import AdvisoryLeader
+        from glidein_ext.tq.service.pool.notify import PoolListener
 
         conninfo = libpq_url(store.engine.url)
         # urgent tasks another instance queued are pushed to offers here too

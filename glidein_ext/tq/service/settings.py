@@ -66,15 +66,16 @@ class TqSettings:
     # this many seconds is stuck: /healthz answers 503.
     loop_stuck_after: int = 300
     # A pool of instances on one PostgreSQL database (Lee 2003): seconds between full resyncs of
-    # the matcher with the database, the safety net of LISTEN/NOTIFY (tq.service.notify).
+    # the matcher with the database, the safety net of LISTEN/NOTIFY (tq.service.pool.notify).
     pool_resync: int = 30
-    # Courier push (Lee 2003 4.2.3, tq.service.courier): a runnable task of this priority or more is
-    # pushed at once to an idle pilot's standing offer; a request stands at most offer_max_wait s.
+    # Courier push (Lee 2003 4.2.3, tq.service.pool.courier): a runnable task of this priority or
+    # more is pushed at once to an idle pilot's standing offer; a request stands at most
+    # offer_max_wait s.
     courier_priority: int = 100
     offer_max_wait: int = 60
-    # Stuck work (tq.service.stuck): seconds between checks; a task queued while idle pilots that
-    # may run it stay idle this long (keep it above wait_for_data); a busy pilot silent this long;
-    # an unfinished workflow with nothing running and no task ended this long.
+    # Stuck work (tq.service.watch.stuck): seconds between checks; a task queued while idle pilots
+    # that may run it stay idle this long (keep it above wait_for_data); a busy pilot silent this
+    # long; an unfinished workflow with nothing running and no task ended this long.
     stuck_interval: int = 30
     stuck_queued_after: int = 300
     stuck_silent_after: int = 90

@@ -7,8 +7,6 @@ refuses a task whose LFN breaks the rule as that task's failure, runs a good one
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,7 +17,7 @@ from glidein_ext.tq.models import MatchSpec
 from glidein_ext.tq.service.server import open_store
 from glidein_ext.tq.service.settings import TqSettings
 from glidein_ext.tq.workflow import TaskDef, WorkflowDef
-from tests.support.py39 import check_file, find_python39
+from tests.support.py39 import check_file, find_python39, run_python39
 
 ROOT = Path(__file__).resolve().parents[3]
 AGENT_FILES = [
@@ -40,6 +38,7 @@ from pathlib import Path
 assert sys.version_info[:2] == (3, 9), sys.version
 logging.basicConfig(level=logging.ERROR)
 from glidein_ext.agent.agent import AgentConfig, PilotAgent
+from glidein_ext.agent.settings import AgentSettings
 heavy = sorted(
     m for m in sys.modules
     if m.split(".")[0] in {"fastapi", "sqlalchemy", "pydantic", "classad2", "yaml", "click"}
@@ -48,7 +47,9 @@ assert not heavy, heavy
 url, token, workdir, se_dir = sys.argv[1:5]
 config = AgentConfig(
     url=url, token=token, site="T0", workdir=Path(workdir), se_dir=Path(se_dir),
-    poll_interval=0.2, max_idle=3, retry_for=10, cache_max_space=10**8, cache_min_threshold=0,
+    max_idle=3, settings=AgentSettings(
+        poll_interval=0.2, retry_for=10, cache_max_space=str(10**8), cache_min_threshold="0",
+    ),
 )
 ran = PilotAgent(config).run()
 assert threading.active_count() == 1
@@ -72,24 +73,11 @@ def test_a_pilot_agent_runs_on_python_3_9(
     good = {"name": "good", "command": "sh -c 'echo ok > $TQ_OUTPUTS'", "outputs": ["/store/ok"]}
     server.operator().submit({"name": "fine", "tasks": [good]})
     (tmp_path / "se").mkdir()
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONNOUSERSITE="1")
-    done = subprocess.run(
-        [
-            python,
-            "-W",
-            "error",
-            "-c",
-            AGENT,
-            server.url,
-            PILOT,
-            str(tmp_path / "w"),
-            str(tmp_path / "se"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
+    done = run_python39(
+        python,
+        *("-W", "error", "-c", AGENT),
+        *(server.url, PILOT, str(tmp_path / "w"), str(tmp_path / "se")),
         timeout=120,
-        check=False,
     )
     assert (done.returncode, done.stdout, done.stderr) == (0, "py39 agent ran 2\n", "")
     states = {wf.name: wf.tasks for wf in server.operator().status().workflows}

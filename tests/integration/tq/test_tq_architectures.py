@@ -6,7 +6,7 @@ paper: 12, 9, 5), at most 1.5 per task, and a high cache hit ratio.  Between pre
 centralized the paper's gap is small, and here it is smaller still (2.6 against 3.4 per task on a
 quiet machine); on a loaded machine the centralized pilots' empty requests grow (3.7 to 4.2
 against pre-DHT's 2.9 to 3.3 seen, with two full test runs at once), so the test leaves the
-ordering of the two pull architectures to ``glidein-ext experiment seed000-scaling`` and
+ordering of the two pull architectures to ``glidein-ext experiment dht-scaling`` and
 ``bench/architectures_bench.py``.  The distributed workers publish their cache in the background
 while their completion is reported, so a task started at once may read a file from the SE: under
 load the cache hit ratio falls a little (0.89 seen), hence 0.85 there.  The Task Queue keeps its

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from glidein_ext.agent.agent import AgentConfig
+from glidein_ext.agent.settings import AgentSettings
 from glidein_ext.cache.store import CacheStore
 from glidein_ext.glidein.cacheneed import read_cache_need
 from glidein_ext.glidein.handoff.agent import GlideinAgent, GlideinAgentConfig
@@ -47,8 +48,7 @@ def _glidein_agent(server: TqServer, tmp_path: Path, lanes: int) -> GlideinAgent
         workdir=workdir,
         host="wn-need",
         se_dir=tmp_path / "se",
-        poll_interval=0.3,
-        round_period=0.5,
+        settings=AgentSettings(poll_interval=0.3, round_period=0.5),
     )
     config = GlideinAgentConfig(
         agent=agent,

@@ -1,4 +1,4 @@
-"""One pilot's costly Requirements cannot stall the Task Queue (``tq.service.costly``).
+"""One pilot's costly Requirements cannot stall the Task Queue (``tq.service.matching.costly``).
 
 A crafted ``regexp`` runs ~0.15 s per call in classad2, which holds the GIL: before, a pilot whose
 Requirements called it was matched on the event loop against each task group in turn, and every

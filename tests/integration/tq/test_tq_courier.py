@@ -29,10 +29,11 @@ def _offers(server: TqServer) -> int:
     return _courier(server)["offers"]
 
 
-def test_an_urgent_task_is_pushed_to_a_standing_offer(
-    tq_server: Callable[..., TqServer], wait_until: Callable[..., Any]
-) -> None:
-    server = tq_server(courier_priority="100")
+def _stand_offer(
+    server: TqServer,
+) -> tuple[threading.Thread, list[tuple[float, TaskAssignment | None]]]:
+    """A pilot registered at ``server`` asks for a task with a 30 s offer, in a thread: the thread
+    and where it puts (when, what) it got."""
     pilot = server.pilot()
     pilot_id = pilot.register(Registration(site="T0", host="wn1")).pilot_id
     got: list[tuple[float, TaskAssignment | None]] = []
@@ -43,6 +44,14 @@ def test_an_urgent_task_is_pushed_to_a_standing_offer(
 
     asking = threading.Thread(target=ask, name="offer")
     asking.start()
+    return asking, got
+
+
+def test_an_urgent_task_is_pushed_to_a_standing_offer(
+    tq_server: Callable[..., TqServer], wait_until: Callable[..., Any]
+) -> None:
+    server = tq_server(courier_priority="100")
+    asking, got = _stand_offer(server)
     wait_until(lambda: _offers(server) == 1, 20, "the request to stand as an offer")
     operator = server.operator()
     operator.submit({"name": "slow", "tasks": [{"name": "low", "command": "true"}]})
@@ -88,19 +97,10 @@ def test_an_urgent_task_submitted_through_another_instance_is_pushed(
     pg_url: str, tq_server: Callable[..., TqServer], wait_until: Callable[..., Any]
 ) -> None:
     """A pool (Lee 2003 4.2): the offer stands at one instance, the task comes through another;
-    the pool's notification carries it over (``tq.service.courier_pool``)."""
+    the pool's notification carries it over (``tq.service.pool.courier_pool``)."""
     first = tq_server("tq-a", database=pg_url, courier_priority="100")
     second = tq_server("tq-b", database=pg_url, courier_priority="100")
-    pilot = second.pilot()
-    pilot_id = pilot.register(Registration(site="T0", host="wn1")).pilot_id
-    got: list[tuple[float, TaskAssignment | None]] = []
-
-    def ask() -> None:
-        task = pilot.request(pilot_id, wait=30)
-        got.append((time.monotonic(), task))
-
-    asking = threading.Thread(target=ask, name="offer")
-    asking.start()
+    asking, got = _stand_offer(second)
     wait_until(lambda: _offers(second) == 1, 20, "the request to stand as an offer")
     submitted = time.monotonic()
     first.operator().submit(

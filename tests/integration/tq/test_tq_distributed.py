@@ -6,7 +6,6 @@ pilots of a Python 3.9 worker node (no numpy, no scipy: greedy) do the same."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,9 +15,8 @@ import pytest
 from glidein_ext.testbed.site_runs import SiteRun
 from glidein_ext.testbed.tq_server import PILOT, TqServer, tq_env
 from glidein_ext.tq.workflow import generate
-from tests.support.py39 import find_python39
+from tests.support.py39 import find_python39, run_python39
 
-ROOT = Path(__file__).resolve().parents[3]
 STORAGE_XML = """<storage-mapping>
   <lfn-to-pfn protocol="direct" path-match="/+store/(.*)" result="file://{se}/cms/data/$1"/>
   <pfn-to-lfn protocol="direct" path-match="file://{se}/cms/data/(.*)" result="/store/$1"/>
@@ -87,12 +85,15 @@ from pathlib import Path
 assert sys.version_info[:2] == (3, 9), sys.version
 logging.basicConfig(level=logging.WARNING, format="%(message)s")
 from glidein_ext.agent.agent import AgentConfig
+from glidein_ext.agent.settings import AgentSettings
 from glidein_ext.agent.swarm import Swarm, swarm_configs
 url, token, workdir, se_dir = sys.argv[1:5]
 base = AgentConfig(
     url=url, token=token, site="T0", workdir=Path(workdir), se_dir=Path(se_dir), host="py39",
-    poll_interval=0.2, max_idle=6, retry_for=10, cache_max_space=10**8, cache_min_threshold=0,
-    round_period=0.5, round_window=0.05,
+    max_idle=6, settings=AgentSettings(
+        poll_interval=0.2, retry_for=10, cache_max_space=str(10**8), cache_min_threshold="0",
+        round_period=0.5, round_window=0.05,
+    ),
 )
 swarm = Swarm(swarm_configs(base, 4))
 ran = swarm.run()
@@ -109,22 +110,10 @@ def test_pilots_on_python_3_9_run_a_distributed_site(tmp_path: Path) -> None:
     se.mkdir()
     with TqServer(tmp_path / "tq", args=["--architecture", "distributed"]) as server:
         server.operator().submit(generate("w3", scale=4 / 40, sleep=0.1))
-        env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONNOUSERSITE="1")
-        done = subprocess.run(
-            [
-                python,
-                "-c",
-                PY39_SWARM,
-                server.url,
-                PILOT,
-                str(tmp_path / "w"),
-                str(tmp_path / "se"),
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
+        done = run_python39(
+            python,
+            *("-c", PY39_SWARM, server.url, PILOT, str(tmp_path / "w"), str(tmp_path / "se")),
             timeout=180,
-            check=False,
         )
         states = server.operator().status().workflows[0].tasks
     assert done.returncode == 0, done.stderr[-3000:]

@@ -48,17 +48,24 @@ def _workflow(runs: Path) -> dict[str, Any]:
     return {"name": "kill", "defaults": {"max_runtime": 120}, "tasks": tasks}
 
 
-def test_killing_the_master_elects_another_and_loses_nothing(tmp_path: Path) -> None:
-    runs = tmp_path / "runs.log"
-    with SiteRun(
+def master_first(tmp_path: Path, pilots: int, **more: Any) -> SiteRun:
+    """A distributed site of ``pilots`` pilots in two processes, pilot 1 alone in the first: it
+    registers first, so it is the master; rounds every second (``more``: other ``SiteRun``
+    fields)."""
+    return SiteRun(
         tmp_path / "site",
         "distributed",
-        pilots=31,
+        pilots=pilots,
         processes=2,
-        first_alone=True,  # pilot 1, alone in its process, registers first: the master
+        first_alone=True,
         pilot_args=("--round-period", "1", "--round-window", "0.1"),
-        tq_args=("--master-timeout", "4"),
-    ) as site:
+        **more,
+    )
+
+
+def test_killing_the_master_elects_another_and_loses_nothing(tmp_path: Path) -> None:
+    runs = tmp_path / "runs.log"
+    with master_first(tmp_path, 31, tq_args=("--master-timeout", "4")) as site:
         operator = site.operator
         (first,) = operator.call("GET", "/api/v1/counters")["masters"]["T2_XX_Test"]
         assert (first["pilot_id"], first["epoch"]) == (1, 1)

@@ -12,20 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from glidein_ext.testbed.site_runs import SiteRun
+from tests.integration.tq.test_tq_master_kill import master_first
 
 pytestmark = pytest.mark.heavy  # real processes: with the other heavy tests (tests/conftest.py)
 
 
 def test_a_leaving_master_hands_the_role_on_at_once(tmp_path: Path) -> None:
-    with SiteRun(
-        tmp_path / "site",
-        "distributed",
-        pilots=9,
-        processes=2,
-        first_alone=True,  # pilot 1, alone in its process, registers first: the master
-        pilot_args=("--round-period", "1", "--round-window", "0.1"),
-    ) as site:
+    with master_first(tmp_path, 9) as site:
         operator = site.operator
         first = site.run_workflow("w1", 0.1, sleep=0.2)
         assert first["tasks_done"] >= first["tasks"]

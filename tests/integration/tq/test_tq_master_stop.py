@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from glidein_ext.testbed.site_runs import SITE, SiteRun
-from tests.integration.tq.test_tq_master_kill import CHAINS, _workflow
+from glidein_ext.testbed.site_runs import SITE
+from tests.integration.tq.test_tq_master_kill import CHAINS, _workflow, master_first
 
 # CPU-heavy: runs in one xdist worker with the other heavy tests (tests/conftest.py).
 pytestmark = pytest.mark.heavy
@@ -23,15 +23,8 @@ pytestmark = pytest.mark.heavy
 
 def test_a_frozen_master_is_superseded_and_no_completion_is_lost(tmp_path: Path) -> None:
     runs = tmp_path / "runs.log"
-    with SiteRun(
-        tmp_path / "site",
-        "distributed",
-        pilots=31,
-        processes=2,
-        first_alone=True,  # pilot 1, alone in its process: the master, frozen below
-        pilot_args=("--round-period", "1", "--round-window", "0.1"),
-        tq_args=("--master-timeout", "4"),
-    ) as site:
+    # pilot 1, alone in its process: the master, frozen below
+    with master_first(tmp_path, 31, tq_args=("--master-timeout", "4")) as site:
         operator = site.operator
         answer = operator.submit(_workflow(runs))
         deadline = time.monotonic() + 60

@@ -19,26 +19,16 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from glidein_ext.testbed.tls import make_pki, openssl_available
+from glidein_ext.testbed.tls import make_pki, openssl_available, self_signed
 from glidein_ext.testbed.tq_server import OPERATOR, PILOT, TqServer
+from tests.support.cli import operator_env, run_cli
 
 DASHBOARD = Path(__file__).resolve().parents[3] / "glidein_ext/tq/service/grafana/task-queue.json"
 
 
 def cli(*args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
     """``glidein-ext ARGS`` as a process (the operator's token set); never a traceback."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("GLIDEIN_EXT_")}
-    done = subprocess.run(
-        [sys.executable, "-m", "glidein_ext", *args],
-        check=False,
-        env={**base, "GLIDEIN_EXT_TQ_OPERATOR_TOKEN": OPERATOR, **env},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    return done
+    return run_cli(*args, env=operator_env(**env), timeout=timeout)
 
 
 def test_a_failed_tasks_reason_is_shown_by_status_task_and_the_pilots_log(
@@ -283,30 +273,7 @@ def test_tls_mistakes_are_each_one_clear_line(
     assert "PEM lib" not in alone.stderr
 
     # A self-signed certificate without subjectAltName: the service warns, clients say why.
-    cert, key = tmp_path / "nosan.pem", tmp_path / "nosan.key"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    cert, key = self_signed(tmp_path, "nosan", subject="/CN=127.0.0.1")
     port_file = tmp_path / "nosan.port"
     log_path = tmp_path / "nosan.log"
     with open(log_path, "wb") as log:

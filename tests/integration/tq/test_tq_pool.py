@@ -1,10 +1,11 @@
 """A pool of TQ instances on one PostgreSQL database is one live queue (Lee 2003).
 
 In-process: two stores (two instances' state) on one database, the second with its listener
-(``tq.service.notify``) running in a thread: what the first commits reaches the second's matcher by
-notification, waitForData sees the other instance's pilots, a resync repairs a missed change.
-Then three real ``tq serve`` processes: a task submitted through one is taken through another
-within a second, and the PilotMonitor's role (an advisory lock) moves when its holder is killed.
+(``tq.service.pool.notify``) running in a thread: what the first commits reaches the second's
+matcher by notification, waitForData sees the other instance's pilots, a resync repairs a missed
+change. Then three real ``tq serve`` processes: a task submitted through one is taken through
+another within a second, and the PilotMonitor's role (an advisory lock) moves when its holder is
+killed.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from glidein_ext.tq.client.protocol import (
 )
 from glidein_ext.tq.models import Architecture
 from glidein_ext.tq.service.db import make_engine, migrate
-from glidein_ext.tq.service.notify import PoolListener, libpq_url, named_url
+from glidein_ext.tq.service.pool.notify import PoolListener, libpq_url, named_url
 from glidein_ext.tq.service.store import Store
 from glidein_ext.tq.workflow import parse_workflow
 from tests.support.postgres import pg_server, pg_url

@@ -1,8 +1,8 @@
 """What only PostgreSQL does: migrations under an advisory lock, two stores and two services on one
 database, and the service with real pilots on it.
 
-The store's own suite runs on PostgreSQL too (``tests/unit/tq/service/test_tq_store.py``).  The
-server comes from ``tests.support.postgres`` (skips without PostgreSQL, fails if
+The store's own suite runs on PostgreSQL too (``tests/unit/tq/service/store/test_tq_store.py``).
+The server comes from ``tests.support.postgres`` (skips without PostgreSQL, fails if
 ``GLIDEIN_EXT_REQUIRE_POSTGRES=1``).
 """
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from glidein_ext.tq.client.protocol import Registration
-from glidein_ext.tq.service import insight
 from glidein_ext.tq.service.server import open_store
 from glidein_ext.tq.service.settings import TqSettings
-from glidein_ext.tq.service.stuck import QUEUED_IDLE, StuckDetector, Thresholds
+from glidein_ext.tq.service.watch import insight
+from glidein_ext.tq.service.watch.stuck import QUEUED_IDLE, StuckDetector, Thresholds
 from glidein_ext.tq.workflow import parse_workflow
 
 

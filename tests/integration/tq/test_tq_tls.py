@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +20,7 @@ from glidein_ext.testbed.tls import Pki, make_pki, openssl_available
 from glidein_ext.testbed.tq_server import OPERATOR, TqServer
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.service.db import make_engine
+from tests.support.cli import operator_env, run_cli
 
 pytestmark = pytest.mark.skipif(not openssl_available(), reason="needs the openssl command")
 
@@ -33,23 +33,8 @@ def pki(tmp_path: Path) -> Pki:
 def cli(
     *args: str, env: dict[str, str] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    """``glidein-ext ARGS`` as a process: its exit code, stdout and stderr."""
-    done = subprocess.run(
-        [sys.executable, "-m", "glidein_ext", *args],
-        check=False,
-        env=env if env is not None else operator_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    return done
-
-
-def operator_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GLIDEIN_EXT_")}
-    return {**env, "GLIDEIN_EXT_TQ_OPERATOR_TOKEN": OPERATOR}
+    """``glidein-ext ARGS`` as a process (the operator's environment unless ``env``)."""
+    return run_cli(*args, env=env if env is not None else operator_env(), timeout=timeout)
 
 
 def test_plain_http_to_the_tls_port_gets_no_answer(

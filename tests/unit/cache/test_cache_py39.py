@@ -7,64 +7,18 @@ otherwise): store, temporaries, host sharing, peer server and client over 127.0.
 
 from __future__ import annotations
 
-import ast
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.support.py39 import find_python39
+from tests.support.py39 import check_file, find_python39, newer_constructs, run_python39
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "glidein_ext" / "cache"
-NEWER_IMPORTS = {
-    "tomllib",
-    "StrEnum",
-    "TaskGroup",
-    "Self",
-    "TypeAlias",
-    "ParamSpec",
-    "TypeGuard",
-    "Concatenate",
-}
-
-
-def _newer_constructs(tree: ast.AST) -> list[str]:
-    """Python 3.10+ constructs that the 3.9 grammar accepts but 3.9 fails on at run time."""
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            name = getattr(node.func, "id", getattr(node.func, "attr", ""))
-            keywords = {k.arg for k in node.keywords if k.arg}
-            if name == "zip" and "strict" in keywords:
-                found.append(f"line {node.lineno}: zip(strict=)")
-            if name == "dataclass" and keywords & {"slots", "kw_only", "match_args"}:
-                found.append(f"line {node.lineno}: dataclass({', '.join(sorted(keywords))})")
-            if name in {"isinstance", "issubclass"} and any(
-                isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.BitOr)
-                for arg in node.args[1:]
-                for sub in ast.walk(arg)
-            ):
-                found.append(f"line {node.lineno}: {name}(x, A | B)")
-            if name == "timeout" and getattr(node.func, "value", None) is not None:
-                found.append(f"line {node.lineno}: asyncio.timeout")
-        if isinstance(node, (ast.ImportFrom, ast.Import)):
-            names = {alias.name for alias in node.names}
-            names.add(getattr(node, "module", None) or "")
-            for name in sorted(names & NEWER_IMPORTS):
-                found.append(f"line {node.lineno}: import of {name}")
-    return found
 
 
 def test_cache_sources_are_python_3_9() -> None:
-    problems = []
-    for path in sorted(PACKAGE.glob("*.py")):
-        source = path.read_text(encoding="utf-8")
-        tree = ast.parse(source, str(path), feature_version=(3, 9))
-        if path.name != "__init__.py" and "from __future__ import annotations" not in source:
-            problems.append(f"{path.name}: no 'from __future__ import annotations'")
-        problems += [f"{path.name}: {what}" for what in _newer_constructs(tree)]
+    problems = [problem for path in sorted(PACKAGE.glob("*.py")) for problem in check_file(path)]
     assert problems == []
 
 
@@ -73,7 +27,7 @@ def test_the_static_check_sees_what_it_looks_for() -> None:
         "import tomllib\nfrom typing import Self\n@dataclass(slots=True)\nclass A: pass\n"
         "isinstance(x, int | float)\nzip(a, b, strict=True)\n"
     )
-    assert len(_newer_constructs(ast.parse(bad))) == 5
+    assert len(newer_constructs(bad)) == 5
 
 
 SMOKE = r"""
@@ -147,14 +101,5 @@ def test_the_cache_runs_on_python_3_9() -> None:
     python = find_python39()
     if python is None:
         pytest.skip("no Python 3.9 interpreter on this machine")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONNOUSERSITE="1")
-    done = subprocess.run(
-        [python, "-W", "error", "-c", SMOKE],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=120,
-        check=False,
-    )
+    done = run_python39(python, "-W", "error", "-c", SMOKE, cwd=ROOT, timeout=120)
     assert (done.returncode, done.stdout, done.stderr) == (0, "py39 ok\n", "")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from glidein_ext.cli import main
+from glidein_ext.sim.experiments import EXPERIMENTS, OLD_NAMES, find
 
 
 def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -26,18 +27,25 @@ def test_list_names_every_experiment_on_one_line(capsys: pytest.CaptureFixture[s
     code, out, _ = _run(["experiment", "--list"], capsys)
     assert code == 0
     names = [line.split()[0] for line in out.splitlines()]
-    assert "seed000-scaling" in names and "seed001-cache" in names
+    assert "dht-scaling" in names and "tq-cache" in names
     assert len(names) == len(set(names)) >= 7
+    assert not [name for name in names if name.startswith("seed")]  # the old names stay hidden
+
+
+def test_the_old_names_still_name_their_experiments() -> None:
+    for old, new in OLD_NAMES.items():
+        assert find(old) is EXPERIMENTS[new] is find(new), old
+    assert find("seed009-nope") is None
 
 
 @pytest.mark.parametrize(
     ("args", "says"),
     [
         (["experiment", "nope", "--out", "x"], "unknown experiment 'nope'"),
-        (["experiment", "seed001-cache"], "--out DIR is required"),
+        (["experiment", "tq-cache"], "--out DIR is required"),
         (["experiment"], "name an experiment"),
-        (["experiment", "seed001-cache", "--out", "x", "--seed", "-1"], "--seed"),
-        (["experiment", "seed001-cache", "--out", "x", "--seed", "one"], "seed"),
+        (["experiment", "tq-cache", "--out", "x", "--seed", "-1"], "--seed"),
+        (["experiment", "tq-cache", "--out", "x", "--seed", "one"], "seed"),
     ],
 )
 def test_bad_names_and_options_are_one_line_and_exit_2(
@@ -55,7 +63,7 @@ def test_a_quick_experiment_writes_its_tables(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "cache"
-    args = ["experiment", "seed001-cache", "--quick", "--reference-costs", "--out", str(out)]
+    args = ["experiment", "tq-cache", "--quick", "--reference-costs", "--out", str(out)]
     code, stdout, _ = _run(args, capsys)
     assert code == 0, stdout
     with (out / "summary.csv").open(encoding="utf-8") as handle:
@@ -76,7 +84,7 @@ def test_without_matplotlib_the_command_names_the_extra(
         return None if name == "matplotlib" else real(name, package)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    code, _, err = _run(["experiment", "seed001-cache", "--out", str(tmp_path / "x")], capsys)
+    code, _, err = _run(["experiment", "tq-cache", "--out", str(tmp_path / "x")], capsys)
     assert code != 0
     assert "glidein-ext[experiments]" in err and "Traceback" not in err
     assert len([line for line in err.splitlines() if line.strip()]) == 1
@@ -105,7 +113,7 @@ def test_a_run_whose_stderr_is_not_a_terminal_prints_progress_lines(tmp_path: Pa
 
     done = subprocess.run(
         [
-            *(sys.executable, "-m", "glidein_ext", "experiment", "seed001-cache", "--quick"),
+            *(sys.executable, "-m", "glidein_ext", "experiment", "tq-cache", "--quick"),
             *("--reference-costs", "--out", str(tmp_path / "o")),
         ],
         capture_output=True,
@@ -114,6 +122,6 @@ def test_a_run_whose_stderr_is_not_a_terminal_prints_progress_lines(tmp_path: Pa
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "seed001-cache: 1/" in done.stderr
-    total = done.stderr.split("seed001-cache: 1/")[1].split()[0]
-    assert f"seed001-cache: {total}/{total} runs" in done.stderr
+    assert "tq-cache: 1/" in done.stderr
+    total = done.stderr.split("tq-cache: 1/")[1].split()[0]
+    assert f"tq-cache: {total}/{total} runs" in done.stderr

@@ -4,7 +4,7 @@ reference lines come from, and the largest size's numbers (it used to be empty).
 from __future__ import annotations
 
 from glidein_ext.sim.calibration import REFERENCE
-from glidein_ext.sim.experiments.seed000 import SERIES, scaling_notes
+from glidein_ext.sim.experiments.delgado2014 import SERIES, scaling_notes
 
 
 def test_scaling_notes_describe_the_runs_parameters_references_and_results() -> None:

@@ -7,7 +7,7 @@ is answered but never counted twice.  One lock serialises the operations of one 
 and guards the matcher (also after a commit: a pool's listener updates it from another thread).
 
 Several TQ processes may share one PostgreSQL database, each with its own matcher kept in step
-with the others' changes by notification (``pool``, ``tq.service.notify``).  A task is handed
+with the others' changes by notification (``pool``, ``tq.service.pool.notify``).  A task is handed
 out by a conditional update (``state = 'queued'``) of a row no other transaction holds (``SKIP
 LOCKED``): of two processes choosing the same task, the second skips it (or, once the first has
 committed, updates nothing) and chooses again: both can never win.  Pilot

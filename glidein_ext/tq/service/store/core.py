@@ -37,7 +37,7 @@ from glidein_ext.tq.models import (
     TaskState,
 )
 from glidein_ext.tq.service import tables as t
-from glidein_ext.tq.service.matcher import Matcher
+from glidein_ext.tq.service.matching.matcher import Matcher
 from glidein_ext.tq.service.store.statements import row_by_id
 
 ACTIVE = (PilotState.IDLE.value, PilotState.BUSY.value)

@@ -4,7 +4,7 @@ revoke.
 Only the SHA-256 of a secret is stored.  Revoking a credential ends its live pilots at once (they
 are ``lost``, their tasks requeued): at a distributed site the master vouches for every pilot of
 the site, so a revoked pilot would otherwise never lapse.  Which pilot a credential registered is
-``pilots.credential_id`` (``pilot_owner``); the rules are ``tq.service.auth``.
+``pilots.credential_id`` (``pilot_owner``); the rules are ``tq.service.api.auth``.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from glidein_ext.tq.client.protocol import (
 from glidein_ext.tq.manager.monitor import SiteView
 from glidein_ext.tq.models import Architecture, PilotInfo
 from glidein_ext.tq.service.counters import RunCounters
-from glidein_ext.tq.service.matcher import Matcher
+from glidein_ext.tq.service.matching.matcher import Matcher
 from glidein_ext.tq.service.store.bookkeeping import MonitorBookkeeping
 from glidein_ext.tq.service.store.claim import MasterClaim
 from glidein_ext.tq.service.store.completions import Completions
@@ -262,7 +262,7 @@ class Store:
     # --- a pool of instances on one database (Lee 2003) -------------------------------------
 
     def absorb(self, news: News) -> None:
-        """Make the matcher agree with what other instances changed (``tq.service.notify``);
+        """Make the matcher agree with what other instances changed (``tq.service.pool.notify``);
         one transaction if something must be re-read, none otherwise."""
         if not news.tasks and not news.pilots:
             return

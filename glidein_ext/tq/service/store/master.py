@@ -12,7 +12,7 @@ asks about (those it met since its claim) and names those that are no live pilot
 more (revoked, gone: the master tells them to leave).
 
 What ``sync`` offers is chosen by ``store.offers`` (``sched.offers.choose_offers``).  ``assign``
-checks every pair both ways, as the pre-DHT matcher does (``tq.service.matcher``,
+checks every pair both ways, as the pre-DHT matcher does (``tq.service.matching.matcher``,
 ``store.offers.mismatch``): a refused pair says why in the answer (``Refused``) and in the
 counters.  An accepted pair names its task's successors (``store.successors``); a round
 that offers only those makes no ``sync``, and its ``assign`` carries the completions, recorded

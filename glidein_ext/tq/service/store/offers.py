@@ -6,7 +6,7 @@ too): only tasks whose Requirements match one of the site's registered pilots; a
 were made at several sites goes to the one holding most of them (the rest are read from the SE),
 and to the others when it would wait while their matching pilots are idle; the tasks whose inputs
 an idle pilot of the site made come first.  A pair is checked as the pre-DHT matcher checks it
-(``tq.service.matcher``): resources, life, then HTCondor's match both ways (``mismatch``).
+(``tq.service.matching.matcher``): resources, life, then HTCondor's match both ways (``mismatch``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from glidein_ext.sched.offers import Made, Member, Runnable, choose_offers
 from glidein_ext.tq.client.protocol import TaskOffer
 from glidein_ext.tq.models import Architecture, MatchSpec, PilotInfo, PilotState, TaskState
 from glidein_ext.tq.service import tables as t
-from glidein_ext.tq.service.match_groups import pilot_ad, task_ad
+from glidein_ext.tq.service.matching.match_groups import pilot_ad, task_ad
 from glidein_ext.tq.service.store.core import ACTIVE, CHUNK, StoreCore, pilot_info, spec_of
 from glidein_ext.tq.service.store.sites import SiteCoordination
 
@@ -145,7 +145,7 @@ def mismatch(
 ) -> str | None:
     """Why this task may not run on this pilot (one short line), or None: its resources and life
     (``MaxRunTime`` within the pilot's remaining life), then HTCondor's match both ways (the
-    pre-DHT matcher's check, ``tq.service.matcher``)."""
+    pre-DHT matcher's check, ``tq.service.matching.matcher``)."""
     if spec.request_cpus > pilot.cpus:
         return f"the task asks for {spec.request_cpus} CPUs, the pilot has {pilot.cpus}"
     if spec.request_memory > pilot.memory:

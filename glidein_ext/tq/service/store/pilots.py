@@ -33,7 +33,7 @@ from glidein_ext.tq.client.protocol import (
 )
 from glidein_ext.tq.models import PilotInfo, PilotState, QueuedTask, TaskState
 from glidein_ext.tq.service import tables as t
-from glidein_ext.tq.service.match_groups import pilot_ad
+from glidein_ext.tq.service.matching.match_groups import pilot_ad
 from glidein_ext.tq.service.store.core import (
     ACTIVE,
     StoreCore,

@@ -2,7 +2,7 @@
 database.
 
 Every instance of a pool keeps its own matcher; what another instance changed reaches it as a
-notification naming the row and its new state (``tq.service.notify``), and ``absorb`` makes the
+notification naming the row and its new state (``tq.service.pool.notify``), and ``absorb`` makes the
 matcher agree: a task taken or ended elsewhere is dropped, a queued task the matcher lacks is read;
 a pilot that left is dropped, one that turned idle or busy is flagged so, a new pilot or a changed
 cache list is read (its ad rebuilt only if what it registered changed).  This instance's own

@@ -29,7 +29,7 @@ from sqlalchemy.engine import Connection
 from glidein_ext.tq.client.protocol import TaskOffer
 from glidein_ext.tq.models import MatchSpec, TaskState
 from glidein_ext.tq.service import tables as t
-from glidein_ext.tq.service.match_groups import pilot_ad, task_ad
+from glidein_ext.tq.service.matching.match_groups import pilot_ad, task_ad
 from glidein_ext.tq.service.store.core import chunks, pilot_info, spec_of
 from glidein_ext.tq.service.store.offers import mismatch, offer_of
 

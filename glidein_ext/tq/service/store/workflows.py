@@ -20,7 +20,7 @@ from glidein_ext.errors import WorkflowError
 from glidein_ext.tq.client.limits import shorten
 from glidein_ext.tq.models import QueuedTask, TaskState
 from glidein_ext.tq.service import tables as t
-from glidein_ext.tq.service.match_groups import task_ad
+from glidein_ext.tq.service.matching.match_groups import task_ad
 from glidein_ext.tq.service.store.core import (
     StoreCore,
     Tx,

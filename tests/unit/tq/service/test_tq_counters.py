@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from glidein_ext.tq.service.counters import (
     MAX_PHASES,
     RunCounters,
+    call_kind,
     idle_gaps,
     percentile,
     request_kind,
@@ -14,27 +19,83 @@ from glidein_ext.tq.service.counters import (
 
 
 @pytest.mark.parametrize(
-    ("method", "path", "kind"),
+    ("method", "path", "kind", "pilot_kind"),
     [
-        ("POST", "/api/v1/pilots", "register"),
-        ("POST", "/api/v1/pilots/12/request", "request"),
-        ("POST", "/api/v1/pilots/12/heartbeat", "heartbeat"),
-        ("POST", "/api/v1/pilots/12/complete", "complete"),
-        ("DELETE", "/api/v1/pilots/12", "deregister"),
-        ("POST", "/api/v1/sites/T2_CH_CERN/master", "claim"),
-        ("POST", "/api/v1/sites/T2_CH_CERN/sync", "sync"),
-        ("POST", "/api/v1/sites/T2_CH_CERN/assign", "assign"),
-        ("GET", "/api/v1/status", None),
-        ("POST", "/api/v1/workflows", None),
-        ("GET", "/api/v1/counters", None),
-        ("GET", "/api/v1/pilots/12", None),
-        ("POST", "/api/v1/pilots/12/request/x", None),
+        ("POST", "/api/v1/pilots", "register", "register"),
+        ("POST", "/api/v1/pilots/12/request", "request", "request"),
+        ("POST", "/api/v1/pilots/12/heartbeat", "heartbeat", "heartbeat"),
+        ("POST", "/api/v1/pilots/12/complete", "complete", "complete"),
+        ("DELETE", "/api/v1/pilots/12", "deregister", "deregister"),
+        ("POST", "/api/v1/sites/T2_CH_CERN/master", "claim", "claim"),
+        ("POST", "/api/v1/sites/T1/sync", "sync", "sync"),
+        ("POST", "/api/v1/sites/T1/assign", "assign", "assign"),
+        ("GET", "/api/v1/status", "status", None),
+        ("POST", "/api/v1/workflows", "submit", None),
+        ("GET", "/api/v1/counters", "counters", None),
+        ("GET", "/api/v1/pilots/12", "other", None),
+        ("POST", "/api/v1/pilots/12/request/x", "other", None),
+        ("GET", "/api/v1/tasks/3", "tasks", None),
+        ("GET", "/metrics", "metrics", None),
+        ("GET", "/healthz", "healthz", None),
+        ("GET", "/api/v1/pilots/12/x/y", "other", None),
+        ("GET", "/nowhere", "other", None),
     ],
 )
-def test_pilot_requests_are_told_from_operators_calls(
-    method: str, path: str, kind: str | None
+def test_every_call_has_a_kind_and_pilot_requests_are_told_from_operators_calls(
+    method: str, path: str, kind: str, pilot_kind: str | None
 ) -> None:
-    assert request_kind(method, path) == kind
+    """The metrics' kind of every call (no regular expression on the path: a few string
+    operations), and the run's counters' kind of a pilot's request."""
+    assert call_kind(method, path) == kind
+    assert request_kind(method, path) == pilot_kind
+
+
+# What a pilot's request was, as a regular expression each (the definition the kinds are held to).
+PILOT_PATTERNS = (
+    ("POST", re.compile(r"^/api/v1/pilots/?$"), "register"),
+    ("POST", re.compile(r"^/api/v1/pilots/[^/]+/request$"), "request"),
+    ("POST", re.compile(r"^/api/v1/pilots/[^/]+/heartbeat$"), "heartbeat"),
+    ("POST", re.compile(r"^/api/v1/pilots/[^/]+/complete$"), "complete"),
+    ("DELETE", re.compile(r"^/api/v1/pilots/[^/]+$"), "deregister"),
+    ("POST", re.compile(r"^/api/v1/sites/[^/]+/master$"), "claim"),
+    ("POST", re.compile(r"^/api/v1/sites/[^/]+/sync$"), "sync"),
+    ("POST", re.compile(r"^/api/v1/sites/[^/]+/assign$"), "assign"),
+)
+SEGMENTS = st.sampled_from(
+    (
+        "api",
+        "v1",
+        "pilots",
+        "sites",
+        "12",
+        "T1",
+        "request",
+        "heartbeat",
+        "complete",
+        "master",
+        "sync",
+        "assign",
+        "workflows",
+        "status",
+        "metrics",
+        "healthz",
+        "",
+        "x y",
+    )
+)
+
+
+@given(
+    st.sampled_from(["POST", "DELETE", "GET", "PUT"]),
+    st.lists(SEGMENTS, max_size=3),
+    st.sampled_from(["/api/v1/", "/api/v1", "/", "/api/v2/"]),
+)
+def test_a_pilot_request_is_what_its_pattern_says(
+    method: str, segments: list[str], prefix: str
+) -> None:
+    path = prefix + "/".join(segments)
+    expected = next((k for m, p, k in PILOT_PATTERNS if m == method and p.match(path)), None)
+    assert request_kind(method, path) == expected
 
 
 def test_percentiles_and_gaps() -> None:

@@ -1,0 +1,435 @@
+"""What operators see beyond ``status``: one task in full, tasks by state, why a queued task waits,
+the sites' masters, the stuck-work snapshot and the gauges of ``/metrics``.
+
+Read-only queries over the store's engine (each one short transaction of its own, never the
+store's lock), kept apart from the store's request path.  Who may run a task is decided by the
+matcher's own rules (``tq.service.matching.matcher``: Requirements both ways, resources, the pilot's
+remaining life), on a throw-away Matcher built from the database's rows, so the answer is the
+same whatever the sites' architecture (Delgado Peris 2014 §III: pre-DHT, centralized,
+distributed) and whichever instance of a pool (Lee 2003) answers.
+
+Why a queued task waits, in the order checked (like ``condor_q -better-analyze`` for an idle
+job): no live pilot may run it; every pilot that may is busy; waitForData holds it for idle
+pilots that cache its inputs (Hasham 2011 §IV-E, bounded); at a distributed site, an input was
+produced at another site, so its master is not offered it (Delgado Peris 2014 §III.B); otherwise
+idle pilots that may run it have not taken it yet (they ask at their own pace; the stuck-work
+warnings say when that lasts).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from glidein_ext.errors import TaskQueueNotFound
+from glidein_ext.tq.models import UNFINISHED, PilotState, QueuedTask, TaskState
+from glidein_ext.tq.service import tables as t
+from glidein_ext.tq.service.matching.matcher import Matcher
+from glidein_ext.tq.service.store.core import pilot_info, queued_task
+from glidein_ext.tq.service.watch.stuck import BusyPilot, Snapshot, WorkflowProgress
+from glidein_ext.tq.service.watch.stuck import QueuedTask as StuckTask
+
+LIVE = (PilotState.IDLE.value, PilotState.BUSY.value)
+REPORT_CHARS = 2000  # of a task's last report in an answer
+LIST_LIMIT = 10_000
+
+
+def _read(engine: Engine) -> Any:
+    return engine.connect()
+
+
+def _matching(
+    tasks: Iterable[QueuedTask], pilots: Iterable[Any], now: float
+) -> dict[int, list[int]]:
+    """Task id -> the pilots (rows) that may run it, by the matcher's rules."""
+    matcher = Matcher()
+    for task in tasks:
+        matcher.add_task(task)
+    found: dict[int, list[int]] = defaultdict(list)
+    for row in pilots:
+        matcher.add_pilot(pilot_info(row))
+        for task_id in matcher.matching(row.id, now):
+            found[task_id].append(row.id)
+        matcher.remove_pilot(row.id)
+    return found
+
+
+def _live_pilots(conn: Connection) -> list[Any]:
+    return list(
+        conn.execute(sa.select(t.pilots).where(t.pilots.c.state.in_(LIVE)).order_by(t.pilots.c.id))
+    )
+
+
+def task_detail(
+    engine: Engine,
+    task_id: int,
+    now: float,
+    wait_for_data: float,
+    architecture_of: Callable[[str], str],
+) -> dict[str, Any]:
+    """One task: its fields, attempts, last report and exit code, pilot (site, host), times, and
+    ``why`` (one line: why a waiting or queued task is not running)."""
+    with _read(engine) as conn:
+        row = conn.execute(sa.select(t.tasks).where(t.tasks.c.id == task_id)).first()
+        if row is None:
+            raise TaskQueueNotFound(f"no task {task_id}")
+        workflow = conn.execute(
+            sa.select(t.workflows).where(t.workflows.c.id == row.workflow_id)
+        ).one()
+        attempts = [
+            {
+                "attempt": a.attempt,
+                "pilot_id": a.pilot_id,
+                "exit_code": a.exit_code,
+                "ok": bool(a.ok),
+                "at": a.at,
+                **_where(conn, a.pilot_id),
+            }
+            for a in conn.execute(
+                sa.select(t.completions)
+                .where(t.completions.c.task_id == task_id)
+                .order_by(t.completions.c.attempt)
+            )
+        ]
+        why = None
+        if row.state == TaskState.WAITING.value:
+            why = _why_waiting(conn, row)
+        elif row.state == TaskState.QUEUED.value:
+            why = _why_queued(conn, row, now, wait_for_data, architecture_of)
+        last_pilot = row.pilot_id if row.pilot_id is not None else None
+        if last_pilot is None and attempts:
+            last_pilot = attempts[-1]["pilot_id"]
+        detail = {
+            "id": row.id,
+            "workflow_id": row.workflow_id,
+            "workflow": workflow.name,
+            "name": row.name,
+            "step": row.step,
+            "command": row.command,
+            "state": row.state,
+            "attempt": row.attempt,
+            "failures": row.failures,
+            "max_retries": row.max_retries,
+            "priority": row.priority,
+            "inputs": json.loads(row.inputs),
+            "outputs": json.loads(row.outputs),
+            "after": json.loads(row.after),
+            "exit_code": row.exit_code,
+            "report": None if row.report is None else row.report[-REPORT_CHARS:],
+            "pilot_id": last_pilot,
+            **_where(conn, last_pilot),
+            "submitted_at": workflow.submitted_at,
+            "runnable_since": row.runnable_since,
+            "finished_at": row.finished_at,
+            "attempts": attempts,
+            "why": why,
+        }
+    return detail
+
+
+def _where(conn: Connection, pilot_id: int | None) -> dict[str, Any]:
+    if pilot_id is None:
+        return {"site": None, "host": None}
+    pilot = conn.execute(
+        sa.select(t.pilots.c.site, t.pilots.c.host).where(t.pilots.c.id == pilot_id)
+    ).first()
+    return (
+        {"site": None, "host": None} if pilot is None else {"site": pilot.site, "host": pilot.host}
+    )
+
+
+def _why_waiting(conn: Connection, row: Any) -> str:
+    inputs = json.loads(row.inputs)
+    present: set[str] = set()
+    for start in range(0, len(inputs), 500):
+        chunk = inputs[start : start + 500]
+        present.update(conn.scalars(sa.select(t.files.c.lfn).where(t.files.c.lfn.in_(chunk))))
+    missing = [lfn for lfn in inputs if lfn not in present]
+    after = json.loads(row.after)
+    pending = []
+    if after:
+        pending = [
+            f"{r.id} ({r.name}, {r.state})"
+            for r in conn.execute(
+                sa.select(t.tasks.c.id, t.tasks.c.name, t.tasks.c.state).where(
+                    t.tasks.c.id.in_(after), t.tasks.c.state != TaskState.DONE.value
+                )
+            )
+        ]
+    parts = []
+    if missing:
+        shown = ", ".join(missing[:3]) + (
+            f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        )
+        parts.append(f"waiting for data: {len(missing)} input(s) not produced yet ({shown})")
+    if pending:
+        shown = ", ".join(pending[:3]) + (
+            f" and {len(pending) - 3} more" if len(pending) > 3 else ""
+        )
+        parts.append(f"waiting for task(s) {shown}")
+    return "; ".join(parts) or "waiting: becomes queued at the next change"
+
+
+def _why_queued(
+    conn: Connection,
+    row: Any,
+    now: float,
+    wait_for_data: float,
+    architecture_of: Callable[[str], str],
+) -> str:
+    live = _live_pilots(conn)
+    task = queued_task(row)
+    matches = set(_matching([task], live, now).get(row.id, ()))
+    if not live:
+        return "no matching pilot: no pilot is registered and alive"
+    fitting = [p for p in live if p.id in matches]
+    if not fitting:
+        sites = Counter(p.site for p in live)
+        shown = ", ".join(f"{site}={n}" for site, n in sorted(sites.items()))
+        return (
+            f"no matching pilot: none of the {len(live)} live pilot(s) ({shown}) meets its "
+            "Requirements, resources (cpus, memory, disk) or remaining life, or its Requirements "
+            "refuse the task"
+        )
+    idle = [p for p in fitting if p.state == PilotState.IDLE.value]
+    if not idle:
+        return (
+            f"every pilot that may run it is busy ({len(fitting)}: {_ids(p.id for p in fitting)})"
+        )
+    inputs = set(task.inputs)
+    holders = [p for p in idle if inputs & set(json.loads(p.cached))]
+    until = (row.runnable_since or 0.0) + wait_for_data
+    if holders and now < until:
+        return (
+            f"waiting for data: held for idle pilot(s) {_ids(p.id for p in holders)} caching its "
+            f"inputs (waitForData), for {until - now:.0f} s more"
+        )
+    distributed = [p for p in idle if architecture_of(p.site) == "distributed"]
+    if distributed and len(distributed) == len(idle):
+        foreign = _foreign_sites(conn, task.inputs, {p.site for p in distributed})
+        if foreign:
+            return (
+                f"not offered: input(s) produced at {', '.join(sorted(foreign))}, not at this site"
+            )
+        return (
+            f"offered to the master of {', '.join(sorted({p.site for p in distributed}))}; "
+            f"not assigned yet (idle pilot(s) {_ids(p.id for p in distributed)})"
+        )
+    return (
+        f"not taken yet: idle pilot(s) {_ids(p.id for p in idle)} may run it and have not asked "
+        "since (see the warnings of `tq status`)"
+    )
+
+
+def _foreign_sites(conn: Connection, inputs: Sequence[str], sites: set[str]) -> set[str]:
+    if not inputs:
+        return set()
+    found = conn.scalars(
+        sa.select(t.files.c.site).where(
+            t.files.c.lfn.in_(list(inputs)[:500]), t.files.c.site.isnot(None)
+        )
+    )
+    return {site for site in found if site not in sites}
+
+
+def _ids(ids: Iterable[object], limit: int = 5) -> str:
+    items = list(ids)
+    shown = ", ".join(str(i) for i in items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def list_tasks(
+    engine: Engine, workflow_id: int | None, state: str | None, limit: int
+) -> list[dict[str, Any]]:
+    """Tasks in id order, with their last report's last line and their pilot (holding it now,
+    else the last attempt's) with its site and host."""
+    pilot_id = sa.func.coalesce(t.tasks.c.pilot_id, t.completions.c.pilot_id)
+    query = (
+        sa.select(
+            t.tasks.c.id,
+            t.tasks.c.workflow_id,
+            t.tasks.c.name,
+            t.tasks.c.state,
+            t.tasks.c.attempt,
+            t.tasks.c.failures,
+            t.tasks.c.exit_code,
+            t.tasks.c.report,
+            pilot_id.label("pilot_id"),
+            t.tasks.c.finished_at,
+            t.pilots.c.site,
+            t.pilots.c.host,
+        )
+        .select_from(
+            t.tasks.outerjoin(
+                t.completions,
+                sa.and_(
+                    t.completions.c.task_id == t.tasks.c.id,
+                    t.completions.c.attempt == t.tasks.c.attempt,
+                ),
+            ).outerjoin(t.pilots, t.pilots.c.id == pilot_id)
+        )
+        .order_by(t.tasks.c.id)
+        .limit(min(limit, LIST_LIMIT))
+    )
+    if workflow_id is not None:
+        query = query.where(t.tasks.c.workflow_id == workflow_id)
+    if state is not None:
+        query = query.where(t.tasks.c.state == state)
+    with _read(engine) as conn:
+        rows = conn.execute(query).all()
+    return [
+        {
+            "id": r.id,
+            "workflow_id": r.workflow_id,
+            "name": r.name,
+            "state": r.state,
+            "attempt": r.attempt,
+            "failures": r.failures,
+            "exit_code": r.exit_code,
+            "report": _first_line(r.report),
+            "pilot_id": r.pilot_id,
+            "site": r.site,
+            "host": r.host,
+            "finished_at": r.finished_at,
+        }
+        for r in rows
+    ]
+
+
+def _first_line(text: str | None, limit: int = 200) -> str | None:
+    if text is None:
+        return None
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:limit] if lines else ""
+
+
+def masters(engine: Engine) -> list[dict[str, Any]]:
+    """Each site with a DHT: its master (None: none now), epoch, the master's last call."""
+    with _read(engine) as conn:
+        rows = conn.execute(sa.select(t.site_state).order_by(t.site_state.c.site)).all()
+    return [
+        {"site": r.site, "master_id": r.master_id, "epoch": r.epoch, "master_seen": r.master_seen}
+        for r in rows
+    ]
+
+
+def stuck_snapshot(engine: Engine, now: float) -> Snapshot:
+    """What ``tq.service.watch.stuck`` looks at: queued tasks with the idle pilots that may run
+    them, busy pilots with their last sign of life, unfinished workflows' progress."""
+    with _read(engine) as conn:
+        idle = list(
+            conn.execute(sa.select(t.pilots).where(t.pilots.c.state == PilotState.IDLE.value))
+        )
+        queued_rows = list(
+            conn.execute(
+                sa.select(
+                    t.tasks.c.id,
+                    t.tasks.c.workflow_id,
+                    t.tasks.c.spec,
+                    t.tasks.c.inputs,
+                    t.tasks.c.priority,
+                    t.tasks.c.runnable_since,
+                ).where(t.tasks.c.state == TaskState.QUEUED.value)
+            )
+        )
+        busy = [
+            BusyPilot(r.id, r.site, r.task_id, r.last_seen)
+            for r in conn.execute(
+                sa.select(
+                    t.pilots.c.id, t.pilots.c.site, t.pilots.c.task_id, t.pilots.c.last_seen
+                ).where(t.pilots.c.state == PilotState.BUSY.value)
+            )
+        ]
+        per_wf: dict[int, Counter[str]] = defaultdict(Counter)
+        for wf_id, state, n in conn.execute(
+            sa.select(t.tasks.c.workflow_id, t.tasks.c.state, sa.func.count())
+            .where(t.tasks.c.state.in_(UNFINISHED))
+            .group_by(t.tasks.c.workflow_id, t.tasks.c.state)
+        ):
+            per_wf[wf_id][state] = n
+        workflows = []
+        if per_wf:
+            ended = dict(
+                conn.execute(
+                    sa.select(t.tasks.c.workflow_id, sa.func.max(t.tasks.c.finished_at))
+                    .where(t.tasks.c.workflow_id.in_(list(per_wf)))
+                    .group_by(t.tasks.c.workflow_id)
+                ).all()
+            )
+            for wf in conn.execute(
+                sa.select(t.workflows).where(t.workflows.c.id.in_(list(per_wf)))
+            ):
+                counts = per_wf[wf.id]
+                last = max(wf.submitted_at, ended.get(wf.id) or 0.0)
+                workflows.append(
+                    WorkflowProgress(
+                        wf.id,
+                        wf.name,
+                        sum(counts.values()),
+                        counts[TaskState.RUNNING.value],
+                        last,
+                    )
+                )
+    tasks = [queued_task(r) for r in queued_rows]
+    matches = _matching(tasks, idle, now) if idle and tasks else {}
+    queued = [
+        StuckTask(r.id, r.workflow_id, tuple(sorted(matches.get(r.id, ())))) for r in queued_rows
+    ]
+    return Snapshot(now=now, queued=queued, busy=busy, workflows=workflows)
+
+
+@dataclass(frozen=True)
+class Gauges:
+    """The state ``/metrics`` exports at each scrape (one short transaction)."""
+
+    tasks: dict[tuple[str, str], int]  # (workflow "id:name", state) -> n
+    pilots: dict[tuple[str, str], int]  # (site, state) -> n
+    masters: list[dict[str, Any]]
+
+
+def gauges(engine: Engine) -> Gauges:
+    with _read(engine) as conn:
+        names = dict(conn.execute(sa.select(t.workflows.c.id, t.workflows.c.name)).all())
+        tasks: dict[tuple[str, str], int] = {}
+        for wf_id, state, n in conn.execute(
+            sa.select(t.tasks.c.workflow_id, t.tasks.c.state, sa.func.count()).group_by(
+                t.tasks.c.workflow_id, t.tasks.c.state
+            )
+        ):
+            tasks[(f"{wf_id}:{names.get(wf_id, '')}", state)] = n
+        pilots: dict[tuple[str, str], int] = {}
+        for site, state, n in conn.execute(
+            sa.select(t.pilots.c.site, t.pilots.c.state, sa.func.count()).group_by(
+                t.pilots.c.site, t.pilots.c.state
+            )
+        ):
+            pilots[(site, state)] = n
+        for site, n in conn.execute(
+            sa.select(t.submissions.c.site, sa.func.count())
+            .where(t.submissions.c.state == PilotState.INACTIVE.value)
+            .group_by(t.submissions.c.site)
+        ):
+            pilots[(site, PilotState.INACTIVE.value)] = n
+        rows = conn.execute(sa.select(t.site_state)).all()
+    found = [
+        {"site": r.site, "master_id": r.master_id, "epoch": r.epoch, "master_seen": r.master_seen}
+        for r in rows
+    ]
+    return Gauges(tasks, pilots, found)
+
+
+def completions_by_site(engine: Engine) -> dict[tuple[str, str], int]:
+    """Accepted completions by the reporting pilot's site and result (``ok``, ``failed``)."""
+    with _read(engine) as conn:
+        rows = conn.execute(
+            sa.select(t.pilots.c.site, t.completions.c.ok, sa.func.count())
+            .select_from(t.completions.join(t.pilots, t.pilots.c.id == t.completions.c.pilot_id))
+            .group_by(t.pilots.c.site, t.completions.c.ok)
+        ).all()
+    return {(site, "ok" if ok else "failed"): n for site, ok, n in rows}

@@ -1,0 +1,284 @@
+"""``/metrics``: the Task Queue in the Prometheus text format (``prometheus_client``), and the
+request log.
+
+Per call, one ASGI middleware (:class:`RequestMetrics`) classifies the request by kind without a
+regular expression, takes two clock readings, increments one counter and observes one histogram
+(children cached per label set), and writes a DEBUG line on ``glidein_ext.tq.requests`` only when
+that logger is enabled (``tq serve --log-level debug``).  Everything else is read at scrape time
+by :class:`StateCollector`: tasks by workflow and state, pilots by site and state, each site's
+master and epoch, the run's counters (rounds, inputs by origin: what the pilots report), the
+background loops' health and the stuck-work warnings.  Each application has its own registry, so
+several in one process (tests) never clash.
+
+The names (all ``glidein_ext_tq_*``) are listed in ``NAMES``; the Grafana dashboard shipped in
+``glidein_ext/tq/service/grafana/`` uses only these (a test holds them together).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from glidein_ext import __version__
+from glidein_ext.tq.service.counters import call_kind
+from glidein_ext.tq.service.loops import WatchedLoop
+from glidein_ext.tq.service.watch.stuck import StuckDetector
+
+PREFIX = "glidein_ext_tq"
+request_log = logging.getLogger("glidein_ext.tq.requests")
+# Seconds: the pilot calls take about a millisecond; a submit of a large workflow, seconds.
+BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+# Every metric family /metrics exports (without the _total/_bucket/... suffixes).
+NAMES = (
+    f"{PREFIX}_requests",
+    f"{PREFIX}_request_duration_seconds",
+    f"{PREFIX}_tasks",
+    f"{PREFIX}_pilots",
+    f"{PREFIX}_site_master",
+    f"{PREFIX}_site_master_epoch",
+    f"{PREFIX}_site_master_last_seen_timestamp_seconds",
+    f"{PREFIX}_masters_granted",
+    f"{PREFIX}_rounds",
+    f"{PREFIX}_round_rank_sum",
+    f"{PREFIX}_round_pilots_served",
+    f"{PREFIX}_round_phase_seconds",
+    f"{PREFIX}_task_inputs",
+    f"{PREFIX}_completions",
+    f"{PREFIX}_loop_passes",
+    f"{PREFIX}_loop_errors",
+    f"{PREFIX}_loop_stuck",
+    f"{PREFIX}_loop_last_ok_timestamp_seconds",
+    f"{PREFIX}_warnings",
+    f"{PREFIX}_info",
+)
+
+
+class RequestMetrics:
+    """ASGI middleware: every HTTP request counted by kind and status, its duration observed,
+    and (logger enabled) one DEBUG line: ``METHOD PATH STATUS MS``."""
+
+    def __init__(self, app: ASGIApp, requests: Counter, durations: Histogram) -> None:
+        self.app = app
+        self.requests = requests
+        self.durations = durations
+        self._counted: dict[tuple[str, int], Any] = {}
+        self._timed: dict[str, Any] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500  # unless an answer starts
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            self._record(scope["method"], scope["path"], status, time.perf_counter() - start)
+
+    def _record(self, method: str, path: str, status: int, seconds: float) -> None:
+        kind = call_kind(method, path)
+        counted = self._counted.get((kind, status))
+        if counted is None:
+            counted = self._counted[(kind, status)] = self.requests.labels(kind, str(status))
+        counted.inc()
+        timed = self._timed.get(kind)
+        if timed is None:
+            timed = self._timed[kind] = self.durations.labels(kind)
+        timed.observe(seconds)
+        if request_log.isEnabledFor(logging.DEBUG):
+            request_log.debug("%s %s %d %.1f ms", method, path, status, seconds * 1000)
+
+
+class StateCollector(Collector):
+    """The Task Queue's state, read at each scrape."""
+
+    def __init__(
+        self,
+        gauges: Callable[[], Any],
+        counters: Callable[[], dict[str, Any]],
+        completions: Callable[[], dict[tuple[str, str], int]],
+        loops: Sequence[WatchedLoop],
+        detector: StuckDetector | None,
+    ) -> None:
+        self.gauges = gauges
+        self.counters = counters
+        self.completions = completions
+        self.loops = loops
+        self.detector = detector
+
+    def collect(self) -> Iterator[Metric]:
+        info = GaugeMetricFamily(f"{PREFIX}_info", "The Task Queue's version.", labels=["version"])
+        info.add_metric([__version__], 1)
+        yield info
+        found = self.gauges()
+        tasks = GaugeMetricFamily(
+            f"{PREFIX}_tasks",
+            "Tasks by workflow (id:name) and state.",
+            labels=["workflow", "state"],
+        )
+        for (workflow, state), n in sorted(found.tasks.items()):
+            tasks.add_metric([workflow, state], n)
+        yield tasks
+        pilots = GaugeMetricFamily(
+            f"{PREFIX}_pilots",
+            "Pilots by site and state (inactive: submitted, not registered yet).",
+            labels=["site", "state"],
+        )
+        for (site, state), n in sorted(found.pilots.items()):
+            pilots.add_metric([site, state], n)
+        yield pilots
+        yield from self._masters(found.masters)
+        yield from self._run()
+        done = CounterMetricFamily(
+            f"{PREFIX}_completions",
+            "Accepted task completions by the reporting pilot's site and result (ok, failed).",
+            labels=["site", "result"],
+        )
+        for (site, result), n in sorted(self.completions().items()):
+            done.add_metric([site, result], n)
+        yield done
+        yield from self._loops()
+        warnings = GaugeMetricFamily(
+            f"{PREFIX}_warnings", "Stuck-work warnings holding now, by kind.", labels=["kind"]
+        )
+        by_kind: dict[str, int] = {"queued-idle": 0, "silent-pilot": 0, "no-progress": 0}
+        for item in self.detector.current if self.detector is not None else ():
+            by_kind[item.kind] = by_kind.get(item.kind, 0) + 1
+        for kind, n in sorted(by_kind.items()):
+            warnings.add_metric([kind], n)
+        yield warnings
+
+    def _masters(self, masters: list[dict[str, Any]]) -> Iterator[Metric]:
+        master = GaugeMetricFamily(
+            f"{PREFIX}_site_master",
+            "A distributed site's master pilot id (0: none).",
+            labels=["site"],
+        )
+        epoch = GaugeMetricFamily(
+            f"{PREFIX}_site_master_epoch", "The epoch of a site's master role.", labels=["site"]
+        )
+        seen = GaugeMetricFamily(
+            f"{PREFIX}_site_master_last_seen_timestamp_seconds",
+            "When a site's master last called the Task Queue.",
+            labels=["site"],
+        )
+        for item in masters:
+            master.add_metric([item["site"]], item["master_id"] or 0)
+            epoch.add_metric([item["site"]], item["epoch"])
+            if item["master_seen"] is not None:
+                seen.add_metric([item["site"]], item["master_seen"])
+        yield master
+        yield epoch
+        yield seen
+
+    def _run(self) -> Iterator[Metric]:
+        snapshot = self.counters()
+        overall = snapshot["overall"]
+        granted = CounterMetricFamily(
+            f"{PREFIX}_masters_granted",
+            "Master roles granted since the Task Queue started, by site.",
+            labels=["site"],
+        )
+        for site, grants in sorted(snapshot["masters"].items()):
+            granted.add_metric([site], len(grants))
+        yield granted
+        rounds = overall["rounds"]
+        yield CounterMetricFamily(
+            f"{PREFIX}_rounds", "Distributed masters' assignment rounds.", value=rounds["n"]
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_round_rank_sum",
+            "Sum of the ranks masters assigned (Delgado Peris 2014 §III.C).",
+            value=rounds["rank_sum"],
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_round_pilots_served",
+            "Pilots served by masters' rounds.",
+            value=rounds["served"],
+        )
+        phases = CounterMetricFamily(
+            f"{PREFIX}_round_phase_seconds",
+            "Seconds distributed masters' rounds spent in each phase, by site.",
+            labels=["site", "phase"],
+        )
+        for site, totals in sorted(snapshot.get("phases", {}).items()):
+            for phase, seconds in sorted(totals.items()):
+                phases.add_metric([site, phase], seconds)
+        yield phases
+        inputs = CounterMetricFamily(
+            f"{PREFIX}_task_inputs",
+            "Task inputs the pilots read, by origin (cache, host, peer, se).",
+            labels=["origin"],
+        )
+        for origin, n in sorted(overall["inputs"].items()):
+            inputs.add_metric([origin], n)
+        yield inputs
+
+    def _loops(self) -> Iterator[Metric]:
+        now = time.time()
+        passes = CounterMetricFamily(
+            f"{PREFIX}_loop_passes", "Background loops' successful passes.", labels=["loop"]
+        )
+        errors = CounterMetricFamily(
+            f"{PREFIX}_loop_errors", "Background loops' failed passes.", labels=["loop"]
+        )
+        stuck = GaugeMetricFamily(
+            f"{PREFIX}_loop_stuck", "1 when a background loop is stuck.", labels=["loop"]
+        )
+        last_ok = GaugeMetricFamily(
+            f"{PREFIX}_loop_last_ok_timestamp_seconds",
+            "A background loop's last successful pass.",
+            labels=["loop"],
+        )
+        for loop in self.loops:
+            passes.add_metric([loop.name], loop.passes)
+            errors.add_metric([loop.name], loop.errors)
+            stuck.add_metric([loop.name], 1 if loop.stuck(now) else 0)
+            if loop.last_ok is not None:
+                last_ok.add_metric([loop.name], loop.last_ok)
+        yield passes
+        yield errors
+        yield stuck
+        yield last_ok
+
+
+class Metrics:
+    """One application's registry: the request instruments and the state collector."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.requests = Counter(
+            f"{PREFIX}_requests",
+            "HTTP requests by kind and status code.",
+            ["kind", "status"],
+            registry=self.registry,
+        )
+        self.durations = Histogram(
+            f"{PREFIX}_request_duration_seconds",
+            "HTTP request latency by kind (seconds, in the service).",
+            ["kind"],
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+
+    def add_state(self, collector: StateCollector) -> None:
+        self.registry.register(collector)
+
+    def exposition(self) -> tuple[bytes, str]:
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -1,0 +1,34 @@
+"""``glidein-ext`` as a process, for the tests that drive its command line end to end."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+
+from glidein_ext.testbed.tq_server import OPERATOR
+
+
+def operator_env(**extra: str) -> dict[str, str]:
+    """This process's environment without any ``GLIDEIN_EXT_*`` setting, with the test Task
+    Queue's operator token, plus ``extra``."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GLIDEIN_EXT_")}
+    return {**base, "GLIDEIN_EXT_TQ_OPERATOR_TOKEN": OPERATOR, **extra}
+
+
+def run_cli(
+    *args: str, env: Mapping[str, str], timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """``glidein-ext ARGS`` as a process: its exit code, stdout and stderr; never a traceback."""
+    done = subprocess.run(
+        [sys.executable, "-m", "glidein_ext", *args],
+        check=False,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
