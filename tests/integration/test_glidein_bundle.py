@@ -24,6 +24,7 @@ import pytest
 from glidein_ext.adfile import read_ad
 from glidein_ext.glidein.pilotad import PILOT_AD_SCHEMA
 from tests.support.glideinwms import (
+    build_factory_files,
     config_values,
     error_gen_calls,
     frontend_match,
@@ -37,15 +38,7 @@ SCRIPT = REPO / "scripts" / "glidein-ext-setup.sh"
 @pytest.fixture(scope="module")
 def factory(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The build's output directory: glidein-ext.tar.gz and glidein-ext-setup.sh."""
-    out = tmp_path_factory.mktemp("factory")
-    subprocess.run(
-        [str(REPO / "scripts" / "build-glidein-bundle"), str(out / "glidein-ext.tar.gz")],
-        check=True,
-        capture_output=True,
-        timeout=300,
-        env={**os.environ, "PYTHON": sys.executable},
-    )
-    return out
+    return build_factory_files(tmp_path_factory.mktemp("factory"))
 
 
 def doc_block(doc: str, heading: str, language: str) -> str:

@@ -8,10 +8,8 @@ watchdog) with the chroot's python3.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +22,7 @@ from glidein_ext.glidein.info import load_info
 from glidein_ext.glidein.pilotad import PILOT_AD_SCHEMA
 from glidein_ext.sandbox.pool import GLIDEIN_BASE_CONFIG, CondorSandbox, wait_for
 from tests.support.glideinwms import (
+    build_factory_files,
     condor_vars,
     config_values,
     error_gen_calls,
@@ -78,15 +77,7 @@ def startup_config(
 @pytest.fixture(scope="module")
 def factory_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """What the factory ships: scripts/build-glidein-bundle's output directory."""
-    out = tmp_path_factory.mktemp("factory")
-    subprocess.run(
-        [str(REPO / "scripts" / "build-glidein-bundle"), str(out / "glidein-ext.tar.gz")],
-        check=True,
-        capture_output=True,
-        timeout=300,
-        env={**os.environ, "PYTHON": sys.executable},
-    )
-    return out
+    return build_factory_files(tmp_path_factory.mktemp("factory"))
 
 
 @pytest.fixture

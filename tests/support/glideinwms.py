@@ -9,6 +9,9 @@ exercised without a factory; the HTCondor side is real in the integration test.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,22 @@ ERROR_GEN = """\
 for arg in "$@"; do echo "$arg"; done >> "$(dirname "$0")/error_gen.calls"
 echo "--" >> "$(dirname "$0")/error_gen.calls"
 """
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def build_factory_files(out: Path) -> Path:
+    """What the factory ships, built by scripts/build-glidein-bundle into ``out``:
+    glidein-ext.tar.gz and glidein-ext-setup.sh."""
+    subprocess.run(
+        [str(REPO / "scripts" / "build-glidein-bundle"), str(out / "glidein-ext.tar.gz")],
+        check=True,
+        capture_output=True,
+        timeout=300,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
+    return out
 
 
 def make_glidein_config(base: Path, entries: dict[str, str]) -> Path:

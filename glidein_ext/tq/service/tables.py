@@ -52,23 +52,22 @@ tasks = Table(
     Index("ix_tasks_workflow_state", "workflow_id", "state"),  # a workflow's unfinished tasks
 )
 
-task_inputs = Table(
-    "task_inputs",
-    metadata,
-    Column("task_id", Integer, ForeignKey("tasks.id"), primary_key=True),
-    Column("lfn", String(1024), primary_key=True),
-    Index("ix_task_inputs_lfn", "lfn"),
-)
 
+def _task_lfns(name: str) -> Table:
+    """The LFNs a task reads or writes: one row per task and LFN, indexed by LFN."""
+    return Table(
+        name,
+        metadata,
+        Column("task_id", Integer, ForeignKey("tasks.id"), primary_key=True),
+        Column("lfn", String(1024), primary_key=True),
+        Index(f"ix_{name}_lfn", "lfn"),
+    )
+
+
+task_inputs = _task_lfns("task_inputs")
 # Who produces what (Hasham 2011 §IV): at submit, an output another unfailed task produces is
 # refused.
-task_outputs = Table(
-    "task_outputs",
-    metadata,
-    Column("task_id", Integer, ForeignKey("tasks.id"), primary_key=True),
-    Column("lfn", String(1024), primary_key=True),
-    Index("ix_task_outputs_lfn", "lfn"),
-)
+task_outputs = _task_lfns("task_outputs")
 
 task_after = Table(
     "task_after",

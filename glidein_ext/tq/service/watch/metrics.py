@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -60,6 +60,20 @@ NAMES = (
     f"{PREFIX}_warnings",
     f"{PREFIX}_info",
 )
+
+
+def _family(
+    kind: type[GaugeMetricFamily] | type[CounterMetricFamily],
+    name: str,
+    documentation: str,
+    labels: Sequence[str],
+    samples: Iterable[tuple[Sequence[str], float]],
+) -> Metric:
+    """One family of ``PREFIX_name``: a sample for each (label values, value), in that order."""
+    family = kind(f"{PREFIX}_{name}", documentation, labels=list(labels))
+    for values, value in samples:
+        family.add_metric(list(values), value)
+    return family
 
 
 class RequestMetrics:
@@ -127,42 +141,40 @@ class StateCollector(Collector):
         info.add_metric([__version__], 1)
         yield info
         found = self.gauges()
-        tasks = GaugeMetricFamily(
-            f"{PREFIX}_tasks",
+        yield _family(
+            GaugeMetricFamily,
+            "tasks",
             "Tasks by workflow (id:name) and state.",
-            labels=["workflow", "state"],
+            ["workflow", "state"],
+            sorted(found.tasks.items()),
         )
-        for (workflow, state), n in sorted(found.tasks.items()):
-            tasks.add_metric([workflow, state], n)
-        yield tasks
-        pilots = GaugeMetricFamily(
-            f"{PREFIX}_pilots",
+        yield _family(
+            GaugeMetricFamily,
+            "pilots",
             "Pilots by site and state (inactive: submitted, not registered yet).",
-            labels=["site", "state"],
+            ["site", "state"],
+            sorted(found.pilots.items()),
         )
-        for (site, state), n in sorted(found.pilots.items()):
-            pilots.add_metric([site, state], n)
-        yield pilots
         yield from self._masters(found.masters)
         yield from self._run()
-        done = CounterMetricFamily(
-            f"{PREFIX}_completions",
+        yield _family(
+            CounterMetricFamily,
+            "completions",
             "Accepted task completions by the reporting pilot's site and result (ok, failed).",
-            labels=["site", "result"],
+            ["site", "result"],
+            sorted(self.completions().items()),
         )
-        for (site, result), n in sorted(self.completions().items()):
-            done.add_metric([site, result], n)
-        yield done
         yield from self._loops()
-        warnings = GaugeMetricFamily(
-            f"{PREFIX}_warnings", "Stuck-work warnings holding now, by kind.", labels=["kind"]
-        )
         by_kind: dict[str, int] = {"queued-idle": 0, "silent-pilot": 0, "no-progress": 0}
         for item in self.detector.current if self.detector is not None else ():
             by_kind[item.kind] = by_kind.get(item.kind, 0) + 1
-        for kind, n in sorted(by_kind.items()):
-            warnings.add_metric([kind], n)
-        yield warnings
+        yield _family(
+            GaugeMetricFamily,
+            "warnings",
+            "Stuck-work warnings holding now, by kind.",
+            ["kind"],
+            (((kind,), n) for kind, n in sorted(by_kind.items())),
+        )
 
     def _masters(self, masters: list[dict[str, Any]]) -> Iterator[Metric]:
         master = GaugeMetricFamily(
@@ -190,14 +202,13 @@ class StateCollector(Collector):
     def _run(self) -> Iterator[Metric]:
         snapshot = self.counters()
         overall = snapshot["overall"]
-        granted = CounterMetricFamily(
-            f"{PREFIX}_masters_granted",
+        yield _family(
+            CounterMetricFamily,
+            "masters_granted",
             "Master roles granted since the Task Queue started, by site.",
-            labels=["site"],
+            ["site"],
+            (((site,), len(grants)) for site, grants in sorted(snapshot["masters"].items())),
         )
-        for site, grants in sorted(snapshot["masters"].items()):
-            granted.add_metric([site], len(grants))
-        yield granted
         rounds = overall["rounds"]
         yield CounterMetricFamily(
             f"{PREFIX}_rounds", "Distributed masters' assignment rounds.", value=rounds["n"]
@@ -212,23 +223,24 @@ class StateCollector(Collector):
             "Pilots served by masters' rounds.",
             value=rounds["served"],
         )
-        phases = CounterMetricFamily(
-            f"{PREFIX}_round_phase_seconds",
+        yield _family(
+            CounterMetricFamily,
+            "round_phase_seconds",
             "Seconds distributed masters' rounds spent in each phase, by site.",
-            labels=["site", "phase"],
+            ["site", "phase"],
+            (
+                ((site, phase), seconds)
+                for site, totals in sorted(snapshot.get("phases", {}).items())
+                for phase, seconds in sorted(totals.items())
+            ),
         )
-        for site, totals in sorted(snapshot.get("phases", {}).items()):
-            for phase, seconds in sorted(totals.items()):
-                phases.add_metric([site, phase], seconds)
-        yield phases
-        inputs = CounterMetricFamily(
-            f"{PREFIX}_task_inputs",
+        yield _family(
+            CounterMetricFamily,
+            "task_inputs",
             "Task inputs the pilots read, by origin (cache, host, peer, se).",
-            labels=["origin"],
+            ["origin"],
+            (((origin,), n) for origin, n in sorted(overall["inputs"].items())),
         )
-        for origin, n in sorted(overall["inputs"].items()):
-            inputs.add_metric([origin], n)
-        yield inputs
 
     def _loops(self) -> Iterator[Metric]:
         now = time.time()
