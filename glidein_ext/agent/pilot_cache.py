@@ -34,12 +34,11 @@ from glidein_ext.agent.locations import Location
 from glidein_ext.agent.settings import AgentSettings
 from glidein_ext.cache.checksum import FileMeta, meta_of_file
 from glidein_ext.cache.hostshare import HostShare, PeerCache
-from glidein_ext.cache.layout import data_file
 from glidein_ext.cache.lru import cache_capacity
 from glidein_ext.cache.peer import PeerClient
 from glidein_ext.cache.resolve import Resolver, Source
 from glidein_ext.cache.se import StorageElement
-from glidein_ext.cache.store import CacheStore
+from glidein_ext.cache.store import CacheStore, data_file
 from glidein_ext.cache.tfc import Catalog
 from glidein_ext.errors import CacheError, CatalogError, TransferError
 from glidein_ext.tq.client.limits import lfn_problem

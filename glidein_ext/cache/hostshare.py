@@ -24,9 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from glidein_ext.adfile import write_text_atomic
-from glidein_ext.cache.layout import DATA_DIR, data_file
 from glidein_ext.cache.lru import cache_capacity
-from glidein_ext.cache.store import CacheStore, scan_cache
+from glidein_ext.cache.store import DATA_DIR, CacheStore, data_file, scan_cache
 from glidein_ext.errors import AdFileError, CacheError
 from glidein_ext.procs import pid_alive
 

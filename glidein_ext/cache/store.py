@@ -34,11 +34,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from glidein_ext.cache.layout import DATA_DIR, PINS_DIR, TMP_DIR
 from glidein_ext.cache.lru import LruIndex
 from glidein_ext.cache.safeopen import unlink_beneath
 from glidein_ext.errors import CacheError
 from glidein_ext.procs import is_alive, pid_alive, start_ticks
+
+# The on-disk layout (Hasham 2011 §IV.C-IV.D): a cache root holds ``data/`` (an LFN
+# ``/store/a.dat`` at ``data/store/a.dat``), ``tmp/`` (transfers in progress, renamed into ``data/``
+# when complete) and ``pins/`` (one file per pinned LFN, naming the pid that pins it).  Other
+# pilots on the host read a neighbour's ``data/`` to hard-link its files.
+DATA_DIR = "data"
+TMP_DIR = "tmp"
+PINS_DIR = "pins"
+
+
+def data_file(root: Path, lfn: str) -> Path:
+    """Where ``lfn`` lives in the cache at ``root`` (the LFN is checked by the store)."""
+    return root / DATA_DIR / lfn.lstrip("/")
+
 
 log = logging.getLogger(__name__)
 

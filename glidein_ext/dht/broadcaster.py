@@ -36,8 +36,8 @@ from glidein_ext.dht.protocol import (
     parse_flag,
 )
 from glidein_ext.dht.routing import RoutingTable
+from glidein_ext.dht.rpc import NodeStats
 from glidein_ext.dht.settings import DhtSettings
-from glidein_ext.dht.stats import NodeStats
 from glidein_ext.errors import DhtError
 
 log = logging.getLogger(__name__)

@@ -35,10 +35,9 @@ from glidein_ext.dht.handler import MessageHandler, RequestHandler
 from glidein_ext.dht.lookup import Lookup, merge_values, pairs
 from glidein_ext.dht.protocol import Codec, Kind, Message, ProtocolError, WireValue
 from glidein_ext.dht.routing import RoutingTable
-from glidein_ext.dht.rpc import RpcEndpoint, RpcTimeout
+from glidein_ext.dht.rpc import NodeStats, RpcEndpoint, RpcTimeout
 from glidein_ext.dht.settings import DhtSettings
 from glidein_ext.dht.sockets import resolve, tune_socket
-from glidein_ext.dht.stats import NodeStats
 from glidein_ext.dht.storage import Storage
 from glidein_ext.errors import DhtError
 

@@ -86,7 +86,7 @@ class RoutingTable:
         self._replacements[index].pop(contact.id, None)
         evicted: Contact | None = None
         if len(bucket) >= self.k:
-            # Seed III.A: expire the least-recently-seen contact, not the newcomer.
+            # Delgado Peris 2014 §III.A: expire the least-recently-seen contact, not the newcomer.
             _, evicted = bucket.popitem(last=False)
             del self._seen_seq[evicted.id]
             del self._all[evicted.id]

@@ -12,17 +12,38 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, fields
 from typing import Any, Optional, cast
 
 from glidein_ext.dht.contact import Address
 from glidein_ext.dht.protocol import AuthError, Codec, Kind, Message, ProtocolError
 from glidein_ext.dht.replay import ReplayGuard, Verdict
-from glidein_ext.dht.stats import NodeStats
 
 log = logging.getLogger(__name__)
 
 RequestHandler = Callable[[Message, Address], Optional[list[Any]]]
 """Answers a request: the response body, or None for one-way messages."""
+
+
+@dataclass
+class NodeStats:
+    """Counters a node keeps about its traffic; tests and the benchmark read them."""
+
+    sent: int = 0
+    received: int = 0
+    dropped_malformed: int = 0
+    dropped_auth: int = 0
+    dropped_replay: int = 0
+    dropped_unexpected: int = 0
+    handler_errors: int = 0
+    rpc_timeouts: int = 0
+    broadcasts_handled: int = 0
+    broadcasts_forwarded: int = 0
+    broadcast_duplicates: int = 0
+    broadcast_late_replies: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 class RpcTimeout(Exception):

@@ -73,8 +73,7 @@ from glidein_ext.errors import MissingDependencyError
 from glidein_ext.sched.assign import FALLBACK_METHOD, assign, other_method
 from glidein_ext.sched.matrix import RankMatrix, in_order, rank_sum
 from glidein_ext.sched.ranking import InputFile, TaskEntry, TaskSpec
-from glidein_ext.sched.roundrecords import Candidates, Report, Worker
-from glidein_ext.sched.rounds import FULL_FRACTION, RoundBook
+from glidein_ext.sched.rounds import FULL_FRACTION, Candidates, Report, RoundBook, Worker
 from glidein_ext.sched.stock import HasTaskId, OfferStock
 from glidein_ext.sched.tasklist import (
     TaskList,

@@ -38,12 +38,63 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from glidein_ext.sched.ranking import TASKS_PER_IDLE
-from glidein_ext.sched.roundrecords import Candidates, Key, Report, Worker
 from glidein_ext.sched.tasklist import Reply
+
+# --- what the book keeps of each worker and hands out ---------------------------------------
+
+Key = tuple[int, int]  # (task id, attempt)
+
+
+@dataclass
+class Worker:
+    """One worker as the master sees it."""
+
+    pilot_id: int
+    address: tuple[str, int]
+    task: Key | None = None  # what it runs, per the master (None: idle)
+    missed: int = 0  # rounds in a row without its reply
+    awaiting_since: float | None = None  # idle, the completion of ``task`` not here yet
+    delivering: bool = False  # ``task`` is on its way to it (the master hands out meanwhile)
+    delivered_in: int = -1  # the round in progress when it acknowledged ``task``
+    heard: float = 0.0  # when it was last heard (a reply, a message, a probe answered)
+    finished: int = 0  # the task id of its last completion that came (0: none)
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a Task Queue call carries for the master: completions (pilot id, completion), dead
+    workers, tasks to release."""
+
+    completions: tuple[tuple[int, Any], ...] = ()
+    dead: tuple[int, ...] = ()
+    release: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The columns of the round's rank matrix: idle workers that replied, and their ranks."""
+
+    pilots: tuple[int, ...]
+    ranks: tuple[dict[int, float], ...]
+    truncated: tuple[int, ...]
+
+    def without(self, pilots: Collection[int]) -> Candidates:
+        """The candidates but ``pilots`` (given a task of their own this round)."""
+        keep = [i for i, pilot in enumerate(self.pilots) if pilot not in pilots]
+        cut = set(self.truncated)
+        return Candidates(
+            tuple(self.pilots[i] for i in keep),
+            tuple(self.ranks[i] for i in keep),
+            tuple(column for column, i in enumerate(keep) if i in cut),
+        )
+
+
+# --- the book ------------------------------------------------------------------------------------
 
 REMEMBERED = 65536  # completions remembered as reported (resends are answered, not re-reported)
 WANT_PER_IDLE = TASKS_PER_IDLE  # runnable tasks fetched per idle worker: a choice to rank
@@ -324,7 +375,7 @@ class RoundBook:
         """Seconds a round's ``sync`` may wait at the Task Queue for runnable work (a long
         poll of ``POLL_BEATS`` heartbeats, ``POLL_MAX`` at most): while the site has nothing
         runnable and the master owes nothing but quiet completions; 0 otherwise.  The Task
-        Queue sees the master at both ends of the poll (``tq.service.api_sites``; the answer is
+        Queue sees the master at both ends of the poll (``tq.service.api.sites``; the answer is
         a call: :meth:`reported`).  A completion that needs a round meanwhile makes the master
         give the poll up (``distributed.master_state``)."""
         owed = len(self._pending) > len(self._quiet) or self._in_flight or self.news

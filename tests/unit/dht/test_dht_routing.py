@@ -30,7 +30,7 @@ def test_observe_adds_and_orders_by_recency() -> None:
 
 
 def test_full_bucket_evicts_least_recently_seen() -> None:
-    # Seed III.A: least-recently-seen expiration, not Kademlia's keep-the-oldest.
+    # Delgado Peris 2014 §III.A: least-recently-seen expiration, not Kademlia's keep-the-oldest.
     table = RoutingTable(OWN, k=3)
     for i in range(3):
         table.observe(far(i))
@@ -86,7 +86,8 @@ def test_a_missed_answer_makes_a_contact_suspect_and_least_recently_seen() -> No
     assert [c.id for c in table.closest(far(2).id, 2)] == [far(0).id, far(1).id]
     assert table.closest(far(2).id, 3)[-1] == far(2)
     assert table.contacts()[-1] == far(2)
-    # Seed III.A: the least recently seen is evicted for a newcomer, and that is now the suspect.
+    # Delgado Peris 2014 §III.A: the least recently seen is evicted for a newcomer, and that is
+    # now the suspect.
     assert table.observe(far(3)) == far(2)
     assert far(2).id not in table
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from glidein_ext.sched.roundrecords import Candidates
-from glidein_ext.sched.rounds import POLL_BEATS, POLL_MAX, RoundBook
+from glidein_ext.sched.rounds import POLL_BEATS, POLL_MAX, Candidates, RoundBook
 from glidein_ext.sched.tasklist import Reply
 from glidein_ext.tq.service.site_waits import MAX_WAIT
 
