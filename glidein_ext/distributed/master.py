@@ -42,48 +42,12 @@ from typing import Any, TypeVar
 
 from glidein_ext.dht.node import DhtNode
 from glidein_ext.distributed import codec as messages
+from glidein_ext.distributed import master_state as ms
 from glidein_ext.distributed.master_state import (
     BROADCAST_FLOOR,
     CLOSE_TIMEOUT,
     REPLY_BUDGET,
     TASKLIST_BUDGET,
-    Accepted,
-    Answer,
-    ArmTimer,
-    AssignAnswered,
-    Broadcast,
-    BroadcastEnded,
-    BroadcastFailed,
-    CallAssign,
-    CallFailed,
-    CallSync,
-    Close,
-    Deliver,
-    Event,
-    Failure,
-    Finished,
-    HandOut,
-    HandOutEnded,
-    Installed,
-    Instruction,
-    LocalDone,
-    Log,
-    LogRefused,
-    MasterState,
-    MessageArrived,
-    Probe,
-    ProbeEnded,
-    RoundSolver,
-    SendEnd,
-    SendResign,
-    Solve,
-    Solved,
-    Started,
-    StepDown,
-    SyncAnswered,
-    Tick,
-    Undelivered,
-    entry_of,
 )
 from glidein_ext.errors import DhtError, StaleMasterError, TaskQueueAuthError, TaskQueueError
 from glidein_ext.sched.assign import DEFAULT_METHOD, optimal_available
@@ -143,9 +107,9 @@ class MasterRole:
         self.site = site
         self.pilot_id = pilot_id
         self.epoch = epoch
-        self.solver = RoundSolver(method, log)  # the assignment method, greedy without scipy
+        self.solver = ms.RoundSolver(method, log)  # the assignment method, greedy without scipy
         self.on_step_down = on_step_down
-        self.core: MasterState[TaskOffer] = MasterState(
+        self.core: ms.MasterState[TaskOffer] = ms.MasterState(
             pilot_id,
             epoch,
             window=window,
@@ -153,14 +117,14 @@ class MasterRole:
             heartbeat=heartbeat,
             grace=grace,
             now=time.monotonic(),
-            entry=entry_of,
+            entry=ms.entry_of,
             broadcast_timeout=broadcast_timeout,
         )
         self.refused = RefusedLog(log)  # the refused pairs' lines, rate limited
         self._tasks: set[asyncio.Future[Any]] = set()  # calls, broadcasts, sends (owned here)
         self._resigning: list[asyncio.Future[Any]] = []
         self._timer: asyncio.TimerHandle | None = None
-        self._finished: asyncio.Event | None = None  # the core's Finished came
+        self._finished: asyncio.Event | None = None  # the core's ms.Finished came
         self._ended: asyncio.Event | None = None  # set when :meth:`run` returns
 
     # --- the core's state, for the worker and the tests ----------------------------------------
@@ -186,38 +150,38 @@ class MasterRole:
         return self.core.rank_sums
 
     def busy(self) -> bool:
-        """Whether the site has work (``MasterState.busy``): a master is not idle then."""
+        """Whether the site has work (``ms.MasterState.busy``): a master is not idle then."""
         return self.core.busy()
 
     # --- events --------------------------------------------------------------------------------
 
     def install(self, pilots: Sequence[SitePilot] = ()) -> None:
         """Take the messages of a master; ``pilots``: the site's live pilots at a takeover."""
-        self._feed(Installed(time.monotonic(), tuple(pilots)))
+        self._feed(ms.Installed(time.monotonic(), tuple(pilots)))
         for kind in (messages.HELLO, messages.DONE, messages.BYE):
             self.node.register_message(kind, functools.partial(self._on_message, kind))
 
     def local_done(self, pilot_id: int, completion: Completion) -> None:
         """A completion, from a worker or from this pilot's own last task."""
-        self._feed(LocalDone(time.monotonic(), pilot_id, completion))
+        self._feed(ms.LocalDone(time.monotonic(), pilot_id, completion))
 
     def release_undelivered(self, task_id: int, pilot_id: int) -> None:
         """A task the Task Queue lists as ``pilot_id``'s never reached it: released."""
-        self._feed(Undelivered(time.monotonic(), task_id, pilot_id))
+        self._feed(ms.Undelivered(time.monotonic(), task_id, pilot_id))
 
     def _on_message(self, kind: str, payload: Any, _sender: int, _address: Any) -> Any:
         """A worker's sealed message: the core's answer (sealed; None: none)."""
         answer = None
         for instruction in self.core.handle(
-            MessageArrived(time.monotonic(), time.time(), kind, payload)
+            ms.MessageArrived(time.monotonic(), time.time(), kind, payload)
         ):
-            if isinstance(instruction, Answer):
+            if isinstance(instruction, ms.Answer):
                 answer = instruction.value
             else:
                 self._carry(instruction)
         return answer
 
-    def _feed(self, event: Event) -> None:
+    def _feed(self, event: ms.Event) -> None:
         for instruction in self.core.handle(event):
             self._carry(instruction)
 
@@ -233,7 +197,7 @@ class MasterRole:
         # neither the first round that assigns nor the node's event loop waits for them.
         warming = asyncio.get_running_loop().run_in_executor(None, optimal_available)
         try:
-            self._feed(Started(time.monotonic(), self.node.address))
+            self._feed(ms.Started(time.monotonic(), self.node.address))
             await finished.wait()
             if self._resigning:
                 await asyncio.gather(*self._resigning)
@@ -273,13 +237,13 @@ class MasterRole:
         ended = self._ended
         if ended is None:  # the rounds never started: the last sync here
             finished = self._finished_event()
-            self._feed(Close(time.monotonic()))
+            self._feed(ms.Close(time.monotonic()))
             with contextlib.suppress(asyncio.TimeoutError):  # 3.9: not the builtin's
                 await asyncio.wait_for(finished.wait(), timeout)
             self.core.active = False
             self._stop()
             return finished.is_set() and self.core.clean
-        self._feed(Close(time.monotonic()))
+        self._feed(ms.Close(time.monotonic()))
         with contextlib.suppress(asyncio.TimeoutError):  # 3.9: not the builtin's
             await asyncio.wait_for(ended.wait(), timeout)
         self.core.active = False
@@ -287,21 +251,21 @@ class MasterRole:
 
     # --- instructions --------------------------------------------------------------------------
 
-    def _carry(self, instruction: Instruction) -> None:
+    def _carry(self, instruction: ms.Instruction) -> None:
         """Carry one of the core's instructions out (a call, a send: a task owned here)."""
-        if isinstance(instruction, CallSync):
+        if isinstance(instruction, ms.CallSync):
             self._spawn(self._sync(instruction))
-        elif isinstance(instruction, CallAssign):
+        elif isinstance(instruction, ms.CallAssign):
             self._spawn(self._assign(instruction))
-        elif isinstance(instruction, Broadcast):
+        elif isinstance(instruction, ms.Broadcast):
             self._spawn(self._broadcast(instruction))
-        elif isinstance(instruction, Solve):
+        elif isinstance(instruction, ms.Solve):
             self._spawn(self._solve(instruction))
-        elif isinstance(instruction, Deliver):
+        elif isinstance(instruction, ms.Deliver):
             self._spawn(self._deliver(instruction))
-        elif isinstance(instruction, Probe):
+        elif isinstance(instruction, ms.Probe):
             self._spawn(self._probe(instruction))
-        elif isinstance(instruction, SendEnd):
+        elif isinstance(instruction, ms.SendEnd):
             body = [instruction.reason]
             self._spawn(
                 self._send(
@@ -313,7 +277,7 @@ class MasterRole:
                     "its end",
                 )
             )
-        elif isinstance(instruction, SendResign):
+        elif isinstance(instruction, ms.SendResign):
             # their order: who claims first
             body = messages.encode(messages.Resign(instruction.successors))
             send = self._spawn(
@@ -327,16 +291,16 @@ class MasterRole:
                 )
             )
             self._resigning.append(send)
-        elif isinstance(instruction, ArmTimer):
+        elif isinstance(instruction, ms.ArmTimer):
             self._arm(instruction.at)
-        elif isinstance(instruction, LogRefused):
+        elif isinstance(instruction, ms.LogRefused):
             self.refused.write(instruction.refused, instruction.now)
-        elif isinstance(instruction, Log):
+        elif isinstance(instruction, ms.Log):
             log.log(instruction.level, "%s", instruction.message)
-        elif isinstance(instruction, StepDown):
+        elif isinstance(instruction, ms.StepDown):
             log.warning("master: pilot %s steps down: %s", self.pilot_id, instruction.reason)
             self.on_step_down(instruction.reason)
-        elif isinstance(instruction, Finished):
+        elif isinstance(instruction, ms.Finished):
             if self._timer is not None:
                 self._timer.cancel()
             self._finished_event().set()
@@ -355,22 +319,22 @@ class MasterRole:
 
     def _tick(self) -> None:
         self._timer = None
-        self._feed(Tick(time.monotonic()))
+        self._feed(ms.Tick(time.monotonic()))
 
     async def _tq(self, call: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, functools.partial(call, *args))
 
-    def _failed(self, number: int, exc: TaskQueueError) -> CallFailed:
+    def _failed(self, number: int, exc: TaskQueueError) -> ms.CallFailed:
         now = time.monotonic()
         if isinstance(exc, StaleMasterError):
-            return CallFailed(now, number, Failure.STALE, str(exc))
+            return ms.CallFailed(now, number, ms.Failure.STALE, str(exc))
         if isinstance(exc, TaskQueueAuthError):  # revoked: the Task Queue ended this pilot
-            return CallFailed(now, number, Failure.REFUSED, str(exc))
+            return ms.CallFailed(now, number, ms.Failure.REFUSED, str(exc))
         log.warning("master: the Task Queue call failed (kept for the next one): %s", exc)
-        return CallFailed(now, number, Failure.ERROR, str(exc))
+        return ms.CallFailed(now, number, ms.Failure.ERROR, str(exc))
 
-    async def _sync(self, ins: CallSync) -> None:
+    async def _sync(self, ins: ms.CallSync) -> None:
         """One ``sync``; a long poll the core gives up for an event goes on here, unheeded (the
         master's next call ends it at the Task Queue)."""
         report = ins.report
@@ -391,7 +355,7 @@ class MasterRole:
             self._feed(self._failed(ins.call, exc))
             return
         self._feed(
-            SyncAnswered(
+            ms.SyncAnswered(
                 time.monotonic(),
                 ins.call,
                 answer.tasks,
@@ -404,7 +368,7 @@ class MasterRole:
             )
         )
 
-    async def _assign(self, ins: CallAssign) -> None:
+    async def _assign(self, ins: ms.CallAssign) -> None:
         completions = tuple(SiteCompletion(p, c) for p, c in ins.completions)
         call = SiteAssign(self.pilot_id, self.epoch, ins.pairs, ins.report, completions)
         try:
@@ -413,26 +377,26 @@ class MasterRole:
             self._feed(self._failed(ins.call, exc))
             return
         accepted = tuple(
-            Accepted(p.task_id, p.pilot_id, p.attempt, p.successors, p.more, p.needs)
+            ms.Accepted(p.task_id, p.pilot_id, p.attempt, p.successors, p.more, p.needs)
             for p in answer.accepted
         )
-        self._feed(AssignAnswered(time.monotonic(), ins.call, accepted, answer.refused))
+        self._feed(ms.AssignAnswered(time.monotonic(), ins.call, accepted, answer.refused))
 
-    async def _broadcast(self, ins: Broadcast) -> None:
+    async def _broadcast(self, ins: ms.Broadcast) -> None:
         try:
             result = await self.node.broadcast(TOPIC, ins.payload, timeout=ins.timeout)
         except DhtError as exc:
-            self._feed(BroadcastFailed(time.monotonic(), str(exc)))
+            self._feed(ms.BroadcastFailed(time.monotonic(), str(exc)))
             return
         now = time.monotonic()
-        self._feed(BroadcastEnded(now, result.value, result.elapsed, result.complete))
+        self._feed(ms.BroadcastEnded(now, result.value, result.elapsed, result.complete))
 
-    async def _solve(self, ins: Solve) -> None:
+    async def _solve(self, ins: ms.Solve) -> None:
         # In a thread: a large matrix takes a while, and the node's event loop must go on.
         result, other = await self._tq(self.solver.solve_both, ins.matrix)
-        self._feed(Solved(time.monotonic(), result, other))
+        self._feed(ms.Solved(time.monotonic(), result, other))
 
-    async def _deliver(self, ins: Deliver[TaskOffer]) -> None:
+    async def _deliver(self, ins: ms.Deliver[TaskOffer]) -> None:
         """One try of a hand-out: the task sealed with the worker's key."""
         offer = ins.offer
         task = TaskAssignment(
@@ -452,20 +416,20 @@ class MasterRole:
         payload = messages.seal(
             ins.key, messages.ASSIGN, ins.pilot_id, ins.epoch, body, time.time()
         )
-        outcome = HandOut.LOST
+        outcome = ms.HandOut.LOST
         try:
             answer = await self.node.message(ins.address, messages.ASSIGN, payload)
             value = messages.open_answer(ins.key, messages.ASSIGN, payload[2], answer)
-            outcome = HandOut.TAKEN if value is True else HandOut.REFUSED
+            outcome = ms.HandOut.TAKEN if value is True else ms.HandOut.REFUSED
         except DhtError:
             pass
         except ValueError:  # not the worker's answer (a forgery, or an old pilot)
             pass
-        self._feed(HandOutEnded(time.monotonic(), ins.handout, outcome))
+        self._feed(ms.HandOutEnded(time.monotonic(), ins.handout, outcome))
 
-    async def _probe(self, ins: Probe) -> None:
+    async def _probe(self, ins: ms.Probe) -> None:
         answer = await self.node.ping(ins.address, timeout=PROBE_TIMEOUT)
-        self._feed(ProbeEnded(time.monotonic(), ins.pilot_id, answer is not None))
+        self._feed(ms.ProbeEnded(time.monotonic(), ins.pilot_id, answer is not None))
 
     async def _send(
         self,

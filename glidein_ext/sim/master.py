@@ -19,30 +19,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-from glidein_ext.distributed.master_state import (
-    Accepted,
-    ArmTimer,
-    AssignAnswered,
-    Broadcast,
-    BroadcastEnded,
-    CallAssign,
-    CallSync,
-    Deliver,
-    Event,
-    HandOut,
-    HandOutEnded,
-    Installed,
-    Instruction,
-    LocalDone,
-    MasterState,
-    Probe,
-    ProbeEnded,
-    Solve,
-    Solved,
-    Started,
-    SyncAnswered,
-    Tick,
-)
+from glidein_ext.distributed import master_state as ms
 from glidein_ext.sched.assign import assign
 from glidein_ext.sched.ranking import InputFile, Ranker, TaskEntry, TaskSpec, WorkerAd, WorkerState
 from glidein_ext.sched.tasklist import encode_reply
@@ -95,7 +72,7 @@ class SiteMaster:
         self.master_id = master_id
         config = ctx.config
         size = config.file_size
-        self.core: MasterState[SimTask] = MasterState(
+        self.core: ms.MasterState[SimTask] = ms.MasterState(
             master_id,
             1,
             window=config.round_window,
@@ -117,27 +94,27 @@ class SiteMaster:
 
     # --- events in, instructions out ---
 
-    def _feed(self, event: Event) -> None:
+    def _feed(self, event: ms.Event) -> None:
         if self._stopped:
             return
         for instruction in self.core.handle(event):
             self._carry(instruction)
 
-    def _carry(self, instruction: Instruction) -> None:
+    def _carry(self, instruction: ms.Instruction) -> None:
         env = self.ctx.env
-        if isinstance(instruction, CallSync):
+        if isinstance(instruction, ms.CallSync):
             env.process(self._sync(instruction))
-        elif isinstance(instruction, CallAssign):
+        elif isinstance(instruction, ms.CallAssign):
             env.process(self._assign(instruction))
-        elif isinstance(instruction, Broadcast):
+        elif isinstance(instruction, ms.Broadcast):
             env.process(self._broadcast(instruction))
-        elif isinstance(instruction, Solve):
+        elif isinstance(instruction, ms.Solve):
             env.process(self._solve(instruction))
-        elif isinstance(instruction, Deliver):
+        elif isinstance(instruction, ms.Deliver):
             env.process(self.run_task(instruction))
-        elif isinstance(instruction, Probe):
+        elif isinstance(instruction, ms.Probe):
             env.process(self._probe(instruction))
-        elif isinstance(instruction, ArmTimer):
+        elif isinstance(instruction, ms.ArmTimer):
             self._timer += 1
             env.process(self._tick(self._timer, instruction.at))
         # The log lines, the ends and resignations (no pilot leaves here): nothing to simulate.
@@ -146,7 +123,7 @@ class SiteMaster:
         env = self.ctx.env
         yield env.timeout(max(0.0, at - env.now))
         if number == self._timer:
-            self._feed(Tick(env.now))
+            self._feed(ms.Tick(env.now))
 
     # --- the workers ---
 
@@ -160,24 +137,24 @@ class SiteMaster:
         self.workers[pilot_id] = SimWorker(pilot_id, Ranker(ad))
         yield ctx.env.timeout(ctx.config.network.lan_latency)
         hello = SitePilot(pilot_id, f"sim:{pilot_id}", key=SIM_KEY.hex())
-        self._feed(Installed(ctx.env.now, (hello,)))
+        self._feed(ms.Installed(ctx.env.now, (hello,)))
 
-    def run_task(self, ins: Deliver[SimTask]) -> Generator[Any, Any, None]:
+    def run_task(self, ins: ms.Deliver[SimTask]) -> Generator[Any, Any, None]:
         ctx = self.ctx
         lan = ctx.config.network.lan_latency
         yield ctx.env.timeout(lan)  # the master's assign message
         task, pilot_id, attempt = ins.offer, ins.pilot_id, ins.attempt
         worker = self.workers[pilot_id]
         worker.current = task.task_id
-        self._feed(HandOutEnded(ctx.env.now, ins.handout, HandOut.TAKEN))  # acknowledged
+        self._feed(ms.HandOutEnded(ctx.env.now, ins.handout, ms.HandOut.TAKEN))  # acknowledged
         outcome = yield from execute(ctx, pilot_id, task, attempt, True)
         yield ctx.env.timeout(dht_publish_time(ctx, len(task.outputs) + len(task.inputs)) + lan)
         worker.current, worker.last_done = 0, task.task_id
-        self._feed(LocalDone(ctx.env.now, pilot_id, outcome))
+        self._feed(ms.LocalDone(ctx.env.now, pilot_id, outcome))
 
-    def _probe(self, ins: Probe) -> Generator[Any, Any, None]:
+    def _probe(self, ins: ms.Probe) -> Generator[Any, Any, None]:
         yield self.ctx.env.timeout(2 * self.ctx.config.network.lan_latency)
-        self._feed(ProbeEnded(self.ctx.env.now, ins.pilot_id, ins.pilot_id in self.workers))
+        self._feed(ms.ProbeEnded(self.ctx.env.now, ins.pilot_id, ins.pilot_id in self.workers))
 
     # --- the master ---
 
@@ -187,11 +164,11 @@ class SiteMaster:
         yield from tq.call(
             "register", tq.register(self.master_id, self.site, "master", works=False)
         )
-        self._feed(Started(env.now))
+        self._feed(ms.Started(env.now))
         yield tq.finished
         self._stopped = True
 
-    def _sync(self, ins: CallSync) -> Generator[Any, Any, None]:
+    def _sync(self, ins: ms.CallSync) -> Generator[Any, Any, None]:
         """A ``sync`` (a long poll when ``ins.wait``): the Task Queue's offers."""
         ctx = self.ctx
         tq = ctx.tq
@@ -199,7 +176,7 @@ class SiteMaster:
         tq.release(ins.report.release)
         offers, runnable = yield from tq.long_sync(self.site, outcomes, ins.want, ins.wait)
         shared = tq.shared.get(self.site, frozenset()) if ins.want else frozenset()
-        answer: SyncAnswered[SimTask] = SyncAnswered(
+        answer: ms.SyncAnswered[SimTask] = ms.SyncAnswered(
             ctx.env.now, ins.call, tuple(offers), runnable, shared, seen=ins.wait > 0
         )
         self._feed(answer)
@@ -208,7 +185,7 @@ class SiteMaster:
         fanout = self.ctx.config.network.fanout
         return max(1, math.ceil(math.log(max(len(self.workers), 2), fanout)))
 
-    def _broadcast(self, ins: Broadcast) -> Generator[Any, Any, None]:
+    def _broadcast(self, ins: ms.Broadcast) -> Generator[Any, Any, None]:
         """The TaskList down the tree, the workers' ranks, their replies up."""
         ctx = self.ctx
         shown = list(ins.entries)
@@ -218,7 +195,7 @@ class SiteMaster:
         down = depth * (network.lan_latency + network.decode_per_task * len(shown))
         elapsed = down + ctx.costs.rank_time(len(shown)) + depth * network.lan_latency
         yield ctx.env.timeout(elapsed)
-        self._feed(BroadcastEnded(ctx.env.now, replies, elapsed, True))
+        self._feed(ms.BroadcastEnded(ctx.env.now, replies, elapsed, True))
 
     def _replies(self, shown: list[TaskEntry], limit: int) -> list[Any]:
         """Each worker's reply to the TaskList: busy, or idle with its best ``limit`` ranks."""
@@ -233,13 +210,13 @@ class SiteMaster:
             replies += encode_reply(pilot_id, 0, worker.last_done, ranking)
         return replies
 
-    def _solve(self, ins: Solve) -> Generator[Any, Any, None]:
+    def _solve(self, ins: ms.Solve) -> Generator[Any, Any, None]:
         ctx = self.ctx
         result = assign(ins.matrix, ctx.config.assignment)
         yield ctx.env.timeout(ctx.costs.assign_time(ins.matrix.size))
-        self._feed(Solved(ctx.env.now, result))
+        self._feed(ms.Solved(ctx.env.now, result))
 
-    def _assign(self, ins: CallAssign) -> Generator[Any, Any, None]:
+    def _assign(self, ins: ms.CallAssign) -> Generator[Any, Any, None]:
         """The round's assign, with the completions it carries."""
         ctx = self.ctx
         pairs = [(pair.task_id, pair.pilot_id) for pair in ins.pairs]
@@ -247,10 +224,12 @@ class SiteMaster:
         call = ctx.tq.assign(self.site, pairs, ins.report.rank_sum, ins.report.served, outcomes)
         placed = yield from ctx.tq.call("assign", call)
         accepted = tuple(
-            Accepted(task_id, pilot_id, attempt, tuple(after), more, tuple(needs))
+            ms.Accepted(task_id, pilot_id, attempt, tuple(after), more, tuple(needs))
             for task_id, pilot_id, attempt, after, more, needs in placed
         )
         taken = {item.task_id for item in accepted}
         refused = tuple(Refused(t, p, "not queued") for t, p in pairs if t not in taken)
-        answer: AssignAnswered[SimTask] = AssignAnswered(ctx.env.now, ins.call, accepted, refused)
+        answer: ms.AssignAnswered[SimTask] = ms.AssignAnswered(
+            ctx.env.now, ins.call, accepted, refused
+        )
         self._feed(answer)

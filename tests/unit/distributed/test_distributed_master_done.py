@@ -9,43 +9,23 @@ import asyncio
 import time
 from typing import Any, cast
 
-from glidein_ext.dht.node import DhtNode
 from glidein_ext.distributed import codec as messages
 from glidein_ext.distributed.master import MasterRole
 from glidein_ext.errors import TaskQueueError
 from glidein_ext.tq.client import pilotkeys
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.protocol import Completion, SitePilot, SiteSyncAnswer
+from tests.support.masters import RecordingNode, installed_master
 
 EPOCH = 3
 KEY = pilotkeys.epoch_key(pilotkeys.pilot_key(b"s" * 32, "T2_XX_Test", 7), EPOCH)
 
 
-class _Node:
-    def __init__(self) -> None:
-        self.handlers: dict[str, Any] = {}
-
-    def register_message(self, kind: str, handler: Any) -> None:
-        self.handlers[kind] = handler
+def _master() -> tuple[MasterRole, RecordingNode]:
+    return installed_master("T2_XX_Test", EPOCH, [SitePilot(7, "127.0.0.1:4007", key=KEY.hex())])
 
 
-def _master() -> tuple[MasterRole, _Node]:
-    node = _Node()
-    role = MasterRole(
-        cast(DhtNode, node),
-        cast(TqClient, None),
-        "T2_XX_Test",
-        1,
-        EPOCH,
-        window=0.1,
-        period=1.0,
-        heartbeat=2.0,
-    )
-    role.install([SitePilot(7, "127.0.0.1:4007", key=KEY.hex())])
-    return role, node
-
-
-def _send(node: _Node, kind: str, body: Any) -> Any:
+def _send(node: RecordingNode, kind: str, body: Any) -> Any:
     """A worker's sealed message and the value of the master's sealed answer (None: none)."""
     payload = messages.seal(KEY, kind, 7, EPOCH, body, time.time())
     answer = node.handlers[kind](payload, 7, None)

@@ -8,40 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from glidein_ext.distributed import codec as messages
-from glidein_ext.distributed.master_state import (
-    Accepted,
-    Answer,
-    ArmTimer,
-    AssignAnswered,
-    Broadcast,
-    BroadcastEnded,
-    CallAssign,
-    CallFailed,
-    CallSync,
-    Close,
-    Deliver,
-    Event,
-    Failure,
-    Finished,
-    HandOut,
-    HandOutEnded,
-    Installed,
-    Instruction,
-    LocalDone,
-    MasterState,
-    MessageArrived,
-    Probe,
-    ProbeEnded,
-    SendEnd,
-    SendResign,
-    Solve,
-    Solved,
-    Started,
-    StepDown,
-    SyncAnswered,
-    Tick,
-    entry_of,
-)
+from glidein_ext.distributed import master_state as ms
 from glidein_ext.sched.assign import assign
 from glidein_ext.sched.ranking import Ranking
 from glidein_ext.sched.tasklist import encode_reply
@@ -68,13 +35,13 @@ def pilot(p: int, task: int | None = None, with_key: bool = True) -> SitePilot:
     )
 
 
-def core(**settings: Any) -> MasterState[TaskOffer]:
+def core(**settings: Any) -> ms.MasterState[TaskOffer]:
     values: dict[str, Any] = {"window": 0.1, "period": 1.0, "heartbeat": 5.0, "now": 0.0}
     values.update(settings)
-    return MasterState(1, EPOCH, entry=entry_of, address=("127.0.0.1", 4001), **values)
+    return ms.MasterState(1, EPOCH, entry=ms.entry_of, address=("127.0.0.1", 4001), **values)
 
 
-def of(out: Sequence[Instruction], kind: type[InstructionT]) -> list[InstructionT]:
+def of(out: Sequence[ms.Instruction], kind: type[InstructionT]) -> list[InstructionT]:
     return [i for i in out if isinstance(i, kind)]
 
 
@@ -86,17 +53,19 @@ class Site:
     """The Task Queue and the workers, in memory: ``offers`` runnable tasks (``queued`` in all),
     each worker in ``ranks`` idle and ranking the TaskList so, the others silent."""
 
-    def __init__(self, state: MasterState[TaskOffer]) -> None:
+    def __init__(self, state: ms.MasterState[TaskOffer]) -> None:
         self.state = state
         self.offers: list[int] = []
         self.queued = 0
         self.ranks: dict[int, dict[int, float]] = {}
-        self.syncs: list[CallSync] = []
-        self.assigns: list[CallAssign] = []
-        self.delivered: list[Deliver[TaskOffer]] = []
-        self.out: list[Instruction] = []
+        self.syncs: list[ms.CallSync] = []
+        self.assigns: list[ms.CallAssign] = []
+        self.delivered: list[ms.Deliver[TaskOffer]] = []
+        self.out: list[ms.Instruction] = []
 
-    def feed(self, event: Event, answer: Callable[[Instruction], bool] = lambda i: True) -> None:
+    def feed(
+        self, event: ms.Event, answer: Callable[[ms.Instruction], bool] = lambda i: True
+    ) -> None:
         """Feed ``event``, then answer every call and broadcast it leads to at the same time."""
         pending = list(self.state.handle(event))
         while pending:
@@ -108,42 +77,42 @@ class Site:
             if reply is not None:
                 pending += self.state.handle(reply)
 
-    def _reply(self, instruction: Instruction, now: float) -> Event | None:
-        if isinstance(instruction, CallSync):
+    def _reply(self, instruction: ms.Instruction, now: float) -> ms.Event | None:
+        if isinstance(instruction, ms.CallSync):
             self.syncs.append(instruction)
             offers = tuple(offer(t) for t in self.offers[: instruction.want])
-            return SyncAnswered(now, instruction.call, offers, self.queued)
-        if isinstance(instruction, Broadcast):
+            return ms.SyncAnswered(now, instruction.call, offers, self.queued)
+        if isinstance(instruction, ms.Broadcast):
             replies: list[Any] = []
             for p, ranks in self.ranks.items():
                 replies += encode_reply(p, 0, 0, Ranking(ranks, len(ranks)))
-            return BroadcastEnded(now, replies, 0.01, True)
-        if isinstance(instruction, Solve):
-            return Solved(now, assign(instruction.matrix, "greedy"))
-        if isinstance(instruction, CallAssign):
+            return ms.BroadcastEnded(now, replies, 0.01, True)
+        if isinstance(instruction, ms.Solve):
+            return ms.Solved(now, assign(instruction.matrix, "greedy"))
+        if isinstance(instruction, ms.CallAssign):
             self.assigns.append(instruction)
-            accepted: tuple[Accepted[TaskOffer], ...] = tuple(
-                Accepted(p.task_id, p.pilot_id, 1) for p in instruction.pairs
+            accepted: tuple[ms.Accepted[TaskOffer], ...] = tuple(
+                ms.Accepted(p.task_id, p.pilot_id, 1) for p in instruction.pairs
             )
             for item in accepted:
                 self.offers.remove(item.task_id)
                 self.queued -= 1
-            return AssignAnswered(now, instruction.call, accepted)
-        if isinstance(instruction, Deliver):
+            return ms.AssignAnswered(now, instruction.call, accepted)
+        if isinstance(instruction, ms.Deliver):
             self.delivered.append(instruction)
-            return HandOutEnded(now, instruction.handout, HandOut.TAKEN)
+            return ms.HandOutEnded(now, instruction.handout, ms.HandOut.TAKEN)
         return None
 
 
 def test_a_round_goes_from_its_sync_to_the_hand_outs() -> None:
     state = core()
     site = Site(state)
-    site.feed(Installed(0.0, (pilot(7), pilot(8))))
-    out = state.handle(Started(0.0))
-    assert out == [ArmTimer(0.1)]  # the hellos' batching window
+    site.feed(ms.Installed(0.0, (pilot(7), pilot(8))))
+    out = state.handle(ms.Started(0.0))
+    assert out == [ms.ArmTimer(0.1)]  # the hellos' batching window
     site.offers, site.queued = [40, 41], 2
     site.ranks = {7: {0: 1.0, 1: 0.5}, 8: {0: 0.5, 1: 1.0}}
-    site.feed(Tick(0.1))
+    site.feed(ms.Tick(0.1))
     (sync,) = site.syncs
     assert sync.want == 8 and sync.wait == 0.0  # four offers per idle worker
     assert [(p.task_id, p.pilot_id) for p in site.assigns[0].pairs] == [(40, 7), (41, 8)]
@@ -158,17 +127,17 @@ def test_a_round_goes_from_its_sync_to_the_hand_outs() -> None:
 def test_a_dry_site_long_polls_and_an_event_gives_the_poll_up() -> None:
     state = core()
     site = Site(state)
-    site.feed(Installed(0.0, (pilot(7),)))
-    site.feed(Started(0.0))
-    site.feed(Tick(0.1))  # a round: nothing runnable, the site is dry
+    site.feed(ms.Installed(0.0, (pilot(7),)))
+    site.feed(ms.Started(0.0))
+    site.feed(ms.Tick(0.1))  # a round: nothing runnable, the site is dry
     assert [s.wait for s in site.syncs] == [0.0]
-    site.feed(Tick(2.0), answer=lambda i: not (isinstance(i, CallSync) and i.wait))
+    site.feed(ms.Tick(2.0), answer=lambda i: not (isinstance(i, ms.CallSync) and i.wait))
     poll = site.out[-1]
-    assert isinstance(poll, CallSync) and poll.wait == 10.0  # two heartbeats at the Task Queue
-    out = state.handle(LocalDone(3.0, 1, Completion(41, 1, 0)))  # the master's own task
-    assert out == [ArmTimer(3.1)]  # the poll is given up: a round carries the completion
-    assert state.handle(SyncAnswered(4.0, poll.call)) == []  # its late answer changes nothing
-    site.feed(Tick(3.1))
+    assert isinstance(poll, ms.CallSync) and poll.wait == 10.0  # two heartbeats at the Task Queue
+    out = state.handle(ms.LocalDone(3.0, 1, Completion(41, 1, 0)))  # the master's own task
+    assert out == [ms.ArmTimer(3.1)]  # the poll is given up: a round carries the completion
+    assert state.handle(ms.SyncAnswered(4.0, poll.call)) == []  # its late answer changes nothing
+    site.feed(ms.Tick(3.1))
     waits = [s.wait for s in site.syncs]
     assert waits == [0.0, 0.0]
     assert [c.task_id for _, c in site.syncs[-1].report.completions] == [41]
@@ -177,89 +146,91 @@ def test_a_dry_site_long_polls_and_an_event_gives_the_poll_up() -> None:
 def test_completions_ride_the_next_call_and_are_then_synced() -> None:
     state = core()
     site = Site(state)
-    site.feed(Installed(0.0, (pilot(7, task=40),)))
-    site.feed(Started(0.0))
-    site.feed(Tick(0.1))  # worker 7 runs task 40: a round without a sync
+    site.feed(ms.Installed(0.0, (pilot(7, task=40),)))
+    site.feed(ms.Started(0.0))
+    site.feed(ms.Tick(0.1))  # worker 7 runs task 40: a round without a sync
     assert site.syncs == []
     body = messages.encode(messages.Done(7, Completion(40, 1, 0)))
     payload = sealed(7, messages.DONE, body)
-    out = state.handle(MessageArrived(1.0, WALL, messages.DONE, payload))
-    (answer,) = of(out, Answer)
+    out = state.handle(ms.MessageArrived(1.0, WALL, messages.DONE, payload))
+    (answer,) = of(out, ms.Answer)
     assert messages.open_answer(key(7), messages.DONE, payload[2], answer.value) is True  # held
-    assert out[-1] == ArmTimer(1.1)  # a round after the batching window carries it
+    assert out[-1] == ms.ArmTimer(1.1)  # a round after the batching window carries it
     assert state.book.pending() and state.busy()
     for now in (1.1, 2.2):  # (a round from the last sync's spares, then one that syncs)
-        site.feed(Tick(now))
+        site.feed(ms.Tick(now))
     carried = [[c.task_id for _, c in s.report.completions] for s in site.syncs]
     assert carried[0] == [40] and [40] not in carried[1:]  # once
     assert state.book.synced((40, 1)) and not state.book.pending()
     again = sealed(7, messages.DONE, body)  # the worker resends it: the Task Queue has it
-    (answer,) = of(state.handle(MessageArrived(2.0, WALL, messages.DONE, again)), Answer)
+    (answer,) = of(state.handle(ms.MessageArrived(2.0, WALL, messages.DONE, again)), ms.Answer)
     assert messages.open_answer(key(7), messages.DONE, again[2], answer.value) == "synced"
 
 
 def test_a_stale_answer_steps_the_master_down() -> None:
     state = core()
-    state.handle(Installed(0.0, (pilot(7),)))
-    state.handle(Started(0.0))
-    (sync,) = of(state.handle(Tick(0.1)), CallSync)
-    out = state.handle(CallFailed(0.2, sync.call, Failure.STALE, "pilot 2 is the master"))
-    assert out == [StepDown("pilot 2 is the master"), Finished(False)]
+    state.handle(ms.Installed(0.0, (pilot(7),)))
+    state.handle(ms.Started(0.0))
+    (sync,) = of(state.handle(ms.Tick(0.1)), ms.CallSync)
+    out = state.handle(ms.CallFailed(0.2, sync.call, ms.Failure.STALE, "pilot 2 is the master"))
+    assert out == [ms.StepDown("pilot 2 is the master"), ms.Finished(False)]
     assert not state.active
-    assert state.handle(Tick(5.0)) == []  # the role is over
+    assert state.handle(ms.Tick(5.0)) == []  # the role is over
     body = messages.encode(messages.Hello(7, ("127.0.0.1", 4007)))
-    out = state.handle(MessageArrived(5.0, WALL, messages.HELLO, sealed(7, messages.HELLO, body)))
-    assert out == [Answer(None)]
+    out = state.handle(
+        ms.MessageArrived(5.0, WALL, messages.HELLO, sealed(7, messages.HELLO, body))
+    )
+    assert out == [ms.Answer(None)]
 
 
 def test_a_refused_credential_ends_the_role() -> None:
     state = core()
-    state.handle(Installed(0.0, (pilot(7),)))
-    state.handle(Started(0.0))
-    (sync,) = of(state.handle(Tick(0.1)), CallSync)
-    out = state.handle(CallFailed(0.2, sync.call, Failure.REFUSED, "revoked"))
-    (down,) = of(out, StepDown)
+    state.handle(ms.Installed(0.0, (pilot(7),)))
+    state.handle(ms.Started(0.0))
+    (sync,) = of(state.handle(ms.Tick(0.1)), ms.CallSync)
+    out = state.handle(ms.CallFailed(0.2, sync.call, ms.Failure.REFUSED, "revoked"))
+    (down,) = of(out, ms.StepDown)
     assert down.reason == "the Task Queue refuses this pilot: revoked"
-    assert of(out, Finished) == [Finished(False)] and not state.active
+    assert of(out, ms.Finished) == [ms.Finished(False)] and not state.active
 
 
 def test_an_error_keeps_the_report_for_the_next_call() -> None:
     state = core()
-    state.handle(Installed(0.0, (pilot(7),)))
-    state.handle(LocalDone(0.0, 1, Completion(41, 1, 0)))
-    state.handle(Started(0.0))
-    (sync,) = of(state.handle(Tick(0.1)), CallSync)
+    state.handle(ms.Installed(0.0, (pilot(7),)))
+    state.handle(ms.LocalDone(0.0, 1, Completion(41, 1, 0)))
+    state.handle(ms.Started(0.0))
+    (sync,) = of(state.handle(ms.Tick(0.1)), ms.CallSync)
     assert [c.task_id for _, c in sync.report.completions] == [41]
-    state.handle(CallFailed(0.2, sync.call, Failure.ERROR, "away"))
+    state.handle(ms.CallFailed(0.2, sync.call, ms.Failure.ERROR, "away"))
     assert [c.task_id for _, c in [(p, c) for _, p, c in state.book.pending()]] == [41]
 
 
 def test_a_done_before_its_senders_key_is_held_then_admitted() -> None:
     state = core()
     site = Site(state)
-    site.feed(Installed(0.0, (pilot(7), pilot(9, task=109, with_key=False))))
-    site.feed(Started(0.0))
+    site.feed(ms.Installed(0.0, (pilot(7), pilot(9, task=109, with_key=False))))
+    site.feed(ms.Started(0.0))
     body = messages.encode(messages.Done(9, Completion(109, 1, 0)))
-    out = state.handle(MessageArrived(1.0, WALL, messages.DONE, sealed(9, messages.DONE, body)))
-    assert of(out, Answer) == [Answer(messages.PENDING)]
+    out = state.handle(ms.MessageArrived(1.0, WALL, messages.DONE, sealed(9, messages.DONE, body)))
+    assert of(out, ms.Answer) == [ms.Answer(messages.PENDING)]
     assert 9 in state.held and state.busy() and not state.book.pending()
-    (sync,) = of(out, CallSync)  # a round is due: its sync
+    (sync,) = of(out, ms.CallSync)  # a round is due: its sync
     assert 9 in sync.pilots  # the sync asks for its key
-    state.handle(SyncAnswered(1.2, sync.call, keys=(PilotKey(9, key(9).hex()),), wall=WALL))
+    state.handle(ms.SyncAnswered(1.2, sync.call, keys=(PilotKey(9, key(9).hex()),), wall=WALL))
     assert state.held == {}
     assert [(p, c.task_id) for _, p, c in state.book.pending()] == [(9, 109)]
 
 
 def test_a_forged_held_message_is_refused_once_the_key_comes() -> None:
     state = core()
-    state.handle(Installed(0.0, (pilot(9, task=109, with_key=False),)))
-    state.handle(Started(0.0))
+    state.handle(ms.Installed(0.0, (pilot(9, task=109, with_key=False),)))
+    state.handle(ms.Started(0.0))
     body = messages.encode(messages.Done(9, Completion(109, 1, 0)))
     forged = messages.seal(key(7), messages.DONE, 9, EPOCH, body, WALL)
-    out = state.handle(MessageArrived(1.0, WALL, messages.DONE, forged))
-    assert of(out, Answer) == [Answer(messages.PENDING)]
-    (sync,) = of(out, CallSync)
-    state.handle(SyncAnswered(1.2, sync.call, keys=(PilotKey(9, key(9).hex()),), wall=WALL))
+    out = state.handle(ms.MessageArrived(1.0, WALL, messages.DONE, forged))
+    assert of(out, ms.Answer) == [ms.Answer(messages.PENDING)]
+    (sync,) = of(out, ms.CallSync)
+    state.handle(ms.SyncAnswered(1.2, sync.call, keys=(PilotKey(9, key(9).hex()),), wall=WALL))
     assert state.held == {} and not state.book.pending()
 
 
@@ -267,21 +238,21 @@ def test_a_dead_worker_is_reported_in_the_next_sync() -> None:
     """Missed rounds make a suspect; a failed probe makes it dead once unheard for the grace."""
     state = core(grace=100.0)
     site = Site(state)
-    site.feed(Installed(0.0, (pilot(7), pilot(8))))
-    site.feed(Started(0.0))
+    site.feed(ms.Installed(0.0, (pilot(7), pilot(8))))
+    site.feed(ms.Started(0.0))
     site.ranks = {7: {}}  # worker 8 is silent
     for now in (0.1, 20.1, 40.1):  # three rounds missed
-        site.feed(Tick(now))
-    assert of(site.out, Probe) == [Probe(8, ("127.0.0.1", 4008))]
-    out = state.handle(ProbeEnded(41.0, 8, False))
-    assert 8 in state.book.workers and not of(out, SendEnd)  # within the grace: a suspect
+        site.feed(ms.Tick(now))
+    assert of(site.out, ms.Probe) == [ms.Probe(8, ("127.0.0.1", 4008))]
+    out = state.handle(ms.ProbeEnded(41.0, 8, False))
+    assert 8 in state.book.workers and not of(out, ms.SendEnd)  # within the grace: a suspect
     site.out.clear()
-    site.feed(Tick(60.1))
-    assert of(site.out, Probe) == [Probe(8, ("127.0.0.1", 4008))]  # probed again
+    site.feed(ms.Tick(60.1))
+    assert of(site.out, ms.Probe) == [ms.Probe(8, ("127.0.0.1", 4008))]  # probed again
     site.out.clear()
-    site.feed(ProbeEnded(101.0, 8, False))
+    site.feed(ms.ProbeEnded(101.0, 8, False))
     reason = "the Task Queue no longer has this pilot"
-    assert of(site.out, SendEnd) == [SendEnd(8, ("127.0.0.1", 4008), key(8), reason)]
+    assert of(site.out, ms.SendEnd) == [ms.SendEnd(8, ("127.0.0.1", 4008), key(8), reason)]
     assert 8 not in state.book.workers
     assert site.syncs[-1].report.dead == (8,)  # the next call says so
 
@@ -289,53 +260,53 @@ def test_a_dead_worker_is_reported_in_the_next_sync() -> None:
 def test_close_makes_a_last_sync_then_resigns() -> None:
     state = core()
     site = Site(state)
-    site.feed(Installed(0.0, (pilot(7), pilot(8))))
-    site.feed(Started(0.0))
-    site.feed(Tick(0.1))
-    state.handle(LocalDone(1.0, 1, Completion(41, 1, 0)))
-    out = state.handle(Close(1.0))
-    (last,) = of(out, CallSync)
+    site.feed(ms.Installed(0.0, (pilot(7), pilot(8))))
+    site.feed(ms.Started(0.0))
+    site.feed(ms.Tick(0.1))
+    state.handle(ms.LocalDone(1.0, 1, Completion(41, 1, 0)))
+    out = state.handle(ms.Close(1.0))
+    (last,) = of(out, ms.CallSync)
     assert last.want == 0 and [c.task_id for _, c in last.report.completions] == [41]
-    out = state.handle(CallFailed(1.1, last.call, Failure.ERROR, "away"))
-    assert out == [ArmTimer(1.6)]  # tried again half a second later
-    (last,) = of(state.handle(Tick(1.6)), CallSync)
+    out = state.handle(ms.CallFailed(1.1, last.call, ms.Failure.ERROR, "away"))
+    assert out == [ms.ArmTimer(1.6)]  # tried again half a second later
+    (last,) = of(state.handle(ms.Tick(1.6)), ms.CallSync)
     assert [c.task_id for _, c in last.report.completions] == [41]
-    out = state.handle(SyncAnswered(1.7, last.call))
-    resigns = of(out, SendResign)
+    out = state.handle(ms.SyncAnswered(1.7, last.call))
+    resigns = of(out, ms.SendResign)
     assert [(r.pilot_id, r.key) for r in resigns] == [(7, key(7)), (8, key(8))]
     assert resigns[0].successors == ((7, ("127.0.0.1", 4007)), (8, ("127.0.0.1", 4008)))
-    assert out[-1] == Finished(True) and not state.active and state.clean
+    assert out[-1] == ms.Finished(True) and not state.active and state.clean
 
 
 def test_the_round_phases_ride_the_next_sync_that_gets_through() -> None:
     state = core()
-    state.handle(LocalDone(0.0, 1, Completion(41, 1, 0)))
+    state.handle(ms.LocalDone(0.0, 1, Completion(41, 1, 0)))
     state.phases.timings = {"sync": 0.5, "solve": 0.25}
     state.phases.account(1, 0, 0, 0, 0)
-    (first,) = of(state.handle(Close(1.0)), CallSync)
+    (first,) = of(state.handle(ms.Close(1.0)), ms.CallSync)
     assert dict(first.phases) == {"sync": 0.5, "solve": 0.25}
-    state.handle(CallFailed(1.1, first.call, Failure.ERROR, "away"))  # kept
+    state.handle(ms.CallFailed(1.1, first.call, ms.Failure.ERROR, "away"))  # kept
     state.phases.timings = {"sync": 0.5}
     state.phases.account(2, 0, 0, 0, 0)
-    (second,) = of(state.handle(Tick(1.6)), CallSync)
+    (second,) = of(state.handle(ms.Tick(1.6)), ms.CallSync)
     assert dict(second.phases) == {"sync": 1.0, "solve": 0.25}
-    state.handle(SyncAnswered(1.7, second.call))
+    state.handle(ms.SyncAnswered(1.7, second.call))
     assert state.phases.unsent() == ()  # counted once
 
 
 def test_busy_while_the_site_has_work() -> None:
     state = core()
     site = Site(state)
-    site.feed(Installed(0.0, (pilot(7), pilot(8))))
+    site.feed(ms.Installed(0.0, (pilot(7), pilot(8))))
     assert not state.busy()  # nothing runs, nothing runnable known
-    site.feed(Started(0.0))
+    site.feed(ms.Started(0.0))
     site.offers, site.queued = [40], 3  # two more than offered: at another site's share
     site.ranks = {7: {0: 1.0}}
-    site.feed(Tick(0.1))
+    site.feed(ms.Tick(0.1))
     assert state.busy()  # task 40 runs at worker 7, and two are runnable
-    (sync,) = of(state.handle(LocalDone(5.0, 7, Completion(40, 1, 0))), CallSync)
+    (sync,) = of(state.handle(ms.LocalDone(5.0, 7, Completion(40, 1, 0))), ms.CallSync)
     assert state.busy()  # the completion is not at the Task Queue yet
-    state.handle(SyncAnswered(5.1, sync.call, queued=0))
+    state.handle(ms.SyncAnswered(5.1, sync.call, queued=0))
     assert not state.book.pending() and state.book.runnable == 0
     assert not state.busy()
 
@@ -346,19 +317,19 @@ def test_an_assign_whose_answer_was_lost_releases_its_tasks_in_the_next_sync() -
     releases the tasks (a no-op for those it had not placed), before any round offers them."""
     state = core()
     site = Site(state)
-    site.feed(Installed(0.0, (pilot(7),)))
-    site.feed(Started(0.0))
+    site.feed(ms.Installed(0.0, (pilot(7),)))
+    site.feed(ms.Started(0.0))
     site.offers, site.queued = [40], 1
     site.ranks = {7: {0: 1.0}}
-    site.feed(Tick(0.1), answer=lambda i: not isinstance(i, CallAssign))
-    (assigned,) = [i for i in site.out if isinstance(i, CallAssign)]
-    out = state.handle(CallFailed(0.2, assigned.call, Failure.ERROR, "timed out"))
+    site.feed(ms.Tick(0.1), answer=lambda i: not isinstance(i, ms.CallAssign))
+    (assigned,) = [i for i in site.out if isinstance(i, ms.CallAssign)]
+    out = state.handle(ms.CallFailed(0.2, assigned.call, ms.Failure.ERROR, "timed out"))
     site.out.clear()
     site.syncs.clear()
     for instruction in out:
         reply = site._reply(instruction, 0.2)
         if reply is not None:
             site.feed(reply)
-    site.feed(Tick(5.0))
+    site.feed(ms.Tick(5.0))
     assert site.syncs, "the next step is a sync"
     assert site.syncs[0].report.release == (40,)

@@ -7,16 +7,15 @@ Task Queue gives it."""
 from __future__ import annotations
 
 import time
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
-from glidein_ext.dht.node import DhtNode
 from glidein_ext.distributed import codec as messages
 from glidein_ext.distributed.master import MasterRole
 from glidein_ext.tq.client import pilotkeys
-from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.protocol import Completion, PilotKey, SitePilot
+from tests.support.masters import RecordingNode, installed_master
 
 SITE = "T2_XX_Test"
 SECRET = b"\x01" * 32
@@ -27,22 +26,9 @@ def key(pilot: int, epoch: int = EPOCH) -> bytes:
     return pilotkeys.epoch_key(pilotkeys.pilot_key(SECRET, SITE, pilot), epoch)
 
 
-class _Node:
-    def __init__(self) -> None:
-        self.handlers: dict[str, Any] = {}
-
-    def register_message(self, kind: str, handler: Any) -> None:
-        self.handlers[kind] = handler
-
-
-def _master() -> tuple[MasterRole, _Node]:
-    node = _Node()
-    role = MasterRole(
-        cast(DhtNode, node), cast(TqClient, None), SITE, 1, EPOCH, window=0.1, period=1, heartbeat=2
-    )
+def _master() -> tuple[MasterRole, RecordingNode]:
     busy = [SitePilot(p, f"127.0.0.1:40{p:02d}", 100 + p, 1, key(p).hex()) for p in (5, 6, 7)]
-    role.install(busy)
-    return role, node
+    return installed_master(SITE, EPOCH, busy)
 
 
 def _states(role: MasterRole) -> dict[int, Any]:
