@@ -22,6 +22,26 @@ URL_ENV = "GLIDEIN_EXT_TQ_URL"
 SITE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 
 
+def _check_ad_options(ttl: int | None, requirements: str, rank: str) -> None:
+    """What the pilot's ad says about itself, checked before anything starts: a life left
+    (HTCondor's GLIDEIN_ToDie less now) is not negative, and the Requirements and Rank parse as
+    ClassAd expressions (where classad2 is installed; on a bare worker node the Task Queue checks
+    them at registration)."""
+    if ttl is not None and ttl < 0:
+        raise UsageError(f"--ttl must be 0 or more seconds of life left, got {ttl}")
+    try:
+        from glidein_ext.classads import parse_expr
+    except ImportError:  # a worker node's Python without classad2
+        return
+    from glidein_ext.errors import ClassAdError
+
+    for option, text in (("--requirements", requirements), ("--rank", rank)):
+        try:
+            parse_expr(text, option)
+        except ClassAdError as exc:
+            raise UsageError(str(exc)) from None
+
+
 @click.group()
 def pilot() -> None:
     """The pilot agent: pull tasks from a Task Queue and run them."""
@@ -138,6 +158,7 @@ def run(**opts: Any) -> None:
             f"--site {opts['site']!r}: a site name is letters, digits, '_', '.', '-' (1-100), "
             "as in the sites file"
         )
+    _check_ad_options(opts["ttl"], opts["requirements"], opts["rank"])
     if opts["se_condition"]:
         table = condition(opts["se_condition"])
         opts["se_delay"], opts["se_failure_rate"] = table.delay_factor, table.failure_rate

@@ -169,7 +169,8 @@ def status(
     state: str | None,
     limit: int,
 ) -> None:
-    """Workflows, tasks by state, pilots by site and state (and each site's master), warnings.
+    """Workflows (WORKFLOW alone if given), tasks by state, pilots by site and state (and each
+    site's master), warnings.
 
     With --tasks, the tasks (of WORKFLOW, in --state) one line each: why one failed is in its
     last column; `tq task ID` shows all of it."""
@@ -177,8 +178,8 @@ def status(
 
     if watch is not None and not 0 < watch <= 86400:
         raise UsageError(f"--watch must be in (0, 86400] seconds, got {watch}")
-    if (state is not None or workflow is not None) and not list_tasks:
-        raise UsageError("WORKFLOW and --state select tasks: give --tasks too")
+    if state is not None and not list_tasks:
+        raise UsageError("--state selects tasks: give --tasks too")
     client = operator_client(url, token, ca_file)
     if list_tasks:
         query = f"?limit={limit}"
@@ -190,6 +191,8 @@ def status(
         return
     while True:
         answer = client.status()
+        if workflow is not None:  # `tq status 99`: that workflow alone
+            answer = _only_workflow(answer, workflow)
         sites = _optional(client, "/api/v1/sites")  # a service without the PilotMonitor endpoint
         masters = _optional(client, "/api/v1/masters")
         warnings = _optional(client, "/api/v1/warnings")
@@ -219,6 +222,17 @@ def status(
         if watch is None or pending == 0:
             return
         time.sleep(watch)
+
+
+def _only_workflow(answer: Status, workflow: int) -> Status:
+    """The status with one workflow's line (pilots, completions and warnings as they are);
+    TaskQueueNotFound, one line, when the Task Queue has no such workflow."""
+    from dataclasses import replace
+
+    shown = tuple(wf for wf in answer.workflows if wf.id == workflow)
+    if not shown:
+        raise TaskQueueNotFound(f"workflow {workflow} does not exist")
+    return replace(answer, workflows=shown)
 
 
 def render_task(task: dict[str, Any]) -> str:
