@@ -145,3 +145,16 @@ def test_pilot_refuses_its_own_bad_ad_before_calling(
     line = _one_line(done)
     assert named in line and "cannot reach" not in line
     assert done.returncode == 2
+
+
+@pytest.mark.parametrize("silent", ["7", "30"])
+def test_serve_refuses_a_silent_pilot_warning_within_the_heartbeat(
+    tmp_path: Path, silent: str
+) -> None:
+    """A busy pilot calls every heartbeat_interval (30 s): silent for 7 s is no warning."""
+    done = run_cli(
+        *("tq", "serve", "--database", str(tmp_path / "tq.sqlite"), "--port", "0"),
+        env=operator_env(GLIDEIN_EXT_TQ_STUCK_SILENT_AFTER=silent),
+    )
+    line = _one_line(done)
+    assert f"stuck_silent_after ({silent} s) must be more than heartbeat_interval (30 s)" in line
