@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import signal
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,26 @@ def _check_ad_options(ttl: int | None, requirements: str, rank: str) -> None:
             parse_expr(text, option)
         except ClassAdError as exc:
             raise UsageError(str(exc)) from None
+
+
+@contextlib.contextmanager
+def _stopping_on_signals(stopper: Callable[[], None]) -> Iterator[None]:
+    """SIGTERM, SIGHUP and a first Ctrl-C (SIGINT) stop the pilot the orderly way: its task's
+    process group is killed and the task given back; a second Ctrl-C interrupts at once; on
+    SIGKILL the task dies by its parent-death signal (agent.taskproc)."""
+
+    def interrupted(*_: Any) -> None:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        stopper()
+
+    handled = (signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, lambda *_: stopper()) for sig in handled}
+    previous[signal.SIGINT] = signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @click.group()
@@ -185,6 +207,8 @@ def run(**opts: Any) -> None:
         level=logging.INFO if opts["verbose"] else logging.WARNING,
         format="pilot %(asctime)s %(levelname)s %(message)s",
     )
+    if opts["pilots"] == 1:  # its registration and reconnections (a swarm's would be N lines)
+        logging.getLogger("glidein_ext.agent.life").setLevel(logging.INFO)
     extra: dict[str, Any] = {}
     if opts["host"]:
         extra["host"] = opts["host"]
@@ -210,16 +234,9 @@ def run(**opts: Any) -> None:
     swarm = None
     if opts["pilots"] > 1:
         swarm = Swarm(swarm_configs(config, opts["pilots"], opts["pilots_per_host"]))
-    # SIGTERM and SIGHUP stop the pilot the orderly way: its task's process group is killed and
-    # the task requeued; on SIGKILL the task dies by its parent-death signal (agent.taskproc).
-    handled = (signal.SIGTERM, signal.SIGHUP)
     stopper = swarm.stop if swarm is not None else stop.set
-    previous = {sig: signal.signal(sig, lambda *_: stopper()) for sig in handled}
-    try:
+    with _stopping_on_signals(stopper):
         ran = PilotAgent(config, stop).run() if swarm is None else sum(swarm.run())
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     if swarm is None:
         click.echo(f"pilot ran {ran} task(s)", err=True)
         return
