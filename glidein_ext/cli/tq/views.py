@@ -103,7 +103,7 @@ def _round_time(spent: dict[str, float]) -> str:
 
 def render_tasks(tasks: list[dict[str, Any]]) -> str:
     """``tq status --tasks``: one line per task (id, workflow, state, attempt, exit code, pilot,
-    site, host, the last line of its report)."""
+    site, host, the last line of its report; a queued task's short why instead)."""
     lines = [f"{'id':>7} {'wf':>4} {'name':<24} {'state':<8} {'try':>3} {'exit':>4} where  report"]
     for task in tasks:
         where = "-"
@@ -112,11 +112,18 @@ def render_tasks(tasks: list[dict[str, Any]]) -> str:
         code = "-" if task["exit_code"] is None else str(task["exit_code"])
         lines.append(
             f"{task['id']:>7} {task['workflow_id']:>4} {task['name'][:24]:<24} "
-            f"{task['state']:<8} {task['attempt']:>3} {code:>4} {where}  {task['report'] or ''}"
+            f"{task['state']:<8} {task['attempt']:>3} {code:>4} {where}  "
+            f"{task['report'] or _waits(task)}"
         )
     if not tasks:
         lines.append("(no task)")
     return "\n".join(lines)
+
+
+def _waits(task: dict[str, Any]) -> str:
+    """A queued task's short why (an older service sends none)."""
+    why = task.get("why")
+    return f"waits: {why}" if why else ""
 
 
 def _optional(client: TqClient, path: str) -> Any:
@@ -260,8 +267,22 @@ def render_task(task: dict[str, Any]) -> str:
         f"  runnable:   {when(task['runnable_since'])}",
         f"  finished:   {when(task['finished_at'])}",
     ]
+    asks = task.get("asks")  # an older service sends none
+    if asks:
+        lines.append(f"  requirements: {asks['requirements']}")
+        lines.append(f"  rank:       {asks['rank']}")
+        lines.append(
+            f"  requests:   cpus {asks['request_cpus']}, memory {asks['request_memory']} MB, "
+            f"disk {asks['request_disk']} MB, max runtime {asks['max_runtime']} s"
+        )
     if task["why"]:
         lines.append(f"  why:        {task['why']}")
+    analysed = task.get("analysis")
+    if analysed:
+        lines.append(_analysis_head(analysed))
+        lines.extend(
+            f"    {_condition(item, analysed['examined'])}" for item in analysed["conditions"]
+        )
     if task["report"]:
         lines.append("  last report:")
         lines.extend(f"    {line}" for line in task["report"].splitlines()[-20:])
@@ -273,6 +294,20 @@ def render_task(task: dict[str, Any]) -> str:
             f"{when(item['at'])}"
         )
     return "\n".join(lines)
+
+
+def _analysis_head(analysed: dict[str, Any]) -> str:
+    """The head of ``tq task``'s analysis (condor_q -better-analyze's, for one task)."""
+    examined, live = analysed["examined"], analysed["live"]
+    over = f"{live} live pilot(s)" if examined == live else f"the first {examined} of {live}"
+    return f"  analysis over {over}: {analysed['matching']} meet every condition"
+
+
+def _condition(item: dict[str, Any], examined: int) -> str:
+    if item["rejects"] is None:
+        return f"{item['text']}: {item['note']}"
+    said = f"{item['text']}: rejects {item['rejects']} of {examined}"
+    return f"{said}; {item['nearest']}" if item["nearest"] and item["rejects"] else said
 
 
 @click.command(name="task")
