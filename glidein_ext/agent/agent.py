@@ -58,6 +58,9 @@ from glidein_ext.tq.client.protocol import Neighbour, RegisterAnswer, Registrati
 
 T = TypeVar("T")
 log = logging.getLogger("glidein_ext.agent")
+# The pilot's life as an operator follows it at the default level (`pilot run` shows this logger's
+# INFO): its registration, a reconnection after the Task Queue was unreachable.
+life = logging.getLogger("glidein_ext.agent.life")
 
 
 @dataclass(frozen=True)
@@ -147,11 +150,13 @@ class PilotAgent:
         return self.architecture == "pre-dht"
 
     def _retry(self, what: str, call: Callable[[], T]) -> T:
-        deadline = time.monotonic() + self.config.settings.retry_for
+        started = time.monotonic()
+        deadline = started + self.config.settings.retry_for
         delay = 0.2
+        failed = False
         while True:
             try:
-                return call()
+                answer = call()
             except (
                 TaskQueueNotFound,
                 TaskQueueAuthError,
@@ -164,8 +169,17 @@ class PilotAgent:
                 if left < 0 or (self.stop.is_set() and what != "complete"):
                     raise
                 _say_retrying(f"{what} failed ({exc})", f"; retrying for up to {left:.0f} s")
+                failed = True
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
+                continue
+            if failed:
+                life.info(
+                    "reconnected to the Task Queue (%s) after %.0f s",
+                    what,
+                    time.monotonic() - started,
+                )
+            return answer
 
     def open_cache(self) -> PilotCache:
         if self.cache is None:
@@ -264,7 +278,7 @@ class PilotAgent:
         cache.mark_reported(cached)
         cache.set_pilot_id(self.pilot_id)
         self._set_neighbours(answer.others)
-        log.info(
+        life.info(
             "registered as pilot %s at %s (%s architecture)",
             self.pilot_id,
             c.url,
@@ -449,8 +463,11 @@ class PilotAgent:
             execution = self.executor.execute(task, self.stop)  # never raises for the task
             if self.lost.is_set():
                 break
-            if self.stop.is_set():
-                break  # interrupted: the deregister below requeues the task
+            if self.stop.is_set():  # interrupted: the deregister below requeues the task
+                log.warning(
+                    "stopped: task %s (%s) given back to the Task Queue", task.task_id, task.name
+                )
+                break
             if execution.evicted:
                 # Not the task's fault (HTCondor evicted it): no report.  Asking again gets it
                 # back (the Task Queue hands a pilot the task it holds); a pilot that leaves

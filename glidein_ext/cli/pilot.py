@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import signal
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,46 @@ TOKEN_FILE_ENV = "GLIDEIN_EXT_PILOT_TOKEN_FILE"  # noqa: S105 (a variable name)
 URL_ENV = "GLIDEIN_EXT_TQ_URL"
 # A site's name: the sites file's rule (tq.manager.sites), which the PilotMonitor's sites obey.
 SITE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+
+
+def _check_ad_options(ttl: int | None, requirements: str, rank: str) -> None:
+    """What the pilot's ad says about itself, checked before anything starts: a life left
+    (HTCondor's GLIDEIN_ToDie less now) is not negative, and the Requirements and Rank parse as
+    ClassAd expressions (where classad2 is installed; on a bare worker node the Task Queue checks
+    them at registration)."""
+    if ttl is not None and ttl < 0:
+        raise UsageError(f"--ttl must be 0 or more seconds of life left, got {ttl}")
+    try:
+        from glidein_ext.classads import parse_expr
+    except ImportError:  # a worker node's Python without classad2
+        return
+    from glidein_ext.errors import ClassAdError
+
+    for option, text in (("--requirements", requirements), ("--rank", rank)):
+        try:
+            parse_expr(text, option)
+        except ClassAdError as exc:
+            raise UsageError(str(exc)) from None
+
+
+@contextlib.contextmanager
+def _stopping_on_signals(stopper: Callable[[], None]) -> Iterator[None]:
+    """SIGTERM, SIGHUP and a first Ctrl-C (SIGINT) stop the pilot the orderly way: its task's
+    process group is killed and the task given back; a second Ctrl-C interrupts at once; on
+    SIGKILL the task dies by its parent-death signal (agent.taskproc)."""
+
+    def interrupted(*_: Any) -> None:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        stopper()
+
+    handled = (signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, lambda *_: stopper()) for sig in handled}
+    previous[signal.SIGINT] = signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @click.group()
@@ -138,6 +180,7 @@ def run(**opts: Any) -> None:
             f"--site {opts['site']!r}: a site name is letters, digits, '_', '.', '-' (1-100), "
             "as in the sites file"
         )
+    _check_ad_options(opts["ttl"], opts["requirements"], opts["rank"])
     if opts["se_condition"]:
         table = condition(opts["se_condition"])
         opts["se_delay"], opts["se_failure_rate"] = table.delay_factor, table.failure_rate
@@ -164,6 +207,8 @@ def run(**opts: Any) -> None:
         level=logging.INFO if opts["verbose"] else logging.WARNING,
         format="pilot %(asctime)s %(levelname)s %(message)s",
     )
+    if opts["pilots"] == 1:  # its registration and reconnections (a swarm's would be N lines)
+        logging.getLogger("glidein_ext.agent.life").setLevel(logging.INFO)
     extra: dict[str, Any] = {}
     if opts["host"]:
         extra["host"] = opts["host"]
@@ -189,16 +234,9 @@ def run(**opts: Any) -> None:
     swarm = None
     if opts["pilots"] > 1:
         swarm = Swarm(swarm_configs(config, opts["pilots"], opts["pilots_per_host"]))
-    # SIGTERM and SIGHUP stop the pilot the orderly way: its task's process group is killed and
-    # the task requeued; on SIGKILL the task dies by its parent-death signal (agent.taskproc).
-    handled = (signal.SIGTERM, signal.SIGHUP)
     stopper = swarm.stop if swarm is not None else stop.set
-    previous = {sig: signal.signal(sig, lambda *_: stopper()) for sig in handled}
-    try:
+    with _stopping_on_signals(stopper):
         ran = PilotAgent(config, stop).run() if swarm is None else sum(swarm.run())
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     if swarm is None:
         click.echo(f"pilot ran {ran} task(s)", err=True)
         return

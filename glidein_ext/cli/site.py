@@ -14,6 +14,7 @@ import time
 
 import click
 
+from glidein_ext.site.propagate import DEFAULT_STALE_AFTER
 from glidein_ext.site.victims import DEFAULT_POLICY, POLICY_NAMES, policies_help
 
 VIA_CHOICES = ("auto", "local", "job-ad", "ssh")  # glidein_ext.site.vacate.Via
@@ -27,7 +28,13 @@ def site() -> None:
 @site.command("propagate")
 @click.option("--execute-dir", default=None, help="The startd's EXECUTE directory (cron mode).")
 @click.option("--start-dir", default=None, help="Print what one sandbox would publish, and exit.")
-@click.option("--stale-after", default=600, type=int, show_default=True, help="Heartbeat limit, s.")
+@click.option(
+    "--stale-after",
+    default=DEFAULT_STALE_AFTER,
+    type=int,
+    show_default=True,
+    help="Heartbeat limit, s (GLIDEIN_EXT_SITE_STALE_AFTER in the cron's config).",
+)
 @click.option("--timeout", default=2.0, type=float, show_default=True, help="Seconds per sandbox.")
 @click.option("--job-ad", is_flag=True, help="Also put PILOT_* into the job ads (condor_qedit).")
 @click.option(
@@ -230,7 +237,7 @@ def controller(
     """Periodically free CPUs for OWNER: pick victims, ask them, hard-kill after the deadline."""
     import logging
 
-    from glidein_ext.errors import UsageError
+    from glidein_ext.errors import GlideinExtError, UsageError
     from glidein_ext.site.controller import Controller, ControllerConfig
     from glidein_ext.site.demand import Demand
     from glidein_ext.site.pool import KillMethod
@@ -253,4 +260,6 @@ def controller(
         pool=pool_name,
         execute_dirs=_default_execute_dirs(execute_dir),
     )
-    Controller(cfg, dry_run=dry_run).run(cycles)
+    failed = Controller(cfg, dry_run=dry_run).run(cycles)
+    if failed:  # only with --cycles: without, it runs until stopped
+        raise GlideinExtError(f"{failed} of {cycles} cycle(s) failed (see the log above)")

@@ -37,6 +37,7 @@ def run_handshake_demo(say: Callable[[str], None], keep_pool: bool = False) -> N
     """Run the demo end to end; raises GlideinExtError if HTCondor does not do what it should."""
     box = CondorSandbox()
     say("1. Starting a real HTCondor pool (Debian trixie's HTCondor in a chroot, built once).")
+    started = box.stopped()
     box.start()
     glidein: Glidein | None = None
     try:
@@ -111,5 +112,5 @@ def run_handshake_demo(say: Callable[[str], None], keep_pool: bool = False) -> N
     finally:
         if glidein is not None:
             glidein.stop()
-        if not keep_pool:
-            box.stop()
+        if not keep_pool and started:
+            box.stop(started)  # only the pools this demo started: others' stay up

@@ -206,6 +206,7 @@ def run_site_demo(say: Say, keep_pool: bool = False) -> None:
     vo = box.on(VO_POOL)
     say("1. Starting two real HTCondor pools (Debian trixie's HTCondor in a chroot):")
     say(f"   the site's pool (collector {SITE_POOL.collector}) and the VO's ({VO_POOL.collector}).")
+    started = box.stopped()
     box.start()
     nodes: list[SiteNode] = []
     glideins: list[SiteGlidein] = []
@@ -241,5 +242,5 @@ def run_site_demo(say: Say, keep_pool: bool = False) -> None:
         if glideins:
             box.remove(" || ".join(f"ClusterId == {g.cluster}" for g in glideins))
         stop_site_nodes(nodes)
-        if not keep_pool:
-            box.stop()
+        if not keep_pool and started:
+            box.stop(started)  # only the pools this demo started: others' stay up

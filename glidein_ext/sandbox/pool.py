@@ -175,8 +175,15 @@ class CondorSandbox:
         """Start the pools (those already running are left alone); builds the chroot if needed."""
         self._call(["start", "--pools", ",".join(p.name for p in pools)], timeout=1800)
 
-    def stop(self) -> None:
-        self._call(["stop"], timeout=120)
+    def stop(self, pools: Sequence[Pool] = ALL_POOLS) -> None:
+        """Stop the pools (all of them: unmount too, and end whatever else runs in the chroot)."""
+        self._call(["stop", "--pools", ",".join(p.name for p in pools)], timeout=120)
+
+    def stopped(self) -> list[Pool]:
+        """The pools not running now (``condor-sandbox status``): those a demo starts, and so
+        the only ones it stops at its end."""
+        out = self._call(["status"], timeout=30, check=False)
+        return [p for p in ALL_POOLS if f"{p.name} pool: running" not in out]
 
     def run(self, *cmd: str, timeout: float = 60, check: bool = True) -> str:
         """Run ``cmd`` inside the chroot as the pool user, against this pool; its stdout."""

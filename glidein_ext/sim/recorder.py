@@ -67,11 +67,12 @@ class Recorder:
             self.failures += 1
 
     def accepted(
-        self, pilot_id: int, started: float, ended: float, origins: dict[str, int]
+        self, pilot_id: int, started: float, ended: float, origins: dict[str, int], ok: bool = True
     ) -> None:
         """The Task Queue accepted a completion (``origins``: where the task's inputs came from,
-        as the pilot reports them; the times are the pilot's)."""
-        self.counters.on_completion(WORKFLOW_ID, pilot_id, started, ended, origins)
+        as the pilot reports them; the times are the pilot's; not ``ok``: queued again)."""
+        outcome = "done" if ok else "retried"
+        self.counters.on_completion(WORKFLOW_ID, pilot_id, started, ended, origins, outcome)
 
     def round(self, rank_sum: float, served: int) -> None:
         self.counters.on_round(rank_sum, served)

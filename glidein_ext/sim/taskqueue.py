@@ -147,7 +147,9 @@ class SimTaskQueue:
         self.busy.discard(pilot_id)
         if outcome.task_id in self.ended or self.attempts.get(outcome.task_id) != outcome.attempt:
             return 0  # a duplicate or stale report: not counted
-        self.recorder.accepted(pilot_id, outcome.started, outcome.ended, outcome.origins)
+        self.recorder.accepted(
+            pilot_id, outcome.started, outcome.ended, outcome.origins, outcome.ok
+        )
         task = self.tasks[outcome.task_id]
         released: list[int] = []
         if outcome.ok:

@@ -34,6 +34,7 @@ from glidein_ext.site.pool import KillMethod
 from glidein_ext.site.requests import SiteRequest
 from glidein_ext.site.vacate import local_sandbox, vacate
 from glidein_ext.site.victims import Policy, Selection, choose_victims
+from glidein_ext.timefmt import format_duration, format_time
 
 log = logging.getLogger("glidein_ext.site.controller")
 
@@ -79,14 +80,16 @@ def plan(
         ):
             actions.append(
                 Action(
-                    "hard-kill", p, f"still running {now - p.site_deadline} s after its deadline"
+                    "hard-kill",
+                    p,
+                    f"still running {format_duration(now - p.site_deadline)} after its deadline",
                 )
             )
         elif p.stale and cfg.kill_stale:
-            actions.append(Action("hard-kill", p, f"stale heartbeat ({p.heartbeat_age} s)"))
+            actions.append(Action("hard-kill", p, f"stale heartbeat ({_old(p.heartbeat_age)})"))
     # The owner's own pilots are never its victims.
     others = [p for p in pilots if not belongs_to(p.owner, cfg.demand.owner)]
-    selection = choose_victims(others, userprio, need, cfg.policy)
+    selection = choose_victims(others, userprio, need, cfg.policy, now)
     deadline = now + cfg.grace
     for choice in selection.victims:
         actions.append(Action("vacate", choice.pilot, choice.reason, deadline))
@@ -146,6 +149,7 @@ class Controller:
         self.cfg = cfg
         self.dry_run = dry_run
         self.clock = clock
+        self.failed_actions = 0  # vacates and hard-kills that failed, since it started
 
     def need(self, pilots: Sequence[Pilot], userprio: Mapping[str, float]) -> int:
         demand = self.cfg.demand
@@ -166,6 +170,8 @@ class Controller:
         )
 
     def cycle(self) -> list[Action]:
+        """One cycle; GlideinExtError when the pool could not be read.  An action that failed
+        is logged, and counted in ``failed_actions``."""
         now = int(self.clock())
         pilots = with_job_requests(
             pool.query_pilots(self.cfg.pool), pool.query_job_requests(self.cfg.pool)
@@ -196,7 +202,9 @@ class Controller:
                 "%svacate %s (deadline %s): %s",
                 prefix,
                 action.pilot.slot,
-                action.deadline,
+                "none"
+                if action.deadline is None
+                else format_time(action.deadline, int(self.clock())),
                 action.reason,
             )
             if not self.dry_run:
@@ -206,6 +214,7 @@ class Controller:
                     )
                     log.info("vacated %s via %s (%s)", action.pilot.slot, result.how, result.where)
                 except GlideinExtError as exc:
+                    self.failed_actions += 1
                     log.error("vacate %s failed: %s", action.pilot.slot, exc)
             return
         log.info(
@@ -219,16 +228,28 @@ class Controller:
             try:
                 pool.hard_kill(action.pilot, self.cfg.kill_method, self.cfg.pool)
             except GlideinExtError as exc:
+                self.failed_actions += 1
                 log.error("hard-kill %s failed: %s", action.pilot.slot, exc)
 
-    def run(self, cycles: int | None = None) -> None:
-        """Cycle every ``interval`` seconds (``cycles`` times, or for ever)."""
+    def run(self, cycles: int | None = None) -> int:
+        """Cycle every ``interval`` seconds (``cycles`` times, or for ever); how many cycles
+        failed (the pool unread, or a vacate or hard-kill that failed)."""
         done = 0
+        failed = 0
         while cycles is None or done < cycles:
+            before = self.failed_actions
             try:
                 self.cycle()
             except GlideinExtError as exc:
                 log.error("cycle failed: %s", exc)
+                failed += 1
+            else:
+                failed += self.failed_actions > before
             done += 1
             if cycles is None or done < cycles:
                 time.sleep(self.cfg.interval)
+        return failed
+
+
+def _old(seconds: int | None) -> str:
+    return "age unknown" if seconds is None else f"{format_duration(seconds)} old"

@@ -29,11 +29,13 @@ one ``Order`` there.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
 from glidein_ext.site.pilots import Pilot
+from glidein_ext.timefmt import format_duration, format_time
 
 BEST_PRIORITY = 0.5  # HTCondor's minimum effective user priority
 
@@ -53,6 +55,7 @@ class Order:
     key: Callable[[Pilot], float | None]
     summary: str  # one line, for --help
     then: Policy | None = None
+    when: bool = False  # the key is a time (epoch seconds): shown as one in the reasons
 
 
 def _waste(pilot: Pilot) -> float | None:
@@ -72,7 +75,9 @@ def _cache(pilot: Pilot) -> float | None:
 # The policies: the only place a policy's order is defined.
 ORDERS: dict[Policy, Order] = {
     Policy.WASTE: Order("ADD_FINAL_EXP_WASTE1k", _waste, "the least work lost first"),
-    Policy.COMPLETION: Order("LAST_EXP_JOB_END", _completion, "the earliest to finish first"),
+    Policy.COMPLETION: Order(
+        "LAST_EXP_JOB_END", _completion, "the earliest to finish first", when=True
+    ),
     Policy.CACHE: Order(
         "CACHED_INPUT_NEEDED_MB",
         _cache,
@@ -146,26 +151,38 @@ def sort_key(
     )
 
 
-def _shown(value: float) -> str:
-    return "unknown" if math.isinf(value) else str(int(value))
+def _shown(value: float, order: Order, now: int) -> str:
+    """A key's value in a reason: a time as a date and how far from now (an idle pilot's
+    completion, 0, is now), else the number."""
+    if math.isinf(value):
+        return "unknown"
+    if not order.when:
+        return str(int(value))
+    return "now (idle)" if value == 0 else format_time(int(value), now)
 
 
-def _describe_key(pilot: Pilot, policy: Policy) -> str:
+def _describe_key(pilot: Pilot, policy: Policy, now: int) -> str:
     order = ORDERS[policy]
-    text = f"{order.attribute} {_shown(policy_value(pilot, policy))}"
+    text = f"{order.attribute} {_shown(policy_value(pilot, policy), order, now)}"
     if order.then is not None:
-        then = ORDERS[order.then].attribute
-        text += f", {then} {_shown(policy_value(pilot, order.then))}"
+        then = ORDERS[order.then]
+        text += f", {then.attribute} {_shown(policy_value(pilot, order.then), then, now)}"
     return f"{text}, PRIORITY_FACTOR {pilot.priority_factor or 0}"
 
 
 def choose_victims(
-    pilots: Iterable[Pilot], userprio: Mapping[str, float], cpus_needed: int, policy: Policy
+    pilots: Iterable[Pilot],
+    userprio: Mapping[str, float],
+    cpus_needed: int,
+    policy: Policy,
+    now: int | None = None,
 ) -> Selection:
-    """Apply the rules of the module docstring."""
+    """Apply the rules of the module docstring; ``now`` (default: the clock) for the times the
+    reasons show."""
+    now = int(time.time()) if now is None else now
     everyone = sorted(pilots, key=lambda p: p.slot)
     hard_kill = tuple(
-        Choice(p, f"heartbeat {p.heartbeat_age} s old: stale, hard-kill candidate")
+        Choice(p, f"heartbeat {_age(p.heartbeat_age)}: stale, hard-kill candidate")
         for p in everyone
         if p.stale
     )
@@ -194,8 +211,13 @@ def choose_victims(
                 Choice(
                     p,
                     f"user {p.owner} (priority {priority_of(p.owner, userprio):g}, "
-                    f"least-privileged rank {rank} of {len(owners)}); {_describe_key(p, policy)}; "
+                    f"least-privileged rank {rank} of {len(owners)}); "
+                    f"{_describe_key(p, policy, now)}; "
                     f"{p.cpus} CPUs, {covered}/{cpus_needed}",
                 )
             )
     return Selection(cpus_needed, policy, tuple(victims), tuple(draining), hard_kill)
+
+
+def _age(seconds: int | None) -> str:
+    return "of unknown age" if seconds is None else f"{format_duration(seconds)} old"

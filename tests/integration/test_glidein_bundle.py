@@ -37,8 +37,24 @@ SCRIPT = REPO / "scripts" / "glidein-ext-setup.sh"
 
 @pytest.fixture(scope="module")
 def factory(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The build's output directory: glidein-ext.tar.gz and glidein-ext-setup.sh."""
-    return build_factory_files(tmp_path_factory.mktemp("factory"))
+    """The build's output directory, which the build makes: glidein-ext.tar.gz and
+    glidein-ext-setup.sh."""
+    return build_factory_files(tmp_path_factory.mktemp("factory") / "new")
+
+
+def test_a_directory_the_build_cannot_make_is_one_line() -> None:
+    done = subprocess.run(
+        [str(REPO / "scripts" / "build-glidein-bundle"), "/proc/no/such/dir/glidein-ext.tar.gz"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "build-glidein-bundle: cannot create the directory /proc/no/such/dir for "
+        "/proc/no/such/dir/glidein-ext.tar.gz"
+    ]
 
 
 def doc_block(doc: str, heading: str, language: str) -> str:

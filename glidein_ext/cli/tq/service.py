@@ -64,7 +64,10 @@ def serve(
         flags["monitor_interval"] = parse_duration(monitor_interval)
     settings = load_tq_settings(config_file, overrides=flags)
     _log_to_stderr(log_level)
-    run_server(settings, port_file=port_file, announce=lambda line: click.echo(line, err=True))
+    try:
+        run_server(settings, port_file=port_file, announce=lambda line: click.echo(line, err=True))
+    except KeyboardInterrupt:  # Ctrl-C: uvicorn has shut down and raises SIGINT again after
+        click.echo("Task Queue stopped (interrupted)", err=True)
 
 
 def _log_to_stderr(level: str = "info") -> None:

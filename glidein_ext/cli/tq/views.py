@@ -103,7 +103,7 @@ def _round_time(spent: dict[str, float]) -> str:
 
 def render_tasks(tasks: list[dict[str, Any]]) -> str:
     """``tq status --tasks``: one line per task (id, workflow, state, attempt, exit code, pilot,
-    site, host, the last line of its report)."""
+    site, host, the last line of its report; a queued task's short why instead)."""
     lines = [f"{'id':>7} {'wf':>4} {'name':<24} {'state':<8} {'try':>3} {'exit':>4} where  report"]
     for task in tasks:
         where = "-"
@@ -112,11 +112,18 @@ def render_tasks(tasks: list[dict[str, Any]]) -> str:
         code = "-" if task["exit_code"] is None else str(task["exit_code"])
         lines.append(
             f"{task['id']:>7} {task['workflow_id']:>4} {task['name'][:24]:<24} "
-            f"{task['state']:<8} {task['attempt']:>3} {code:>4} {where}  {task['report'] or ''}"
+            f"{task['state']:<8} {task['attempt']:>3} {code:>4} {where}  "
+            f"{task['report'] or _waits(task)}"
         )
     if not tasks:
         lines.append("(no task)")
     return "\n".join(lines)
+
+
+def _waits(task: dict[str, Any]) -> str:
+    """A queued task's short why (an older service sends none)."""
+    why = task.get("why")
+    return f"waits: {why}" if why else ""
 
 
 def _optional(client: TqClient, path: str) -> Any:
@@ -169,7 +176,8 @@ def status(
     state: str | None,
     limit: int,
 ) -> None:
-    """Workflows, tasks by state, pilots by site and state (and each site's master), warnings.
+    """Workflows (WORKFLOW alone if given), tasks by state, pilots by site and state (and each
+    site's master), warnings.
 
     With --tasks, the tasks (of WORKFLOW, in --state) one line each: why one failed is in its
     last column; `tq task ID` shows all of it."""
@@ -177,8 +185,8 @@ def status(
 
     if watch is not None and not 0 < watch <= 86400:
         raise UsageError(f"--watch must be in (0, 86400] seconds, got {watch}")
-    if (state is not None or workflow is not None) and not list_tasks:
-        raise UsageError("WORKFLOW and --state select tasks: give --tasks too")
+    if state is not None and not list_tasks:
+        raise UsageError("--state selects tasks: give --tasks too")
     client = operator_client(url, token, ca_file)
     if list_tasks:
         query = f"?limit={limit}"
@@ -190,6 +198,8 @@ def status(
         return
     while True:
         answer = client.status()
+        if workflow is not None:  # `tq status 99`: that workflow alone
+            answer = _only_workflow(answer, workflow)
         sites = _optional(client, "/api/v1/sites")  # a service without the PilotMonitor endpoint
         masters = _optional(client, "/api/v1/masters")
         warnings = _optional(client, "/api/v1/warnings")
@@ -221,6 +231,17 @@ def status(
         time.sleep(watch)
 
 
+def _only_workflow(answer: Status, workflow: int) -> Status:
+    """The status with one workflow's line (pilots, completions and warnings as they are);
+    TaskQueueNotFound, one line, when the Task Queue has no such workflow."""
+    from dataclasses import replace
+
+    shown = tuple(wf for wf in answer.workflows if wf.id == workflow)
+    if not shown:
+        raise TaskQueueNotFound(f"workflow {workflow} does not exist")
+    return replace(answer, workflows=shown)
+
+
 def render_task(task: dict[str, Any]) -> str:
     """``tq task ID``: every field an operator asks about, then its attempts."""
     from glidein_ext.timefmt import format_relative
@@ -246,8 +267,22 @@ def render_task(task: dict[str, Any]) -> str:
         f"  runnable:   {when(task['runnable_since'])}",
         f"  finished:   {when(task['finished_at'])}",
     ]
+    asks = task.get("asks")  # an older service sends none
+    if asks:
+        lines.append(f"  requirements: {asks['requirements']}")
+        lines.append(f"  rank:       {asks['rank']}")
+        lines.append(
+            f"  requests:   cpus {asks['request_cpus']}, memory {asks['request_memory']} MB, "
+            f"disk {asks['request_disk']} MB, max runtime {asks['max_runtime']} s"
+        )
     if task["why"]:
         lines.append(f"  why:        {task['why']}")
+    analysed = task.get("analysis")
+    if analysed:
+        lines.append(_analysis_head(analysed))
+        lines.extend(
+            f"    {_condition(item, analysed['examined'])}" for item in analysed["conditions"]
+        )
     if task["report"]:
         lines.append("  last report:")
         lines.extend(f"    {line}" for line in task["report"].splitlines()[-20:])
@@ -259,6 +294,20 @@ def render_task(task: dict[str, Any]) -> str:
             f"{when(item['at'])}"
         )
     return "\n".join(lines)
+
+
+def _analysis_head(analysed: dict[str, Any]) -> str:
+    """The head of ``tq task``'s analysis (condor_q -better-analyze's, for one task)."""
+    examined, live = analysed["examined"], analysed["live"]
+    over = f"{live} live pilot(s)" if examined == live else f"the first {examined} of {live}"
+    return f"  analysis over {over}: {analysed['matching']} meet every condition"
+
+
+def _condition(item: dict[str, Any], examined: int) -> str:
+    if item["rejects"] is None:
+        return f"{item['text']}: {item['note']}"
+    said = f"{item['text']}: rejects {item['rejects']} of {examined}"
+    return f"{said}; {item['nearest']}" if item["nearest"] and item["rejects"] else said
 
 
 @click.command(name="task")

@@ -44,6 +44,9 @@ def generate(kind: str, scale: float, size: int, sleep: float, output: str) -> N
     text = yaml.safe_dump(make(kind, scale, size, sleep), sort_keys=False, width=1000)
     if output == "-":
         click.echo(text, nl=False)
-    else:
+        return
+    try:
         with open(output, "w") as handle:
             handle.write(text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror}") from None

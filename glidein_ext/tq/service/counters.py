@@ -7,8 +7,11 @@ round a distributed master reports.  ``snapshot`` gives, overall and per workflo
 
 - **requests per task by kind**: the pilot requests the TQ received while the workflow ran (from
   its submission to the end of its last task), divided by its tasks; overall, every request
-  since the TQ started over every task that ended (Delgado Peris 2014 §IV.A: "the amount of requests
-  received by the Task Queue during a workflow run");
+  since the TQ started over every task submitted since (Delgado Peris 2014 §IV.A: "the amount of
+  requests received by the Task Queue during a workflow run"); the workflows' requests and those
+  received while no workflow ran (``requests_outside_workflows``) add up to the overall;
+- **tasks**: submitted; ``tasks_done`` and ``tasks_failed``: tasks that ended so (a task retried
+  after a failed attempt counts once); ``attempts``: every accepted completion;
 - **inter-task delay**: a pilot's idle time between the end of one task and the start of its next
   one (times reported by the pilot), over pairs of tasks of the same workflow: median, p99, mean
   (Delgado Peris 2014 §IV.A, figure 3);
@@ -124,7 +127,9 @@ class _Tally:
     # by kind; fractional while workflows overlap (shared, see RunCounters.on_request)
     requests: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     origins: Counter[str] = field(default_factory=Counter)
-    done: int = 0
+    done: int = 0  # tasks ended done (a task retried after a failed attempt counts once)
+    failed: int = 0  # tasks ended failed for good
+    attempts: int = 0  # accepted completions, every attempt
     rounds: int = 0
     rank_sum: float = 0.0
     served: int = 0
@@ -146,6 +151,8 @@ class _Tally:
         return {
             "tasks": tasks,
             "tasks_done": self.done,
+            "tasks_failed": self.failed,
+            "attempts": self.attempts,
             "requests": {kind: _count(n) for kind, n in sorted(self.requests.items())},
             "requests_total": _count(total),
             "requests_per_task": total / tasks if tasks else None,
@@ -190,6 +197,8 @@ class RunCounters:
         self.started_at = now
         self._lock = threading.Lock()
         self._overall = _Tally()
+        self._submitted = 0  # tasks of the workflows submitted in this run
+        self._outside: defaultdict[str, float] = defaultdict(float)  # while no workflow ran
         self._runs: dict[int, _Run] = {}
         self._open: dict[int, _Run] = {}
         self._masters: dict[str, list[dict[str, Any]]] = {}
@@ -201,13 +210,16 @@ class RunCounters:
         workflows' counts add up to the overall count instead of counting it once for each."""
         with self._lock:
             self._overall.requests[kind] += 1
-            if self._open:
+            if not self._open:
+                self._outside[kind] += 1
+            else:
                 share = 1 / len(self._open) if len(self._open) > 1 else 1
                 for run in self._open.values():
                     run.tally.requests[kind] += share
 
     def on_submit(self, workflow_id: int, name: str, tasks: int, now: float) -> None:
         with self._lock:
+            self._submitted += tasks
             run = _Run(workflow_id, name, tasks, now)
             self._runs[workflow_id] = run
             self._open[workflow_id] = run
@@ -226,17 +238,24 @@ class RunCounters:
         started_at: float | None,
         ended_at: float | None,
         origins: Mapping[str, int],
+        outcome: str = "done",
     ) -> None:
-        """An accepted completion (counted once per task attempt)."""
+        """An accepted completion (once per task attempt); ``outcome``: the task's state after
+        it, ``done``, ``failed`` (for good) or ``retried`` (queued again): the tasks are counted
+        by how they ended, the attempts apart."""
         counted = {o: int(n) for o, n in origins.items() if o in ORIGINS and int(n) > 0}
         with self._lock:
-            self._overall.done += 1
-            self._overall.origins.update(counted)
+            tallies = [self._overall]
             run = self._runs.get(workflow_id)
+            if run is not None:
+                tallies.append(run.tally)
+            for tally in tallies:
+                tally.attempts += 1
+                tally.done += outcome == "done"
+                tally.failed += outcome == "failed"
+                tally.origins.update(counted)
             if run is None:
                 return
-            run.tally.done += 1
-            run.tally.origins.update(counted)
             if started_at is not None and ended_at is not None and ended_at >= started_at:
                 run.spans.setdefault(pilot_id, []).append((started_at, ended_at))
 
@@ -293,8 +312,13 @@ class RunCounters:
                     turnaround=None if end is None else end - run.submitted_at,
                 )
                 workflows.append(metrics)
-            overall = self._overall.metrics(self._overall.done, sorted(every_gap))
-            overall.update(started_at=self.started_at, uptime=now - self.started_at)
+            overall = self._overall.metrics(self._submitted, sorted(every_gap))
+            outside = {kind: _count(n) for kind, n in sorted(self._outside.items())}
+            overall.update(
+                started_at=self.started_at,
+                uptime=now - self.started_at,
+                requests_outside_workflows=outside,
+            )
             masters = {site: list(grants) for site, grants in self._masters.items()}
             phases = {
                 site: {p: round(v, 3) for p, v in totals.items()}

@@ -76,6 +76,7 @@ def open_store(
     """Engine, migrations, and the store rebuilt from the database; ``name``: this instance's
     name in a pool (its PostgreSQL sessions carry it, ``tq.service.pool.notify``)."""
     database = url_for(settings.database)
+    check_sqlite_file(database)
     engine = make_engine(named_url(database, name) if name else database)
     migrate(engine)
     store = Store(
@@ -269,6 +270,26 @@ class _Server(uvicorn.Server):
             end()
 
 
+def check_sqlite_file(url: str) -> None:
+    """A SQLite database the service can use, checked before SQLAlchemy opens it: ConfigError, one
+    line naming the path and the cause (its directory is missing, it is a directory, it cannot be
+    read or written); a new file is created by SQLite, next to its lock."""
+    if not url.startswith("sqlite:///") or url == "sqlite:///:memory:":
+        return
+    path = Path(url[len("sqlite:///") :])
+    if not path.parent.is_dir():
+        raise ConfigError(f"the database {path}: its directory {path.parent} does not exist")
+    if path.is_dir():
+        raise ConfigError(f"the database {path} is a directory, not a SQLite file")
+    if not path.exists():
+        return
+    for mode, verb in ((os.O_RDONLY, "read"), (os.O_RDWR, "write")):
+        try:
+            os.close(os.open(path, mode))
+        except OSError as exc:
+            raise ConfigError(f"the database {path}: cannot {verb} it: {exc.strerror}") from None
+
+
 def hold_sqlite(url: str) -> IO[str] | None:
     """One ``tq serve`` per SQLite file: an exclusive lock on ``<database>.lock`` (with the
     holder's pid in it), held while this process runs; ConfigError, one line, if another process
@@ -280,7 +301,10 @@ def hold_sqlite(url: str) -> IO[str] | None:
     try:
         handle = open(path, "a+")  # noqa: SIM115 -- held open: the lock lives as long as it
     except OSError as exc:
-        raise ConfigError(f"cannot open the lock file {path}: {exc.strerror}") from None
+        raise ConfigError(
+            f"the database {url[len('sqlite:///') :]}: cannot create its lock file {path}: "
+            f"{exc.strerror}"
+        ) from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -380,6 +404,7 @@ def serve(
     scheme = "https" if tls is not None else "http"
     sites = load_sites(settings.sites) if settings.sites else None
     name = instance_name()
+    check_sqlite_file(url_for(settings.database))
     sole = hold_sqlite(url_for(settings.database))  # held until this process exits
     store = open_store(settings, sites or (), name)
     pool = None

@@ -75,7 +75,8 @@ class TqSettings:
     offer_max_wait: int = 60
     # Stuck work (tq.service.watch.stuck): seconds between checks; a task queued while idle pilots
     # that may run it stay idle this long (keep it above wait_for_data); a busy pilot silent this
-    # long; an unfinished workflow with nothing running and no task ended this long.
+    # long (more than heartbeat_interval); an unfinished workflow with nothing running and no
+    # task ended this long.
     stuck_interval: int = 30
     stuck_queued_after: int = 300
     stuck_silent_after: int = 90
@@ -98,6 +99,12 @@ class TqSettings:
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"setting {name} must be at least 1, got {getattr(self, name)}")
+        if self.stuck_silent_after <= self.heartbeat_interval:
+            # a busy pilot is heard from every heartbeat_interval s: silent for less is normal
+            raise ConfigError(
+                f"setting stuck_silent_after ({self.stuck_silent_after} s) must be more than "
+                f"heartbeat_interval ({self.heartbeat_interval} s), the pilots' heartbeat"
+            )
         if self.tls_key and not self.tls_cert:
             raise ConfigError("setting tls_key needs tls_cert (the certificate of that key)")
         if self.wait_for_data < 0:

@@ -114,7 +114,7 @@ def test_failures_are_retried_until_the_workflow_ends() -> None:
     config = SimConfig(tasks=40, pilots=10, storage=Storage(0.01, 0.2))
     row = simulate(config).summary
     assert row["failures"] > 0
-    assert row["tasks_done"] > row["tasks"]  # attempts, retried ones included
+    assert row["tasks_done"] == row["tasks"]  # each task once, however many attempts it took
 
 
 def test_the_distributed_master_relieves_the_tq_and_event_driven_rounds_cut_the_delay() -> None:

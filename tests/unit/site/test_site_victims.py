@@ -87,7 +87,7 @@ def test_stale_pilots_are_hard_kill_candidates_only() -> None:
     ]
     sel = choose_victims(pilots, {}, 4, Policy.WASTE)
     assert slots(sel.hard_kill) == ["stuck", "stuck-draining"]
-    assert "4000 s" in sel.hard_kill[0].reason
+    assert "heartbeat 1h06m old" in sel.hard_kill[0].reason  # 4000 s, in human time
     assert slots(sel.victims) == ["ok"] and sel.draining == ()
 
 
@@ -116,9 +116,11 @@ def test_cache_policy_spares_the_pilots_whose_cache_tasks_still_need() -> None:
     ]
     # The two holding nothing needed first (ties by the completion key: idle, then 9000), then
     # the least needed (100 MB), then 1400 MB, the silent pilot last.
-    sel = choose_victims(pilots, {}, 20, Policy.CACHE)
+    sel = choose_victims(pilots, {}, 20, Policy.CACHE, now=5400)
     assert slots(sel.victims) == ["idle", "none", "small", "big", "silent"]
-    assert "CACHED_INPUT_NEEDED_MB 0, LAST_EXP_JOB_END 9000" in sel.victims[1].reason
+    expected = "CACHED_INPUT_NEEDED_MB 0, LAST_EXP_JOB_END 1970-01-01 02:30:00 UTC (in 1h00m)"
+    assert expected in sel.victims[1].reason  # 9000: a time, not an epoch
+    assert "LAST_EXP_JOB_END now (idle)" in sel.victims[0].reason
     assert "CACHED_INPUT_NEEDED_MB unknown" in sel.victims[4].reason
     # Two CPUs' worth (4-CPU pilots: 8 CPUs): completion would take "silent" and "small", which
     # hold needed cache; cache takes the two holding none.

@@ -172,6 +172,7 @@ class SiteCoordination:
                 completion.started_at,
                 completion.ended_at,
                 completion.origins,
+                outcome=_OUTCOMES.get(task.state, "retried"),
             )
             if task.finished:
                 self.counters.on_finish(task.workflow_id, now)
@@ -203,6 +204,10 @@ class SiteCoordination:
 
         tx.after_commit(count)
         return workflow_id
+
+
+# A task's state after an accepted completion, as the run's counters count it.
+_OUTCOMES = {TaskState.DONE: "done", TaskState.FAILED: "failed"}
 
 
 def site_row(conn: Connection, site: str) -> Any:

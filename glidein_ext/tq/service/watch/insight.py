@@ -18,6 +18,7 @@ warnings say when that lasts).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -28,16 +29,18 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from glidein_ext.errors import TaskQueueNotFound
-from glidein_ext.tq.models import UNFINISHED, PilotState, QueuedTask, TaskState
+from glidein_ext.tq.models import UNFINISHED, MatchSpec, PilotState, QueuedTask, TaskState
 from glidein_ext.tq.service import tables as t
+from glidein_ext.tq.service.matching import analysis
 from glidein_ext.tq.service.matching.matcher import Matcher
-from glidein_ext.tq.service.store.core import pilot_info, queued_task
+from glidein_ext.tq.service.store.core import pilot_info, queued_task, spec_of
 from glidein_ext.tq.service.watch.stuck import BusyPilot, Snapshot, WorkflowProgress
 from glidein_ext.tq.service.watch.stuck import QueuedTask as StuckTask
 
 LIVE = (PilotState.IDLE.value, PilotState.BUSY.value)
 REPORT_CHARS = 2000  # of a task's last report in an answer
 LIST_LIMIT = 10_000
+MAX_ANALYSED_SPECS = 50  # distinct MatchSpecs analysed for one `tq status --tasks` listing
 
 
 def _read(engine: Engine) -> Any:
@@ -98,10 +101,11 @@ def task_detail(
             )
         ]
         why = None
+        analysed = None
         if row.state == TaskState.WAITING.value:
             why = _why_waiting(conn, row)
         elif row.state == TaskState.QUEUED.value:
-            why = _why_queued(conn, row, now, wait_for_data, architecture_of)
+            why, analysed = _why_queued(conn, row, now, wait_for_data, architecture_of)
         last_pilot = row.pilot_id if row.pilot_id is not None else None
         if last_pilot is None and attempts:
             last_pilot = attempts[-1]["pilot_id"]
@@ -128,9 +132,29 @@ def task_detail(
             "runnable_since": row.runnable_since,
             "finished_at": row.finished_at,
             "attempts": attempts,
+            "asks": _asks(spec_of(row)),
             "why": why,
+            "analysis": None if analysed is None else analysed.to_json(),
         }
     return detail
+
+
+def _asks(spec: MatchSpec) -> dict[str, Any]:
+    """What the task asks of a pilot (its match ad, Hasham 2011 §IV-E)."""
+    return {
+        "requirements": spec.requirements,
+        "rank": spec.rank,
+        "request_cpus": spec.request_cpus,
+        "request_memory": spec.request_memory,
+        "request_disk": spec.request_disk,
+        "max_runtime": spec.max_runtime,
+    }
+
+
+def _analysis(spec: MatchSpec, live: Sequence[Any], now: float) -> analysis.Analysis:
+    """The task's conditions over the first live pilots (``analysis.MAX_PILOTS``, by id)."""
+    examined = [pilot_info(row) for row in live[: analysis.MAX_PILOTS]]
+    return analysis.analyse(spec, examined, len(live), now)
 
 
 def _where(conn: Connection, pilot_id: int | None) -> dict[str, Any]:
@@ -182,20 +206,35 @@ def _why_queued(
     now: float,
     wait_for_data: float,
     architecture_of: Callable[[str], str],
-) -> str:
+) -> tuple[str, analysis.Analysis | None]:
+    """Why a queued task waits (one line), and its conditions over the live pilots."""
     live = _live_pilots(conn)
     task = queued_task(row)
-    matches = set(_matching([task], live, now).get(row.id, ()))
     if not live:
-        return "no matching pilot: no pilot is registered and alive"
+        return "no matching pilot: no pilot is registered and alive", None
+    analysed = _analysis(task.spec, live, now)
+    why = _why_queued_line(conn, row, task, live, analysed, now, wait_for_data, architecture_of)
+    return why, analysed
+
+
+def _why_queued_line(
+    conn: Connection,
+    row: Any,
+    task: QueuedTask,
+    live: list[Any],
+    analysed: analysis.Analysis,
+    now: float,
+    wait_for_data: float,
+    architecture_of: Callable[[str], str],
+) -> str:
+    matches = set(_matching([task], live, now).get(row.id, ()))
     fitting = [p for p in live if p.id in matches]
     if not fitting:
         sites = Counter(p.site for p in live)
         shown = ", ".join(f"{site}={n}" for site, n in sorted(sites.items()))
         return (
             f"no matching pilot: none of the {len(live)} live pilot(s) ({shown}) meets its "
-            "Requirements, resources (cpus, memory, disk) or remaining life, or its Requirements "
-            "refuse the task"
+            f"Requirements, resources or remaining life, or accepts it; {analysed.short()}"
         )
     idle = [p for p in fitting if p.state == PilotState.IDLE.value]
     if not idle:
@@ -245,10 +284,16 @@ def _ids(ids: Iterable[object], limit: int = 5) -> str:
 
 
 def list_tasks(
-    engine: Engine, workflow_id: int | None, state: str | None, limit: int
+    engine: Engine,
+    workflow_id: int | None,
+    state: str | None,
+    limit: int,
+    now: float | None = None,
 ) -> list[dict[str, Any]]:
     """Tasks in id order, with their last report's last line and their pilot (holding it now,
-    else the last attempt's) with its site and host."""
+    else the last attempt's) with its site and host; a queued task's ``why`` (with ``now``):
+    the condition that rejects the most live pilots (``analysis``), for at most
+    ``MAX_ANALYSED_SPECS`` distinct MatchSpecs."""
     pilot_id = sa.func.coalesce(t.tasks.c.pilot_id, t.completions.c.pilot_id)
     query = (
         sa.select(
@@ -262,6 +307,7 @@ def list_tasks(
             t.tasks.c.report,
             pilot_id.label("pilot_id"),
             t.tasks.c.finished_at,
+            t.tasks.c.spec,
             t.pilots.c.site,
             t.pilots.c.host,
         )
@@ -283,6 +329,17 @@ def list_tasks(
         query = query.where(t.tasks.c.state == state)
     with _read(engine) as conn:
         rows = conn.execute(query).all()
+        queued = [r for r in rows if r.state == TaskState.QUEUED.value]
+        live = _live_pilots(conn) if queued and now is not None else []
+    whys: dict[str, str] = {}
+    if now is not None:
+        for r in queued:
+            if r.spec not in whys and len(whys) < MAX_ANALYSED_SPECS:
+                whys[r.spec] = (
+                    _analysis(spec_of(r), live, now).short()
+                    if live
+                    else "no pilot is registered and alive"
+                )
     return [
         {
             "id": r.id,
@@ -297,6 +354,7 @@ def list_tasks(
             "site": r.site,
             "host": r.host,
             "finished_at": r.finished_at,
+            "why": whys.get(r.spec) if r.state == TaskState.QUEUED.value else None,
         }
         for r in rows
     ]
@@ -354,6 +412,16 @@ def stuck_snapshot(engine: Engine, now: float) -> Snapshot:
         ):
             per_wf[wf_id][state] = n
         workflows = []
+        stalled = {
+            wf
+            for wf, counts in per_wf.items()
+            if counts[TaskState.RUNNING.value] == 0 and counts[TaskState.QUEUED.value] > 0
+        }
+        live = (
+            list(conn.execute(sa.select(t.pilots).where(t.pilots.c.state.in_(LIVE))))
+            if stalled
+            else []
+        )
         if per_wf:
             ended = dict(
                 conn.execute(
@@ -374,9 +442,25 @@ def stuck_snapshot(engine: Engine, now: float) -> Snapshot:
                         sum(counts.values()),
                         counts[TaskState.RUNNING.value],
                         last,
+                        counts[TaskState.QUEUED.value],
                     )
                 )
     tasks = [queued_task(r) for r in queued_rows]
+    if stalled:
+        # a workflow with nothing running: are its queued tasks for no live pilot at all?
+        theirs = [
+            task for task, r in zip(tasks, queued_rows, strict=True) if r.workflow_id in stalled
+        ]
+        runnable = _matching(theirs, live, now) if live else {}
+        of = {r.id: r.workflow_id for r in queued_rows}
+        unmatched: dict[int, list[int]] = defaultdict(list)
+        for task in theirs:
+            if not runnable.get(task.task_id):
+                unmatched[of[task.task_id]].append(task.task_id)
+        workflows = [
+            dataclasses.replace(wf, unmatched=tuple(sorted(unmatched[wf.workflow_id])))
+            for wf in workflows
+        ]
     matches = _matching(tasks, idle, now) if idle and tasks else {}
     queued = [
         StuckTask(r.id, r.workflow_id, tuple(sorted(matches.get(r.id, ())))) for r in queued_rows

@@ -128,7 +128,7 @@ def install(
     ) -> dict[str, Any]:
         """Tasks in id order (of one workflow, in one state), at most ``limit``."""
         found = insight.list_tasks(
-            store.engine, workflow, None if state is None else state.value, limit
+            store.engine, workflow, None if state is None else state.value, limit, time.time()
         )
         return {"tasks": found, "limit": limit}
 

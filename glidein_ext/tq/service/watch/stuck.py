@@ -58,6 +58,8 @@ class WorkflowProgress:
     unfinished: int
     running: int
     last_change: float
+    queued: int = 0
+    unmatched: tuple[int, ...] = ()  # its queued tasks no live pilot may run (their ids)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,16 @@ class Thresholds:
     queued_after: float = 300.0
     silent_after: float = 90.0
     stalled_after: float = 1800.0
+
+
+def _unmatched(wf: WorkflowProgress) -> str:
+    """What a stalled workflow's queued tasks lack: a live pilot that may run them."""
+    if not wf.unmatched:
+        return ""
+    why = f"(why: tq task {wf.unmatched[0]})"
+    if len(wf.unmatched) == wf.queued:
+        return f"; none of its {wf.queued} queued task(s) matches a live pilot {why}"
+    return f"; {len(wf.unmatched)} of its {wf.queued} queued task(s) match no live pilot {why}"
 
 
 def _named(ids: Sequence[int]) -> str:
@@ -129,7 +141,7 @@ class StuckDetector:
                         wf.last_change,
                         f"workflow {wf.workflow_id} ({wf.name}) made no progress for "
                         f"{now - wf.last_change:.0f} s: {wf.unfinished} task(s) unfinished, "
-                        "none running",
+                        f"none running{_unmatched(wf)}",
                     )
                 )
         self.current = found

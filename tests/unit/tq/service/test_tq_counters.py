@@ -184,3 +184,35 @@ def test_round_phases_are_summed_per_site_and_their_names_bounded() -> None:
     phases = counters.snapshot(1.0)["phases"]
     assert phases["T2"] == {"sync": 1.5, "solve": 0.25}
     assert len(phases["T3"]) == MAX_PHASES
+
+
+def test_tasks_are_counted_by_how_they_ended_not_by_attempts() -> None:
+    """Two tasks failing twice each, retried once: no task done, two failed, four attempts; the
+    overall tasks are those submitted."""
+    counters = RunCounters()
+    counters.on_submit(1, "w", tasks=2, now=0.0)
+    counters.on_submit(2, "x", tasks=19, now=0.0)
+    for task_end in ("retried", "retried", "failed", "failed"):
+        counters.on_completion(1, 7, 1.0, 2.0, {}, outcome=task_end)
+    counters.on_completion(2, 7, 2.0, 3.0, {}, outcome="done")
+    snap = counters.snapshot(now=5.0)
+    by_id = {wf["id"]: wf for wf in snap["workflows"]}
+    assert (by_id[1]["tasks_done"], by_id[1]["tasks_failed"], by_id[1]["attempts"]) == (0, 2, 4)
+    assert by_id[1]["tasks"] == 2
+    overall = snap["overall"]
+    assert overall["tasks"] == 21 and overall["tasks_done"] == 1 and overall["attempts"] == 5
+
+
+def test_the_workflows_requests_and_those_outside_them_add_up_to_the_overall() -> None:
+    counters = RunCounters()
+    counters.on_request("register")  # before any workflow
+    counters.on_request("request")
+    counters.on_submit(1, "w", tasks=1, now=1.0)
+    counters.on_request("request")
+    counters.on_finish(1, now=2.0)
+    counters.on_request("deregister")  # after it
+    snap = counters.snapshot(now=3.0)
+    outside = snap["overall"]["requests_outside_workflows"]
+    assert outside == {"deregister": 1, "register": 1, "request": 1}
+    inside = sum(wf["requests_total"] for wf in snap["workflows"])
+    assert inside + sum(outside.values()) == snap["overall"]["requests_total"] == 4

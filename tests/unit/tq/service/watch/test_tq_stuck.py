@@ -74,3 +74,23 @@ def test_new_and_cleared_warnings_are_told_apart_for_the_log() -> None:
     assert [w.subject for w in new_warnings(first, second)] == ["pilot 6"]
     third = detector.observe(Snapshot(now=102, busy=[BusyPilot(6, "T1", None, 0)]))
     assert [w.subject for w in cleared(second, third)] == ["pilot 5"]
+
+
+def test_a_stalled_workflow_whose_tasks_match_no_live_pilot_says_so() -> None:
+    detector = StuckDetector(Thresholds(stalled_after=100))
+    snapshot = Snapshot(
+        now=1000,
+        workflows=[
+            WorkflowProgress(1, "w1", 2, 0, last_change=0, queued=2, unmatched=(4, 5)),
+            WorkflowProgress(2, "w2", 3, 0, last_change=0, queued=3, unmatched=(7,)),
+            WorkflowProgress(3, "w3", 1, 0, last_change=0, queued=1),
+        ],
+    )
+    found = {w.subject: w.message for w in detector.observe(snapshot)}
+    assert found["workflow 1"].endswith(
+        "none running; none of its 2 queued task(s) matches a live pilot (why: tq task 4)"
+    )
+    assert found["workflow 2"].endswith(
+        "; 1 of its 3 queued task(s) match no live pilot (why: tq task 7)"
+    )
+    assert found["workflow 3"].endswith("none running")
