@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from glidein_ext import __version__
+from glidein_ext.escape import shown
 from glidein_ext.tq.service.counters import call_kind
 from glidein_ext.tq.service.loops import WatchedLoop
 from glidein_ext.tq.service.watch.stuck import StuckDetector
@@ -102,7 +103,9 @@ class RequestMetrics:
             timed = self._timed[kind] = self.durations.labels(kind)
         timed.observe(seconds)
         if request_log.isEnabledFor(logging.DEBUG):
-            request_log.debug("%s %s %d %.1f ms", method, path, status, seconds * 1000)
+            request_log.debug(
+                "%s %s %d %.1f ms", shown(method), shown(path), status, seconds * 1000
+            )
 
 
 class StateCollector(Collector):
