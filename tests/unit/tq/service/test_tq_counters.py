@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from glidein_ext.tq.service import counters as counters_module
 from glidein_ext.tq.service.counters import (
     MAX_PHASES,
     RunCounters,
@@ -184,3 +185,20 @@ def test_round_phases_are_summed_per_site_and_their_names_bounded() -> None:
     phases = counters.snapshot(1.0)["phases"]
     assert phases["T2"] == {"sync": 1.5, "solve": 0.25}
     assert len(phases["T3"]) == MAX_PHASES
+
+
+def test_masters_and_phases_keep_at_most_max_sites_the_least_recent_leaving(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(counters_module, "MAX_SITES", 3)
+    counters = RunCounters()
+    for site in ("A", "B", "C", "D"):
+        counters.on_master(site, 1, 1, 0.0)
+        counters.on_phases(site, [("sync", 1.0)])
+    counters.on_master("B", 2, 2, 1.0)  # B heard of again: C leaves next, not B
+    counters.on_phases("B", [("sync", 1.0)])
+    counters.on_master("E", 1, 1, 2.0)
+    counters.on_phases("E", [("sync", 1.0)])
+    snapshot = counters.snapshot(3.0)
+    assert sorted(snapshot["masters"]) == ["B", "D", "E"]
+    assert sorted(snapshot["phases"]) == ["B", "D", "E"] and snapshot["phases"]["B"]["sync"] == 2
