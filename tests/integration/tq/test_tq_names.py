@@ -31,7 +31,7 @@ HOSTILE = "\x1b]0;owned\x07\x1b[2J\nFORGED line\r\u202e"
         ("site", "T2\nFORGED"),
         ("site", "T2 XY"),
         ("site", "a/b"),
-        ("site", "-rf"),
+        ("site", "T2:XY"),
         ("site", "T2_\u00e9"),
         ("host", "wn\x1b]0;x\x07"),
         ("host", "wn\u202e1"),
@@ -137,3 +137,17 @@ def test_the_stuck_watch_and_the_request_log_write_one_line_each(
     assert not any(line.startswith("FORGED") for line in log.splitlines()), log
     assert "\x1b" not in log and "\x07" not in log
     assert "\\nFORGED line" in log and "/healthz\\nFORGED request\\x1b[2J" in log
+
+
+def test_a_glidein_with_a_site_the_task_queue_refuses_stops_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`wrapper --tq` takes the Task Queue's site names only (HTCondor's GLIDEIN_Site would
+    take '@', ':' and '+' too): told at once, not by every lane's refused registration."""
+    argv = ["wrapper", "--agent-only", "--tq", "http://127.0.0.1:9", "--site", "T2@XY"]
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--start-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert exited.value.code not in (0, None) and "Traceback" not in err
+    (line,) = err.strip().splitlines()
+    assert "--site 'T2@XY'" in line and "letters, digits" in line

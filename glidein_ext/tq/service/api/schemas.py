@@ -74,24 +74,22 @@ def bounded(name: str) -> Any:
 
 Name = Annotated[str, Field(min_length=1), _refuse(lambda v: text_problem(v, MAX_NAME_CHARS))]
 # A site's or a host's name: an identifier, as HTCondor and WLCG name them (GLIDEIN_Site and the
-# CMS site names such as T2_US_Nebraska, DNS host names): ASCII letters and digits, then these and
-# '_', '-', '.'.  Nothing else reaches the database, the terminals or the logs through them.
-IDENTIFIER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+# CMS site names such as T2_US_Nebraska, DNS host names): ASCII letters, digits, '_', '-', '.',
+# the characters the sites file and `pilot run --site` take.  Nothing else reaches the database,
+# the terminals or the logs through them.
+IDENTIFIER_PATTERN = r"^[A-Za-z0-9_.-]+$"
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 
 
 def identifier_problem(value: object, max_chars: int = MAX_NAME_CHARS) -> str | None:
-    """A site's or host's name: at most ``max_chars`` of ASCII letters, digits, '_', '-', '.',
-    beginning with a letter or a digit."""
+    """A site's or host's name: at most ``max_chars`` of ASCII letters, digits, '_', '-',
+    '.'."""
     problem = text_problem(value, max_chars)
     if problem is not None:
         return problem
     assert isinstance(value, str)
     if not _IDENTIFIER.match(value):
-        return (
-            f"{shorten(value)} is not a name: ASCII letters, digits, '_', '-' and '.' only, "
-            "beginning with a letter or a digit"
-        )
+        return f"{shorten(value)} is not a name: ASCII letters, digits, '_', '-' and '.' only"
     return None
 
 
