@@ -3,37 +3,13 @@
 from __future__ import annotations
 
 import time
-import unicodedata
 from pathlib import Path
 
 import click
 
 from glidein_ext.cache.store import CacheStore, scan_cache
 from glidein_ext.errors import CacheError, UsageError
-
-_NAMED_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_UNPRINTED = {"Cc", "Cf", "Cs", "Zl", "Zp"}  # controls, format (bidi, zero-width), lines
-
-
-def shown(name: str) -> str:
-    """``name`` with backslashes and control, format and line-separator characters escaped
-    (``\\n``, ``\\x1b``, ``\\u202e``), so an LFN is one line of output and cannot forge others."""
-    if name.isprintable() and "\\" not in name:
-        return name
-    out = []
-    for char in name:
-        code = ord(char)
-        if char in _NAMED_ESCAPES:
-            out.append(_NAMED_ESCAPES[char])
-        elif unicodedata.category(char) not in _UNPRINTED:
-            out.append(char)
-        elif code < 0x100:
-            out.append(f"\\x{code:02x}")
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    return "".join(out)
+from glidein_ext.escape import shown
 
 
 @click.group()

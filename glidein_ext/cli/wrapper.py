@@ -172,6 +172,11 @@ def wrapper(
     if tq_url is not None:
         if not site:
             raise UsageError("--tq needs --site (the site's name at the Task Queue)")
+        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", site):  # the Task Queue's site names
+            raise UsageError(
+                f"--site {site!r}: with --tq a site name is letters, digits, '_', '.', '-' "
+                "(1-100), as the Task Queue takes it"
+            )
         if not all(u.strip().startswith(("http://", "https://")) for u in tq_url.split(",")):
             raise UsageError(f"--tq {tq_url!r}: give http:// or https:// URLs (comma-separated)")
         tq = TqOptions(

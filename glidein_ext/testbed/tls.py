@@ -2,7 +2,8 @@
 
 ``make_pki(directory)`` writes a CA, a server certificate signed by it for the given host names
 and addresses (``127.0.0.1`` by default) and a second, unrelated CA (the "wrong" one a client may
-be given); every file is PEM.  Nothing here is for production.
+be given), and an expired certificate of the server (same key and names, valid for one day of
+2020); every file is PEM.  Nothing here is for production.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ class Pki:
     cert: Path  # the server's certificate
     key: Path  # its private key
     wrong_ca: Path  # a CA that signed nothing here
+    expired: Path  # the server's certificate, signed by ``ca``, that expired in 2020
 
 
 def openssl_available() -> bool:
@@ -102,4 +104,27 @@ def make_pki(directory: Path, names: Sequence[str] = ("IP:127.0.0.1",)) -> Pki:
         str(cert),
     )
     key.chmod(0o600)
-    return Pki(ca=ca, cert=cert, key=key, wrong_ca=wrong)
+    expired = _expired(directory, request, ca, ca_key, extensions)
+    return Pki(ca=ca, cert=cert, key=key, wrong_ca=wrong, expired=expired)
+
+
+def _expired(directory: Path, request: Path, ca: Path, ca_key: Path, extensions: Path) -> Path:
+    """``request`` signed by the CA for 2020-01-01 only (``openssl ca``: ``x509`` and ``req``
+    take no dates in the past)."""
+    work = directory / "expired-ca"
+    work.mkdir()
+    (work / "index.txt").write_text("")
+    (work / "serial").write_text("1000\n")
+    config = work / "ca.cnf"
+    config.write_text(
+        "[ca]\ndefault_ca = here\n[here]\n"
+        f"database = {work / 'index.txt'}\nnew_certs_dir = {work}\nserial = {work / 'serial'}\n"
+        "default_md = sha256\npolicy = any\nunique_subject = no\n[any]\ncommonName = supplied\n"
+    )
+    expired = directory / "server-expired.pem"
+    _openssl(
+        *("ca", "-batch", "-notext", "-config", str(config), "-in", str(request)),
+        *("-cert", str(ca), "-keyfile", str(ca_key), "-extfile", str(extensions)),
+        *("-startdate", "20200101000000Z", "-enddate", "20200102000000Z", "-out", str(expired)),
+    )
+    return expired

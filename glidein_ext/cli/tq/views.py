@@ -12,6 +12,7 @@ import click
 
 from glidein_ext.cli.tq.options import ca_option, operator_client, token_option, url_option
 from glidein_ext.errors import TaskQueueNotFound, UsageError
+from glidein_ext.escape import shown as _s
 
 if TYPE_CHECKING:
     from glidein_ext.tq.client.client import TqClient
@@ -44,7 +45,7 @@ def render_status(
         total = sum(counts.values())
         finished = counts.get("done", 0) + counts.get("failed", 0)
         states = " ".join(f"{s}={counts.get(s, 0)}" for s in _STATES)
-        lines.append(f"workflow {wf.id:>4} {wf.name:<20} {_bar(finished, total)}  {states}")
+        lines.append(f"workflow {wf.id:>4} {_s(wf.name):<20} {_bar(finished, total)}  {states}")
     if not status.workflows:
         lines.append("no workflows")
     lines.append("pilots:")
@@ -54,12 +55,12 @@ def render_status(
         lines.append("  none")
     for site in shown_sites:
         by_state = status.pilots.get(site, {})
-        shown = " ".join(f"{state}={n}" for state, n in sorted(by_state.items())) or "-"
+        shown = " ".join(f"{_s(state)}={n}" for state, n in sorted(by_state.items())) or "-"
         master = master_of.get(site)
         if master is not None:
             held = master["master_id"]
             shown += f"  master={held if held is not None else 'none'} epoch={master['epoch']}"
-        lines.append(f"  {site:<24} {shown}")
+        lines.append(f"  {_s(site):<24} {shown}")
         spent = (phases or {}).get(site)
         if spent and sum(spent.values()) > 0:
             lines.append(f"    {_round_time(spent)}")
@@ -74,18 +75,18 @@ def render_status(
             if last is None:
                 decided = "no pass yet"
             elif last["error"]:
-                decided = f"last pass failed: {last['error']}"
+                decided = f"last pass failed: {_s(last['error'])}"
             else:
                 decided = f"last pass submitted {last['count']}"
             lines.append(
-                f"  {site['site']:<24} minPilots={site['min_pilots']} "
+                f"  {_s(site['site']):<24} minPilots={site['min_pilots']} "
                 f"maxPilots={site['max_pilots']} minIdlePilots={site['min_idle_pilots']}  "
                 f"inactive={site['inactive']} idle={site['idle']} busy={site['busy']} "
                 f"vanished={site['vanished']}  {decided}"
             )
     shown_warnings = list(warnings or ())
     for warning in shown_warnings[:MAX_WARNINGS_SHOWN]:
-        lines.append(f"WARNING {warning['kind']}: {warning['message']}")
+        lines.append(f"WARNING {_s(warning['kind'])}: {_s(warning['message'])}")
     if len(shown_warnings) > MAX_WARNINGS_SHOWN:
         more = len(shown_warnings) - MAX_WARNINGS_SHOWN
         lines.append(f"WARNING and {more} more (tq status --json)")
@@ -108,12 +109,12 @@ def render_tasks(tasks: list[dict[str, Any]]) -> str:
     for task in tasks:
         where = "-"
         if task["pilot_id"] is not None:
-            where = f"pilot {task['pilot_id']}@{task['site'] or '?'}/{task['host'] or '?'}"
+            where = f"pilot {task['pilot_id']}@{_s(task['site'] or '?')}/{_s(task['host'] or '?')}"
         code = "-" if task["exit_code"] is None else str(task["exit_code"])
         lines.append(
-            f"{task['id']:>7} {task['workflow_id']:>4} {task['name'][:24]:<24} "
+            f"{task['id']:>7} {task['workflow_id']:>4} {_s(task['name'])[:24]:<24} "
             f"{task['state']:<8} {task['attempt']:>3} {code:>4} {where}  "
-            f"{task['report'] or _waits(task)}"
+            f"{_s(task['report'] or _waits(task))}"
         )
     if not tasks:
         lines.append("(no task)")
@@ -253,44 +254,45 @@ def render_task(task: dict[str, Any]) -> str:
 
     where = "-"
     if task["pilot_id"] is not None:
-        where = f"pilot {task['pilot_id']} at {task['site'] or '?'} on {task['host'] or '?'}"
+        site, host = _s(task["site"] or "?"), _s(task["host"] or "?")
+        where = f"pilot {task['pilot_id']} at {site} on {host}"
     lines = [
-        f"task {task['id']} ({task['name']}) of workflow {task['workflow_id']} "
-        f"({task['workflow']}), step {task['step']}",
-        f"  state:      {task['state']}",
+        f"task {task['id']} ({_s(task['name'])}) of workflow {task['workflow_id']} "
+        f"({_s(task['workflow'])}), step {_s(task['step'])}",
+        f"  state:      {_s(task['state'])}",
         f"  attempts:   {task['attempt']} (failures {task['failures']}, "
         f"retries allowed {task['max_retries']})",
         f"  exit code:  {'-' if task['exit_code'] is None else task['exit_code']}",
         f"  pilot:      {where}",
-        f"  command:    {task['command']}",
+        f"  command:    {_s(task['command'])}",
         f"  submitted:  {when(task['submitted_at'])}",
         f"  runnable:   {when(task['runnable_since'])}",
         f"  finished:   {when(task['finished_at'])}",
     ]
     asks = task.get("asks")  # an older service sends none
     if asks:
-        lines.append(f"  requirements: {asks['requirements']}")
-        lines.append(f"  rank:       {asks['rank']}")
+        lines.append(f"  requirements: {_s(asks['requirements'])}")
+        lines.append(f"  rank:       {_s(asks['rank'])}")
         lines.append(
             f"  requests:   cpus {asks['request_cpus']}, memory {asks['request_memory']} MB, "
             f"disk {asks['request_disk']} MB, max runtime {asks['max_runtime']} s"
         )
     if task["why"]:
-        lines.append(f"  why:        {task['why']}")
+        lines.append(f"  why:        {_s(task['why'])}")
     analysed = task.get("analysis")
     if analysed:
         lines.append(_analysis_head(analysed))
         lines.extend(
-            f"    {_condition(item, analysed['examined'])}" for item in analysed["conditions"]
+            f"    {_s(_condition(item, analysed['examined']))}" for item in analysed["conditions"]
         )
     if task["report"]:
         lines.append("  last report:")
-        lines.extend(f"    {line}" for line in task["report"].splitlines()[-20:])
+        lines.extend(f"    {_s(line)}" for line in task["report"].splitlines()[-20:])
     for item in task["attempts"]:
         result = "ok" if item["ok"] else "failed"
         lines.append(
             f"  attempt {item['attempt']}: {result}, exit {item['exit_code']}, pilot "
-            f"{item['pilot_id']} at {item['site'] or '?'} on {item['host'] or '?'}, "
+            f"{item['pilot_id']} at {_s(item['site'] or '?')} on {_s(item['host'] or '?')}, "
             f"{when(item['at'])}"
         )
     return "\n".join(lines)

@@ -39,7 +39,8 @@ from dataclasses import dataclass
 
 from glidein_ext.agent.agent import AgentConfig, PilotAgent
 from glidein_ext.agent.loopthread import LoopThread
-from glidein_ext.errors import AdFileError
+from glidein_ext.errors import AdFileError, GlideinExtError
+from glidein_ext.escape import shown
 from glidein_ext.glidein.cacheneed import PUBLISH_EVERY, CacheNeedPublisher
 from glidein_ext.glidein.handoff.board import Board
 from glidein_ext.glidein.handoff.executor import GlideinIdentity, StartdExecutor
@@ -133,6 +134,9 @@ class GlideinAgent:
         try:
             self.ran[lane] = agent.run()
             log.info("glidein agent: lane %d left after %d task(s)", lane, self.ran[lane])
+        except GlideinExtError as exc:  # a reason (an untrusted server, a refused credential)
+            self.failed += 1
+            log.error("glidein agent: lane %d failed: %s", lane, shown(exc))
         except Exception:  # one lane's failure never ends the others (logged)
             self.failed += 1
             log.exception("glidein agent: lane %d failed; its tasks go back to the TQ", lane)

@@ -110,6 +110,31 @@ class CallerGate:
             return True
         return False
 
+    def budget(self, peer: int | None) -> str:
+        """Whose connection budget a caller draws on (the hook link's door): ``startd`` for a
+        child of a condor_startd that is (or may become) the glidein's, ``starter:PID`` for a
+        child of a condor_starter of that startd, ``other`` for anyone else.  Pins nothing: the
+        request itself is checked after (a payload can be a starter's child too, but only of its
+        own starter, so it can take only its own task's budget)."""
+        try:
+            parent = self._parent(peer)
+        except AgentLinkError:
+            return "other"
+        if self._may_be_our_startd(parent):
+            return "startd"
+        starter = parent if _is(parent, STARTER) else None
+        if starter is not None and self._may_be_our_startd(self.table.get(starter.ppid)):
+            return f"starter:{starter.pid}"
+        return "other"
+
+    def _may_be_our_startd(self, proc: Proc | None) -> bool:
+        if proc is None or not _is(proc, STARTD):
+            return False
+        pinned = self.startd
+        if pinned is None or (pinned.pid, pinned.ticks) == (proc.pid, proc.ticks):
+            return True
+        return not self._alive(pinned) and proc.ppid == pinned.ppid
+
     def check_startd(self, peer: int | None) -> None:
         """The caller is a hook of the glidein's startd; AgentLinkError otherwise."""
         parent = self._parent(peer)

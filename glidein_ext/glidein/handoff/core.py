@@ -297,7 +297,7 @@ class HandoffLedger:
                 and handoff.starter is not None
                 and not alive(handoff.starter)
             ):
-                why = "its condor_starter ended without JOB_EXIT"
+                why = "its condor_starter ended without JOB_EXIT reaching the agent (StarterLog)"
                 self._end(handoff, TaskEnd(EndKind.EVICTED, detail=why), now)
             else:
                 continue

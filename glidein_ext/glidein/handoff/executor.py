@@ -177,7 +177,11 @@ class StartdExecutor(TaskExecutor):
         log.info("lane %d: task %s offered to the startd", self.lane, task.task_id)
         end = self.board.wait_end(key, stop, self._watchdog(task))
         if end.kind is not EndKind.EXITED:
-            log.info("lane %d: task %s %s: %s", self.lane, task.task_id, end.kind.value, end.detail)
+            # evicted is not the task's end but HTCondor's or the hand-off's: say why where the
+            # glidein's log shows it (cancelled, never started, is the retiring glidein's).
+            level = logging.WARNING if end.kind is EndKind.EVICTED else logging.INFO
+            what = (self.lane, task.task_id, end.kind.value, end.detail)
+            log.log(level, "lane %d: task %s %s: %s", *what)
             return Outcome(EVICTED, [], f"not run to its end: {end.detail}"), True
         tail = runner.tail(staged.task_dir / "task.out") + runner.tail(staged.task_dir / "task.err")
         if end.detail:

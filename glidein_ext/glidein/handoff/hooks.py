@@ -36,6 +36,9 @@ __all__ = ["ATTEMPT_ATTR", "SECRET_ATTR", "TASK_ATTR", "HookResult", "run_fetch_
 AD_SEPARATOR = "-----"
 FETCH_TIMEOUT = 10.0  # the agent waits a little for a task (see agent.board), never this long
 CALL_TIMEOUT = 5.0
+# JOB_EXIT is tried until the agent takes it, within the starter's wait for the hook
+# (<Keyword>_HOOK_JOB_EXIT_TIMEOUT, 30 s by default): a lost JOB_EXIT makes the task "evicted".
+JOB_EXIT_RETRY_FOR = 25.0
 _EXIT_REASONS = ("exit", "evict", "remove", "hold")
 
 
@@ -167,7 +170,7 @@ def task_exited(start_dir: str, ad: Mapping[str, Literal], reason: str) -> None:
         "signal": _int(ad, "ExitSignal"),
         "duration": _int(ad, "JobDuration"),
     }
-    link.call(start_dir, request, CALL_TIMEOUT)
+    link.call_until(start_dir, request, CALL_TIMEOUT, JOB_EXIT_RETRY_FOR)
 
 
 @dataclass(frozen=True)

@@ -158,20 +158,45 @@ def call(start_dir: str, request: dict[str, Any], timeout: float = 5.0) -> dict[
     AgentLinkError when the link is unsafe or absent, the agent does not answer in ``timeout``
     seconds, or answers an error.
     """
+    return call_until(start_dir, request, timeout, 0.0)
+
+
+def call_until(
+    start_dir: str, request: dict[str, Any], timeout: float, retry_for: float
+) -> dict[str, Any]:
+    """``call``, tried again while the agent does not answer (it turned the connection away, or
+    was busy) for up to ``retry_for`` seconds in all; an answer, an error it answered or an
+    unsafe link ends the tries at once."""
     path = socket_path(start_dir)
-    check_dir(link_dir(start_dir))
-    check_socket(path)
+    data = encode(request)
+    deadline = time.monotonic() + retry_for
+    pause = 0.05
+    while True:
+        check_dir(link_dir(start_dir))
+        check_socket(path)
+        left = deadline - time.monotonic()
+        answer = _exchange(path, data, timeout if retry_for <= 0 else max(0.5, min(timeout, left)))
+        if isinstance(answer, dict):
+            break
+        if time.monotonic() + pause >= deadline:
+            raise AgentLinkError(f"the agent at {path} did not answer: {answer}")
+        time.sleep(pause)
+        pause = min(1.0, pause * 2)
+    if "error" in answer:
+        raise AgentLinkError(f"the agent refused {request.get('op')!r}: {answer['error']}")
+    return answer
+
+
+def _exchange(path: str, data: bytes, timeout: float) -> dict[str, Any] | str:
+    """One request and its answer; why there was none (closed unanswered, no agent, too slow)."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout)
         with socket_address(path) as address:
             sock.connect(address)
-        sock.sendall(encode(request))
-        answer = decode(read_message(sock))
-    except OSError as exc:
-        raise AgentLinkError(f"the agent at {path} did not answer: {exc}") from None
+        sock.sendall(data)
+        return decode(read_message(sock))
+    except (OSError, AgentLinkError) as exc:
+        return str(exc) or type(exc).__name__
     finally:
         sock.close()
-    if "error" in answer:
-        raise AgentLinkError(f"the agent refused {request.get('op')!r}: {answer['error']}")
-    return answer

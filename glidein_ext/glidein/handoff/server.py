@@ -26,8 +26,13 @@ payload can neither take a task off the board, nor say that another task started
 evicted; status names no task.
 
 A connection has :data:`DEADLINE` seconds in all to send its request (a hook sends it at once),
-and at most :data:`MAX_CONNECTIONS` are served at a time (one thread each): more are closed
-unanswered, so a process that opens many connections and trickles bytes cannot pile up threads.
+and each caller has a budget of connections served at a time (one thread each), told apart by
+its ancestry before anything is read (``CallerGate.budget``): the startd's hooks
+(:data:`STARTD_CONNECTIONS`), each condor_starter's hooks (:data:`STARTER_CONNECTIONS` per
+starter), and everyone else together (:data:`MAX_CONNECTIONS`).  Beyond its budget a connection
+is closed unanswered, so a process that opens many connections and trickles bytes cannot pile up
+threads, and a payload holding every connection it may open keeps neither the startd's
+FETCH_WORK nor another task's JOB_EXIT out.
 A refused or malformed request gets ``{"error": ...}``; the server never dies of one.
 Python 3.9, standard library only.
 """
@@ -52,7 +57,9 @@ from glidein_ext.glidein.handoff.core import Key, SlotView
 
 log = logging.getLogger("glidein_ext.agent.hooks")
 DEADLINE = 10.0  # seconds a connection has to send its whole request
-MAX_CONNECTIONS = 32  # served at once; a glidein's hooks need a handful
+MAX_CONNECTIONS = 32  # served at once for callers that are not HTCondor's hooks
+STARTD_CONNECTIONS = 16  # the startd's FETCH_WORK, REPLY_FETCH, EVICT_CLAIM: one a slot at most
+STARTER_CONNECTIONS = 4  # one condor_starter's PREPARE_JOB and JOB_EXIT (and its retries)
 
 
 def _int(request: Mapping[str, Any], name: str, low: int = 0) -> int:
@@ -197,7 +204,10 @@ class HookServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.board = board
         self.gate = gate or CallerGate(ProcFs())
         self.deadline = deadline
-        self.slots = threading.BoundedSemaphore(max_connections)
+        self.budgets = {"other": max_connections, "startd": STARTD_CONNECTIONS}
+        self._serving: dict[str, int] = {}  # budget -> connections served now
+        self._held: dict[int, str] = {}  # id of a connection served -> its budget
+        self._lock = threading.Lock()
         self.turned_away = 0
         self.path = link.socket_path(start_dir)
         link.make_link_dir(start_dir)
@@ -215,25 +225,53 @@ class HookServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         os.chmod(self.path, 0o600)
         self._thread: threading.Thread | None = None
 
+    def budget_of(self, request: socket.socket) -> str:
+        """The caller's budget, from its ancestry (``CallerGate.budget``)."""
+        try:
+            credentials = peer_credentials(request)
+        except OSError:
+            return "other"
+        return self.gate.budget(credentials[0] if credentials is not None else None)
+
     def process_request(self, request: Any, client_address: Any) -> None:
-        """One thread per connection, at most ``max_connections`` at once: more are closed."""
-        if not self.slots.acquire(blocking=False):
-            self.turned_away += 1
-            if self.turned_away % 100 == 1:
-                log.warning("hook link: %d connection(s) turned away (busy)", self.turned_away)
+        """One thread per connection, within its caller's budget: beyond it, closed."""
+        budget = self.budget_of(request)
+        limit = self.budgets.get(budget, STARTER_CONNECTIONS)
+        with self._lock:
+            taken = self._serving.get(budget, 0) < limit
+            if taken:
+                self._serving[budget] = self._serving.get(budget, 0) + 1
+                self._held[id(request)] = budget
+            else:
+                self.turned_away += 1
+                away = self.turned_away
+        if not taken:
+            if away % 100 == 1:
+                log.warning("hook link: %d connection(s) turned away (%s busy)", away, budget)
             self.shutdown_request(request)
             return
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self.slots.release()
+            self._release(request)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self.slots.release()
+            self._release(request)
+
+    def _release(self, request: socket.socket) -> None:
+        with self._lock:
+            budget = self._held.pop(id(request), None)
+            if budget is None:
+                return
+            left = self._serving.get(budget, 0) - 1
+            if left > 0:
+                self._serving[budget] = left
+            else:
+                self._serving.pop(budget, None)
 
     def start(self) -> HookServer:
         self._thread = threading.Thread(

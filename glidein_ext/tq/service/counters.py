@@ -42,9 +42,9 @@ from __future__ import annotations
 import math
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from glidein_ext.tq.client.protocol import API
 
@@ -52,6 +52,7 @@ ORIGINS = ("cache", "host", "peer", "se")
 CACHED = ("cache", "host", "peer")
 LOCAL = ("cache", "host")
 MAX_PHASES = 16  # round phase names kept per site
+MAX_SITES = 1000  # sites whose masters and phases are kept; the longest unheard of leaves first
 
 # The pilots' and masters' calls, by kind, with their method (Delgado Peris 2014 §IV.A counts them).
 PILOT_CALLS = {
@@ -280,7 +281,7 @@ class RunCounters:
     def on_master(self, site: str, pilot_id: int, epoch: int, now: float) -> None:
         """A pilot got a distributed site's master role (Delgado Peris 2014 §III.B)."""
         with self._lock:
-            grants = self._masters.setdefault(site, [])
+            grants = _recent(self._masters, site, list)
             grants.append({"pilot_id": pilot_id, "epoch": epoch, "at": now})
             del grants[:-100]
 
@@ -288,7 +289,7 @@ class RunCounters:
         """A distributed master's round phases since its last sync, seconds each (at most
         ``MAX_PHASES`` names kept per site)."""
         with self._lock:
-            totals = self._phases.setdefault(site, {})
+            totals = _recent(self._phases, site, dict)
             for phase, seconds in phases:
                 if phase in totals or len(totals) < MAX_PHASES:
                     totals[phase] = totals.get(phase, 0.0) + max(0.0, float(seconds))
@@ -330,6 +331,19 @@ class RunCounters:
                 "masters": masters,
                 "phases": phases,
             }
+
+
+V = TypeVar("V")
+
+
+def _recent(by_site: dict[str, V], site: str, new: Callable[[], V]) -> V:
+    """``by_site[site]``, made the most recent entry (created if need be); the least recent
+    entries leave beyond ``MAX_SITES``, so names pilots bring cannot grow it without bound."""
+    value = by_site.pop(site) if site in by_site else new()
+    by_site[site] = value
+    while len(by_site) > MAX_SITES:
+        del by_site[next(iter(by_site))]
+    return value
 
 
 def _count(n: float) -> float:

@@ -45,6 +45,7 @@ from glidein_ext.tq.manager.monitor import (
 from glidein_ext.tq.manager.pilot_submit import CredentialIssuer, PilotManager
 from glidein_ext.tq.manager.sites import SiteConfig, load_sites
 from glidein_ext.tq.models import Architecture
+from glidein_ext.tq.service import httpguard
 from glidein_ext.tq.service.api.access import operator_access
 from glidein_ext.tq.service.api.app import create_app
 from glidein_ext.tq.service.db import (
@@ -461,11 +462,14 @@ def serve(
             "ssl_ciphers": TLS_CIPHERS,
         }
     app = build_app(store, settings, monitor, pool, courier)
+    open_files = httpguard.raise_open_files()
     config = uvicorn.Config(
         app,
         log_level="warning",
         access_log=False,
-        timeout_keep_alive=30,
+        http=httpguard.deadline_protocol(settings.http_header_timeout, settings.http_body_timeout),
+        limit_concurrency=httpguard.max_connections(settings.http_max_connections, open_files),
+        timeout_keep_alive=httpguard.KEEP_ALIVE,
         backlog=2048,
         **tls_options,
     )

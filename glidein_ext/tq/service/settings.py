@@ -62,6 +62,13 @@ class TqSettings:
     monitor_interval: int = 60
     # Largest request body, bytes (413 beyond): a workflow of ~80 000 tasks fits the default.
     max_request_bytes: int = 32 * 2**20
+    # The HTTP server's own limits (tq.service.httpguard): seconds a request's headers may take
+    # to arrive, and then its body (the connection is closed past either: no client holds it by
+    # trickling bytes); connections (or requests in service) beyond which a request is answered
+    # 503 at once (kept below the open-files limit, which is raised to the hard limit at start).
+    http_header_timeout: int = 10
+    http_body_timeout: int = 60
+    http_max_connections: int = 4000
     # A background loop (reaper, PilotMonitor) without a successful pass for its interval plus
     # this many seconds is stuck: /healthz answers 503.
     loop_stuck_after: int = 300
@@ -89,6 +96,9 @@ class TqSettings:
             "reap_interval",
             "monitor_interval",
             "max_request_bytes",
+            "http_header_timeout",
+            "http_body_timeout",
+            "http_max_connections",
             "loop_stuck_after",
             "master_timeout",
             "pool_resync",

@@ -5,9 +5,12 @@ minted, listed and revoked by the operator's commands over TLS."""
 
 from __future__ import annotations
 
+import http.server
 import os
 import socket
+import ssl
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +20,7 @@ import pytest
 
 from glidein_ext.errors import TaskQueueError
 from glidein_ext.testbed.tls import Pki, make_pki, openssl_available
-from glidein_ext.testbed.tq_server import OPERATOR, TqServer
+from glidein_ext.testbed.tq_server import OPERATOR, PILOT, TqServer
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.service.db import make_engine
 from tests.support.cli import operator_env, run_cli
@@ -162,3 +165,46 @@ def test_a_real_pilot_runs_a_task_over_tls_with_its_own_credential(
     )
     assert done.returncode == 1 and f"credential {credential_id} is revoked" in done.stderr
     assert len(server.operator().status().pilots["T0"]) == 1  # nothing registered after
+
+
+def test_the_glidein_agent_facing_an_untrusted_server_says_why_in_one_line_per_lane(
+    tq_server: Callable[..., TqServer], pki: Pki, tmp_path: Path
+) -> None:
+    """`wrapper --agent-only --tq` against an expired certificate, a host name the certificate
+    does not name and an untrusted CA: each lane one line with the reason (as `pilot run`
+    gives), no traceback, exit 1, nothing registered."""
+    server = tq_server(tls=pki)
+    expired = _https_server(pki.expired, pki.key)  # tq serve would not pass its own /healthz
+    cases = [
+        (f"https://127.0.0.1:{expired.server_address[1]}", pki.ca, "certificate has expired"),
+        (server.url.replace("127.0.0.1", "localhost"), pki.ca, "Hostname mismatch"),
+        (server.url, pki.wrong_ca, "unable to get local issuer"),
+    ]
+    for index, (url, ca, reason) in enumerate(cases):
+        start = tmp_path / f"glidein-{index}"
+        start.mkdir()
+        env = operator_env(GLIDEIN_EXT_TQ_PILOT_TOKEN=PILOT, GLIDEIN_EXT_TQ_CA_FILE=str(ca))
+        done = cli(
+            *("wrapper", "--agent-only", "--tq", url, "--site", "T0", "--tq-lanes", "2"),
+            *("--start-dir", str(start)),
+            env=env,
+            timeout=120,
+        )
+        assert done.returncode == 1, done
+        refused = [line for line in done.stderr.splitlines() if "is not trusted" in line]
+        assert len(refused) == 2 and all(reason in line for line in refused), done.stderr
+        assert len(done.stderr.strip().splitlines()) <= 6, done.stderr
+    expired.shutdown()
+    expired.server_close()
+    assert server.operator().status().pilots == {}
+
+
+def _https_server(cert: Path, key: Path) -> http.server.ThreadingHTTPServer:
+    """An HTTPS server on 127.0.0.1 (port 0) with ``cert``, in a thread of its own; the caller
+    shuts it down."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, name="expired-https", daemon=True).start()
+    return httpd

@@ -8,7 +8,7 @@ import pytest
 
 from glidein_ext.cache.store import CacheStore
 from glidein_ext.cli import main
-from glidein_ext.cli.cache import shown
+from glidein_ext.escape import shown
 
 CATALOG = str(Path(__file__).resolve().parents[2] / "data" / "T1_CH_CERN_storage.xml")
 

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from glidein_ext.tq.client.credentials import MAX_MINT, MAX_NOTE_CHARS, MAX_TTL
 from glidein_ext.tq.client.limits import INT64_MAX
 from glidein_ext.tq.client.protocol import API
-from glidein_ext.tq.service.api.schemas import ErrorResponse, Name, Text
+from glidein_ext.tq.service.api.schemas import ErrorResponse, Identifier, Text
 from glidein_ext.tq.service.store import Store
 
 CredentialId = Annotated[int, Path(ge=1, le=INT64_MAX)]
@@ -32,7 +32,7 @@ class MintRequest(BaseModel):
     """New credentials of ``site``: ``count`` of them, expiring after ``ttl`` seconds (null:
     never), with a note for the operators' list."""
 
-    site: Name
+    site: Identifier
     count: Annotated[int, Field(ge=1, le=MAX_MINT)] = 1
     ttl: Annotated[int | None, Field(ge=1, le=MAX_TTL)] = None
     note: Annotated[Text, Field(max_length=MAX_NOTE_CHARS)] = ""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
@@ -28,6 +29,7 @@ from glidein_ext.tq.client.limits import (
     attribute_name_problem,
     expr_problem,
     scalar_problem,
+    shorten,
     text_problem,
 )
 from glidein_ext.tq.client.protocol import TaskAssignment, to_json
@@ -71,6 +73,28 @@ def bounded(name: str) -> Any:
 
 
 Name = Annotated[str, Field(min_length=1), _refuse(lambda v: text_problem(v, MAX_NAME_CHARS))]
+# A site's or a host's name: an identifier, as HTCondor and WLCG name them (GLIDEIN_Site and the
+# CMS site names such as T2_US_Nebraska, DNS host names): ASCII letters, digits, '_', '-', '.',
+# the characters the sites file and `pilot run --site` take.  Nothing else reaches the database,
+# the terminals or the logs through them.
+IDENTIFIER_PATTERN = r"^[A-Za-z0-9_.-]+$"
+_IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
+
+
+def identifier_problem(value: object, max_chars: int = MAX_NAME_CHARS) -> str | None:
+    """A site's or host's name: at most ``max_chars`` of ASCII letters, digits, '_', '-',
+    '.'."""
+    problem = text_problem(value, max_chars)
+    if problem is not None:
+        return problem
+    assert isinstance(value, str)
+    if not _IDENTIFIER.match(value):
+        return f"{shorten(value)} is not a name: ASCII letters, digits, '_', '-' and '.' only"
+    return None
+
+
+Identifier = Annotated[str, Field(min_length=1), _refuse(identifier_problem)]
+HostName = Annotated[str, Field(min_length=1), _refuse(lambda v: identifier_problem(v, 255))]
 Text = Annotated[str, _refuse(text_problem)]
 Expression = Annotated[str, _refuse(expr_problem)]
 # What a pilot says it caches: texts the database can hold (the TQ only compares them with LFNs).
@@ -131,8 +155,8 @@ _register = request_model(
     "RegisterRequest",
     p.Registration,  # Hasham 2011 §IV-E: Host, SE, TTL and resources; the pilot's ClassAd parts
     {
-        "site": Name,
-        "host": Annotated[Name, Field(max_length=255)],
+        "site": Identifier,
+        "host": HostName,
         "se": Annotated[Text, Field(max_length=255)],
         "cpus": Annotated[int, bounded("cpus")],
         "memory": Annotated[int, bounded("memory"), Field(description="MB")],

@@ -44,13 +44,19 @@ from glidein_ext.tq.client.protocol import (
 )
 from glidein_ext.tq.service.api.access import Pilot
 from glidein_ext.tq.service.api.auth import Principal, check_pilot, check_site
-from glidein_ext.tq.service.api.schemas import CompleteRequest, message, request_model, wire
+from glidein_ext.tq.service.api.schemas import (
+    IDENTIFIER_PATTERN,
+    CompleteRequest,
+    message,
+    request_model,
+    wire,
+)
 from glidein_ext.tq.service.counters import RunCounters, request_kind
 from glidein_ext.tq.service.site_waits import MAX_WAIT, SiteWaits
 from glidein_ext.tq.service.store import Store
 
 MAX_BULK = 20_000  # completions, pilots, tasks or pairs in one master call
-SiteName = Annotated[str, Path(min_length=1, max_length=MAX_NAME_CHARS)]
+SiteName = Annotated[str, Path(min_length=1, max_length=MAX_NAME_CHARS, pattern=IDENTIFIER_PATTERN)]
 Id = Annotated[int, Field(ge=1, le=INT64_MAX)]
 
 

@@ -7,7 +7,8 @@ for the master timeout, is lost, its task requeued.  The lower-id pilots the cla
 could not reach only let it claim: nothing confirms that they are dead (one pilot's word), so
 they stay as they are, in the new master's roster, which finds the dead ones by their missed
 rounds and a probe (and reports them in ``sync``).  With the grant the new master gets each live
-pilot's key for its epoch (``tq.client.pilotkeys``).
+pilot's key for its epoch (``tq.client.pilotkeys``); a master registered with the shared pilot
+token gets only the shared token's pilots, never a pilot with its own credential (docs/pool.md).
 """
 
 from __future__ import annotations
@@ -82,10 +83,14 @@ class MasterClaim:
         tx.after_commit(functools.partial(counters.on_master, site, claim.pilot_id, epoch, now))
         if gone:
             self.pilots.retire(tx, sorted(gone), PilotState.LOST)  # their tasks: requeued
+        where = [t.pilots.c.site == site, t.pilots.c.state.in_(ACTIVE)]
+        owner = conn.execute(
+            sa.select(t.pilots.c.credential_id).where(t.pilots.c.id == claim.pilot_id)
+        ).scalar_one_or_none()
+        if owner is None:  # the shared token's master: never a credential's pilots (docs/pool.md)
+            where.append(t.pilots.c.credential_id.is_(None))
         rows = conn.execute(
-            sa.select(t.pilots.c.id, t.pilots.c.dht_address, t.pilots.c.task_id).where(
-                t.pilots.c.site == site, t.pilots.c.state.in_(ACTIVE)
-            )
+            sa.select(t.pilots.c.id, t.pilots.c.dht_address, t.pilots.c.task_id).where(*where)
         ).all()
         attempts = _attempts(conn, [r.task_id for r in rows if r.task_id is not None])
         pilots = tuple(

@@ -11,6 +11,12 @@ epoch the Task Queue handed out with the role: a stale one is refused (StaleMast
 asks about (those it met since its claim) and names those that are no live pilots of the site any
 more (revoked, gone: the master tells them to leave).
 
+A master registered with the shared pilot token acts for the shared token's pilots only, never
+for a pilot registered with its own credential (docs/pool.md: the shared token may not act on a
+credential's pilots): such a pair is refused and such a completion answered ``refused``, each
+with the reason; such pilots are not declared dead, their tasks not released, their keys not
+handed out.  A master with a credential of the site acts for every pilot of the site.
+
 What ``sync`` offers is chosen by ``store.offers`` (``sched.offers.choose_offers``).  ``assign``
 checks every pair both ways, as the pre-DHT matcher does (``tq.service.matching.matcher``,
 ``store.offers.mismatch``): a refused pair says why in the answer (``Refused``) and in the
@@ -61,6 +67,7 @@ from glidein_ext.tq.service.store.successors import successors
 
 # ``assign``'s statement for a pair's task, built once (``statements``); its take is the pilot
 # protocol's take of one task by id (``pilots.TAKE_ONE``).
+_NOT_SHARED = "pilot {pilot} has its own credential: the shared token's master cannot act for it"
 _TASK = sa.select(t.tasks.c.state, t.tasks.c.spec).where(t.tasks.c.id == sa.bindparam("task"))
 
 
@@ -77,15 +84,15 @@ class MasterCalls:
     def sync(self, tx: Tx, site: str, call: SiteSync) -> SiteSyncAnswer:
         """The master's bulk call: completions, dead workers, undelivered tasks, and (``want``)
         the site's runnable tasks.  Also its heartbeat, for itself and its workers."""
-        self.vouch(tx, site, call.pilot_id, call.epoch)
+        shared = self.vouch(tx, site, call.pilot_id, call.epoch)
         if call.phases:  # the master's round phases, for the counters
             tx.after_commit(functools.partial(self.sites.counters.on_phases, site, call.phases))
-        dead = self._site_pilots(tx.conn, site, call.dead)
+        dead = self._site_pilots(tx.conn, site, call.dead, shared)
         if dead:
             self.pilots.retire(tx, dead, PilotState.LOST)
-        results = self._complete(tx, site, call.completions)
-        self._release(tx, site, call.release)
-        keys, gone = self._keys(tx.conn, site, call.epoch, call.pilots)
+        results = self._complete(tx, site, call.completions, shared)
+        self._release(tx, site, call.release, shared)
+        keys, gone = self._keys(tx.conn, site, call.epoch, call.pilots, shared)
         offers, queued = self.offers.runnable(tx.conn, site, call.want)
         return SiteSyncAnswer(tuple(offers), results, queued, keys, gone)
 
@@ -96,11 +103,11 @@ class MasterCalls:
         successors."""
         now = self.core.clock()
         conn = tx.conn
-        self._check_master(conn, site, call.pilot_id, call.epoch, now)
+        shared = self._check_master(conn, site, call.pilot_id, call.epoch, now)
         # A round without a sync: its completions first (they free the workers and queue the
         # successors its pairs name), as sync records them.
-        results = self._complete(tx, site, call.completions)
-        taken, refused = self._take(conn, site, call.pairs, now)
+        results = self._complete(tx, site, call.completions, shared)
+        taken, refused = self._take(conn, site, call.pairs, now, shared)
         found = successors(conn, {placed.task_id: pilot for placed, pilot in taken}, now)
         accepted = [Placed(p.task_id, p.pilot_id, p.attempt, *found[p.task_id]) for p, _ in taken]
 
@@ -120,10 +127,11 @@ class MasterCalls:
         return SiteAssignAnswer(tuple(accepted), refusals, results)
 
     def _take(
-        self, conn: Connection, site: str, pairs: Sequence[Pair], now: float
+        self, conn: Connection, site: str, pairs: Sequence[Pair], now: float, shared: bool
     ) -> tuple[list[tuple[Placed, Any]], list[tuple[Refused, str]]]:
         """Each pair checked and its task taken: (the accepted, with the pilot's row), and (the
-        refused, with the counter of its reason)."""
+        refused, with the counter of its reason).  ``shared``: the master holds the shared
+        pilot token, and a pilot with its own credential is not its to assign."""
         accepted: list[tuple[Placed, Any]] = []
         refused: list[tuple[Refused, str]] = []
         given: set[int] = set()
@@ -138,6 +146,9 @@ class MasterCalls:
             pilot = row_by_id(conn, t.pilots, pair.pilot_id, locked=True)
             if pilot is None or pilot.site != site or pilot.state not in ACTIVE:
                 refuse("pilot", f"pilot {pair.pilot_id} is no live pilot of {site}")
+                continue
+            if shared and pilot.credential_id is not None:
+                refuse("pilot", _NOT_SHARED.format(pilot=pair.pilot_id))
                 continue
             if pilot.task_id is not None:
                 refuse("pilot", f"pilot {pair.pilot_id} runs task {pilot.task_id}")
@@ -164,15 +175,21 @@ class MasterCalls:
     # --- helpers -----------------------------------------------------------------------------
 
     def _complete(
-        self, tx: Tx, site: str, completions: Sequence[SiteCompletion]
+        self, tx: Tx, site: str, completions: Sequence[SiteCompletion], shared: bool
     ) -> tuple[CompletionAnswer, ...]:
         """The workers' completions the master reports, each answered in order; a master
-        reports for its own site's live pilots only."""
+        reports for its own site's live pilots only (``shared``: for the shared token's)."""
         results = []
-        members = set(self._site_pilots(tx.conn, site, [item.pilot_id for item in completions]))
+        named = [item.pilot_id for item in completions]
+        members = set(self._site_pilots(tx.conn, site, named, False))
+        ours = set(self._site_pilots(tx.conn, site, named, True)) if shared else members
         for item in completions:
             if item.pilot_id not in members:
                 answer = f"unknown: pilot {item.pilot_id} is no live pilot of {site}"
+                results.append(CompletionAnswer(False, False, answer[:100]))
+                continue
+            if item.pilot_id not in ours:
+                answer = "refused: " + _NOT_SHARED.format(pilot=item.pilot_id)
                 results.append(CompletionAnswer(False, False, answer[:100]))
                 continue
             try:
@@ -183,9 +200,10 @@ class MasterCalls:
 
     def _check_master(
         self, conn: Connection, site: str, pilot_id: int, epoch: int, now: float
-    ) -> None:
+    ) -> bool:
         """The call comes from the site's master of this epoch, or StaleMasterError; it vouches
-        for the master and its site's pilots (only the master heartbeats)."""
+        for the master and its site's pilots (only the master heartbeats).  True: the master
+        registered with the shared pilot token."""
         state = conn.execute(
             sa.select(t.site_state).where(t.site_state.c.site == site).with_for_update()
         ).one_or_none()
@@ -202,39 +220,44 @@ class MasterCalls:
             .where(t.pilots.c.site == site, t.pilots.c.state.in_(ACTIVE))
             .values(last_seen=now)
         )
+        master = pilot_row(conn, pilot_id)
+        return master is None or master.credential_id is None
 
-    def vouch(self, tx: Tx, site: str, pilot_id: int, epoch: int) -> None:
+    def vouch(self, tx: Tx, site: str, pilot_id: int, epoch: int) -> bool:
+        """The master's check (``_check_master``); True: it holds the shared pilot token."""
         require_distributed(self.sites, site)
-        self._check_master(tx.conn, site, pilot_id, epoch, self.core.clock())
+        return self._check_master(tx.conn, site, pilot_id, epoch, self.core.clock())
 
     def _keys(
-        self, conn: Connection, site: str, epoch: int, pilot_ids: Sequence[int]
+        self, conn: Connection, site: str, epoch: int, pilot_ids: Sequence[int], shared: bool
     ) -> tuple[tuple[PilotKey, ...], tuple[int, ...]]:
         """For the master of ``epoch`` (checked by the caller): the keys of the asked-about
-        pilots that are live pilots of the site, and the others."""
+        pilots that are live pilots of the site, and the others (not named: live pilots with a
+        credential of their own, when the master holds the shared token; no key for them)."""
         if not pilot_ids:
             return (), ()
         state = site_row(conn, site)
-        live = set(self._site_pilots(conn, site, pilot_ids))
-        keys = tuple(PilotKey(p, epoch_key_hex(state, site, p, epoch)) for p in sorted(live))
+        live = set(self._site_pilots(conn, site, pilot_ids, False))
+        ours = set(self._site_pilots(conn, site, pilot_ids, True)) if shared else live
+        keys = tuple(PilotKey(p, epoch_key_hex(state, site, p, epoch)) for p in sorted(ours))
         return keys, tuple(sorted(set(pilot_ids) - live))
 
-    def _site_pilots(self, conn: Connection, site: str, pilot_ids: Iterable[int]) -> list[int]:
+    def _site_pilots(
+        self, conn: Connection, site: str, pilot_ids: Iterable[int], shared: bool
+    ) -> list[int]:
+        """The live pilots of ``site`` among ``pilot_ids`` (``shared``: those registered with
+        the shared pilot token only)."""
         wanted = sorted(set(pilot_ids))
         if not wanted:
             return []
-        return list(
-            conn.execute(
-                sa.select(t.pilots.c.id).where(
-                    t.pilots.c.id.in_(wanted),
-                    t.pilots.c.site == site,
-                    t.pilots.c.state.in_(ACTIVE),
-                )
-            ).scalars()
-        )
+        where = [t.pilots.c.id.in_(wanted), t.pilots.c.site == site, t.pilots.c.state.in_(ACTIVE)]
+        if shared:
+            where.append(t.pilots.c.credential_id.is_(None))
+        return list(conn.execute(sa.select(t.pilots.c.id).where(*where)).scalars())
 
-    def _release(self, tx: Tx, site: str, task_ids: Sequence[int]) -> None:
-        """Tasks the master could not deliver (or a worker lost): back to the queue."""
+    def _release(self, tx: Tx, site: str, task_ids: Sequence[int], shared: bool) -> None:
+        """Tasks the master could not deliver (or a worker lost): back to the queue (``shared``:
+        only those of the shared token's pilots)."""
         if not task_ids:
             return
         now = self.core.clock()
@@ -247,7 +270,7 @@ class MasterCalls:
             if task is None or task.state != TaskState.RUNNING.value:
                 continue
             pilot = pilot_row(conn, task.pilot_id)
-            if pilot is None or pilot.site != site:
+            if pilot is None or pilot.site != site or (shared and pilot.credential_id is not None):
                 continue
             conn.execute(
                 t.tasks.update()

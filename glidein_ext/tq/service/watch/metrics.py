@@ -10,6 +10,13 @@ master and epoch, the run's counters (rounds, inputs by origin: what the pilots 
 background loops' health and the stuck-work warnings.  Each application has its own registry, so
 several in one process (tests) never clash.
 
+Bounded whatever names pilots and submitters bring: a site has series of its own while it has a
+live pilot (inactive, idle or busy), a workflow while it has unfinished tasks; at most
+``MAX_LABELS`` of each (the most pilots, the most unfinished tasks), the rest summed in one
+``(other)`` series, and finished workflows' tasks in one ``(finished)`` series (neither can be a
+site's name, an identifier, nor a workflow's ``id:name``).  So the series of gone pilots' sites
+and finished workflows leave, and the counters of a site that left continue in ``(other)``.
+
 The names (all ``glidein_ext_tq_*``) are listed in ``NAMES``; the Grafana dashboard shipped in
 ``glidein_ext/tq/service/grafana/`` uses only these (a test holds them together).
 """
@@ -18,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -28,11 +35,17 @@ from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from glidein_ext import __version__
+from glidein_ext.escape import shown
 from glidein_ext.tq.service.counters import call_kind
 from glidein_ext.tq.service.loops import WatchedLoop
 from glidein_ext.tq.service.watch.stuck import StuckDetector
 
 PREFIX = "glidein_ext_tq"
+MAX_LABELS = 100  # sites, and workflows, with series of their own; the rest in OTHER
+OTHER = "(other)"
+FINISHED = "(finished)"
+_LIVE = frozenset({"inactive", "idle", "busy"})  # a pilot's states while it is a pilot
+_UNFINISHED = frozenset({"waiting", "queued", "running"})
 request_log = logging.getLogger("glidein_ext.tq.requests")
 # Seconds: the pilot calls take about a millisecond; a submit of a large workflow, seconds.
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -60,20 +73,6 @@ NAMES = (
     f"{PREFIX}_warnings",
     f"{PREFIX}_info",
 )
-
-
-def _family(
-    kind: type[GaugeMetricFamily] | type[CounterMetricFamily],
-    name: str,
-    documentation: str,
-    labels: Sequence[str],
-    samples: Iterable[tuple[Sequence[str], float]],
-) -> Metric:
-    """One family of ``PREFIX_name``: a sample for each (label values, value), in that order."""
-    family = kind(f"{PREFIX}_{name}", documentation, labels=list(labels))
-    for values, value in samples:
-        family.add_metric(list(values), value)
-    return family
 
 
 class RequestMetrics:
@@ -116,7 +115,9 @@ class RequestMetrics:
             timed = self._timed[kind] = self.durations.labels(kind)
         timed.observe(seconds)
         if request_log.isEnabledFor(logging.DEBUG):
-            request_log.debug("%s %s %d %.1f ms", method, path, status, seconds * 1000)
+            request_log.debug(
+                "%s %s %d %.1f ms", shown(method), shown(path), status, seconds * 1000
+            )
 
 
 class StateCollector(Collector):
@@ -141,40 +142,55 @@ class StateCollector(Collector):
         info.add_metric([__version__], 1)
         yield info
         found = self.gauges()
-        yield _family(
-            GaugeMetricFamily,
-            "tasks",
-            "Tasks by workflow (id:name) and state.",
-            ["workflow", "state"],
-            sorted(found.tasks.items()),
+        unfinished: dict[str, int] = {}
+        for (workflow, state), n in found.tasks.items():
+            if state in _UNFINISHED:
+                unfinished[workflow] = unfinished.get(workflow, 0) + n
+        running = _kept(unfinished)
+        tasks = GaugeMetricFamily(
+            f"{PREFIX}_tasks",
+            f"Tasks by workflow (id:name; {FINISHED}: finished workflows, {OTHER}: unfinished "
+            f"ones beyond the {MAX_LABELS} with most unfinished tasks) and state.",
+            labels=["workflow", "state"],
         )
-        yield _family(
-            GaugeMetricFamily,
-            "pilots",
-            "Pilots by site and state (inactive: submitted, not registered yet).",
-            ["site", "state"],
-            sorted(found.pilots.items()),
+        for (workflow, state), n in _folded(found.tasks, running, FINISHED, unfinished):
+            tasks.add_metric([workflow, state], n)
+        yield tasks
+        live: dict[str, int] = {}
+        for (site, state), n in found.pilots.items():
+            if state in _LIVE:
+                live[site] = live.get(site, 0) + n
+        sites = _kept(live)
+        pilots = GaugeMetricFamily(
+            f"{PREFIX}_pilots",
+            "Pilots by site and state (inactive: submitted, not registered yet; "
+            f"{OTHER}: sites without a live pilot or beyond the {MAX_LABELS} with most).",
+            labels=["site", "state"],
         )
-        yield from self._masters(found.masters)
-        yield from self._run()
-        yield _family(
-            CounterMetricFamily,
-            "completions",
-            "Accepted task completions by the reporting pilot's site and result (ok, failed).",
-            ["site", "result"],
-            sorted(self.completions().items()),
+        for (site, state), n in _folded(found.pilots, sites):
+            pilots.add_metric([site, state], n)
+        yield pilots
+        yield from self._masters([m for m in found.masters if m["site"] in sites])
+        yield from self._run(sites)
+        done = CounterMetricFamily(
+            f"{PREFIX}_completions",
+            "Accepted task completions by the reporting pilot's site and result (ok, failed; "
+            f"{OTHER}: sites without a live pilot or beyond the {MAX_LABELS} with most).",
+            labels=["site", "result"],
         )
+        for (site, result), n in _folded(self.completions(), sites):
+            done.add_metric([site, result], n)
+        yield done
         yield from self._loops()
+        warnings = GaugeMetricFamily(
+            f"{PREFIX}_warnings", "Stuck-work warnings holding now, by kind.", labels=["kind"]
+        )
         by_kind: dict[str, int] = {"queued-idle": 0, "silent-pilot": 0, "no-progress": 0}
         for item in self.detector.current if self.detector is not None else ():
             by_kind[item.kind] = by_kind.get(item.kind, 0) + 1
-        yield _family(
-            GaugeMetricFamily,
-            "warnings",
-            "Stuck-work warnings holding now, by kind.",
-            ["kind"],
-            (((kind,), n) for kind, n in sorted(by_kind.items())),
-        )
+        for kind, n in sorted(by_kind.items()):
+            warnings.add_metric([kind], n)
+        yield warnings
 
     def _masters(self, masters: list[dict[str, Any]]) -> Iterator[Metric]:
         master = GaugeMetricFamily(
@@ -199,16 +215,18 @@ class StateCollector(Collector):
         yield epoch
         yield seen
 
-    def _run(self) -> Iterator[Metric]:
+    def _run(self, sites: frozenset[str]) -> Iterator[Metric]:
         snapshot = self.counters()
         overall = snapshot["overall"]
-        yield _family(
-            CounterMetricFamily,
-            "masters_granted",
+        granted = CounterMetricFamily(
+            f"{PREFIX}_masters_granted",
             "Master roles granted since the Task Queue started, by site.",
-            ["site"],
-            (((site,), len(grants)) for site, grants in sorted(snapshot["masters"].items())),
+            labels=["site"],
         )
+        grants = {(site, ""): len(items) for site, items in snapshot["masters"].items()}
+        for (site, _), n in _folded(grants, sites):
+            granted.add_metric([site], n)
+        yield granted
         rounds = overall["rounds"]
         yield CounterMetricFamily(
             f"{PREFIX}_rounds", "Distributed masters' assignment rounds.", value=rounds["n"]
@@ -223,24 +241,27 @@ class StateCollector(Collector):
             "Pilots served by masters' rounds.",
             value=rounds["served"],
         )
-        yield _family(
-            CounterMetricFamily,
-            "round_phase_seconds",
+        phases = CounterMetricFamily(
+            f"{PREFIX}_round_phase_seconds",
             "Seconds distributed masters' rounds spent in each phase, by site.",
-            ["site", "phase"],
-            (
-                ((site, phase), seconds)
-                for site, totals in sorted(snapshot.get("phases", {}).items())
-                for phase, seconds in sorted(totals.items())
-            ),
+            labels=["site", "phase"],
         )
-        yield _family(
-            CounterMetricFamily,
-            "task_inputs",
+        spent = {
+            (site, phase): seconds
+            for site, totals in snapshot.get("phases", {}).items()
+            for phase, seconds in totals.items()
+        }
+        for (site, phase), seconds in _folded(spent, sites):
+            phases.add_metric([site, phase], seconds)
+        yield phases
+        inputs = CounterMetricFamily(
+            f"{PREFIX}_task_inputs",
             "Task inputs the pilots read, by origin (cache, host, peer, se).",
-            ["origin"],
-            (((origin,), n) for origin, n in sorted(overall["inputs"].items())),
+            labels=["origin"],
         )
+        for origin, n in sorted(overall["inputs"].items()):
+            inputs.add_metric([origin], n)
+        yield inputs
 
     def _loops(self) -> Iterator[Metric]:
         now = time.time()
@@ -268,6 +289,29 @@ class StateCollector(Collector):
         yield errors
         yield stuck
         yield last_ok
+
+
+def _kept(weights: dict[str, int]) -> frozenset[str]:
+    """The labels with series of their own: the ``MAX_LABELS`` heaviest (then by name)."""
+    ranked = sorted(weights.items(), key=lambda item: (-item[1], item[0]))
+    return frozenset(label for label, weight in ranked[:MAX_LABELS] if weight > 0)
+
+
+def _folded(
+    values: dict[tuple[str, str], Any],
+    kept: frozenset[str],
+    gone: str = OTHER,
+    growing: dict[str, int] | None = None,
+) -> list[tuple[tuple[str, str], Any]]:
+    """``values`` by (label, second label), sorted, with the labels not ``kept`` summed in
+    ``OTHER``, or in ``gone`` when they are not in ``growing`` (a finished workflow)."""
+    out: dict[tuple[str, str], Any] = {}
+    for (label, second), n in values.items():
+        shown_as = label
+        if label not in kept:
+            shown_as = OTHER if growing is None or label in growing else gone
+        out[(shown_as, second)] = out.get((shown_as, second), 0) + n
+    return sorted(out.items())
 
 
 class Metrics:

@@ -26,6 +26,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Path, Query
 from fastapi.responses import Response
 
+from glidein_ext.escape import shown
 from glidein_ext.tq.client.limits import INT64_MAX
 from glidein_ext.tq.client.protocol import API
 from glidein_ext.tq.models import TaskState
@@ -72,12 +73,12 @@ class StuckWatch:
         after = self.detector.observe(insight.stuck_snapshot(self.store.engine, self.clock()))
         fresh = new_warnings(before, after)
         for item in fresh[:MAX_LOGGED]:
-            log.warning("stuck: %s", item.message)
+            log.warning("stuck: %s", shown(item.message))
         if len(fresh) > MAX_LOGGED:
             log.warning("stuck: %d more (GET /api/v1/warnings)", len(fresh) - MAX_LOGGED)
         gone = cleared(before, after)
         for item in gone[:MAX_LOGGED]:
-            log.info("no longer stuck: %s", item.subject)
+            log.info("no longer stuck: %s", shown(item.subject))
         if len(gone) > MAX_LOGGED:
             log.info("no longer stuck: %d more", len(gone) - MAX_LOGGED)
 

@@ -25,7 +25,7 @@ from glidein_ext.glidein.handoff import link
 from glidein_ext.glidein.handoff.board import Board
 from glidein_ext.glidein.handoff.caller import CallerGate, Proc, ProcFs
 from glidein_ext.glidein.handoff.core import HandedTask, SlotView
-from glidein_ext.glidein.handoff.server import HookServer
+from glidein_ext.glidein.handoff.server import MAX_CONNECTIONS, STARTER_CONNECTIONS, HookServer
 
 ROOT = Path(__file__).resolve().parents[4]
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="Linux /proc")
@@ -84,6 +84,8 @@ def run_as_startd(tmp_path: Path, bindir: Path, script: str) -> dict[str, str]:
         "HOOK": f"{sys.executable} {tmp_path / 'hook.py'} {tmp_path / 'start'}",
         "STARTER": str(bindir / "condor_starter"),
         "OUT": str(out),
+        "HOLDER": f"{sys.executable} {tmp_path / 'hold.py'} {tmp_path / 'start'}",
+        "EXIT": f"{sys.executable} {tmp_path / 'exit.py'} {tmp_path / 'start'}",
     }
     subprocess.run([str(bindir / "condor_startd"), "-c", script], env=env, check=True, timeout=120)
     return {path.name: path.read_text().strip() for path in out.iterdir()}
@@ -215,3 +217,114 @@ def test_a_connection_has_a_total_deadline_and_connections_are_capped(tmp_path: 
         for sock in socks:
             sock.close()
         server.stop()
+
+
+def _hold(start: Path, count: int) -> list[socket.socket]:
+    """``count`` connections to the hook link that send nothing (held until closed)."""
+    held = []
+    with link.socket_address(link.socket_path(str(start))) as address:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(address)
+            held.append(sock)
+    time.sleep(0.3)  # the server has taken (or turned away) each of them
+    return held
+
+
+def test_a_payload_holding_the_link_keeps_no_hook_of_htcondor_out(
+    glidein: tuple[Path, Board, Path],
+) -> None:
+    """Every connection a process outside HTCondor's hooks may hold is held (and more), and
+    task 1's payload holds its own starter's: the startd's FETCH_WORK and REPLY_FETCH, and task
+    2's PREPARE_JOB and JOB_EXIT from another starter, are still answered."""
+    start, board, bindir = glidein
+    tmp = start.parent
+    held = _hold(start, MAX_CONNECTIONS + 8)  # a payload's descendant: no hook's ancestry
+    (tmp / "hold.py").write_text(HOLD)
+    try:
+        answers = run_as_startd(
+            tmp,
+            bindir,
+            """
+            $HOOK fetch > $OUT/fetch; true
+            $HOOK reply 1 s1 > $OUT/reply1; true
+            $STARTER -c '
+                $HOOK prepare 1 s1 > $OUT/prepare1; true
+                $HOLDER 8 3 &
+                sleep 1
+            '; true
+            $HOOK fetch > $OUT/fetch2; true
+            $HOOK reply 2 s2 > $OUT/reply2; true
+            $STARTER -c '$HOOK prepare 2 s2 > $OUT/prepare2; $HOOK exit 2 s2 > $OUT/exit2; true'
+            wait
+            """,
+        )
+    finally:
+        for sock in held:
+            sock.close()
+    assert json.loads(answers["fetch"])["ad"] == {"ClusterId": 1}, answers
+    assert json.loads(answers["prepare1"])["ok"] is True, answers
+    assert json.loads(answers["fetch2"])["ad"] == {"ClusterId": 2}, answers
+    assert json.loads(answers["prepare2"])["ok"] is True, answers
+    assert json.loads(answers["exit2"])["ok"] is True, answers
+    end = board.core.finish((2, 1))
+    assert end is not None and end.kind.value == "exited"
+
+
+# A payload of a starter: python HOLD START COUNT SECONDS holds COUNT connections that long.
+HOLD = """\
+import socket, sys, time
+from glidein_ext.glidein.handoff import link
+start, count, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+held = []
+with link.socket_address(link.socket_path(start)) as address:
+    for _ in range(count):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(address)
+        held.append(sock)
+time.sleep(seconds)
+"""
+
+# JOB_EXIT as the hook sends it: python EXIT START TASK SECRET
+EXIT = """\
+import sys
+from glidein_ext.glidein.handoff import hooks
+from glidein_ext.glidein.jobad import parse_job_ad
+start, task, secret = sys.argv[1:]
+ad = parse_job_ad(
+    f'{hooks.TASK_ATTR} = {task}\\n{hooks.ATTEMPT_ATTR} = 1\\n{hooks.SECRET_ATTR} = "{secret}"\\n'
+    'ExitCode = 0\\n'
+)
+hooks.task_exited(start, ad, "exit")
+print("taken")
+"""
+
+
+def test_job_exit_is_tried_again_until_the_agent_takes_it(
+    glidein: tuple[Path, Board, Path],
+) -> None:
+    """Task 1's payload holds every connection of its starter for 2 s while JOB_EXIT comes: it
+    is turned away, tried again, and taken: the task ends as it exited, not evicted."""
+    start, board, bindir = glidein
+    tmp = start.parent
+    (tmp / "hold.py").write_text(HOLD)
+    (tmp / "exit.py").write_text(EXIT)
+    answers = run_as_startd(
+        tmp,
+        bindir,
+        f"""
+        $HOOK fetch > $OUT/fetch; true
+        $HOOK reply 1 s1 > $OUT/reply1; true
+        $STARTER -c '
+            $HOOK prepare 1 s1 > $OUT/prepare1; true
+            $HOLDER {STARTER_CONNECTIONS} 2 &
+            sleep 0.5
+            $EXIT 1 s1 > $OUT/exit1 2>&1; true
+            wait
+        '; true
+        """,
+    )
+    assert json.loads(answers["prepare1"])["ok"] is True, answers
+    assert answers["exit1"] == "taken", answers
+    end = board.core.finish((1, 1))
+    assert end is not None and end.kind.value == "exited", end

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from glidein_ext.tq.service import counters as counters_module
 from glidein_ext.tq.service.counters import (
     MAX_PHASES,
     RunCounters,
@@ -216,3 +217,20 @@ def test_the_workflows_requests_and_those_outside_them_add_up_to_the_overall() -
     assert outside == {"deregister": 1, "register": 1, "request": 1}
     inside = sum(wf["requests_total"] for wf in snap["workflows"])
     assert inside + sum(outside.values()) == snap["overall"]["requests_total"] == 4
+
+
+def test_masters_and_phases_keep_at_most_max_sites_the_least_recent_leaving(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(counters_module, "MAX_SITES", 3)
+    counters = RunCounters()
+    for site in ("A", "B", "C", "D"):
+        counters.on_master(site, 1, 1, 0.0)
+        counters.on_phases(site, [("sync", 1.0)])
+    counters.on_master("B", 2, 2, 1.0)  # B heard of again: C leaves next, not B
+    counters.on_phases("B", [("sync", 1.0)])
+    counters.on_master("E", 1, 1, 2.0)
+    counters.on_phases("E", [("sync", 1.0)])
+    snapshot = counters.snapshot(3.0)
+    assert sorted(snapshot["masters"]) == ["B", "D", "E"]
+    assert sorted(snapshot["phases"]) == ["B", "D", "E"] and snapshot["phases"]["B"]["sync"] == 2

@@ -53,3 +53,56 @@ def test_state_collector_exports_every_named_family() -> None:
         s.labels["phase"]: s.value for s in families["glidein_ext_tq_round_phase_seconds"].samples
     }
     assert phases == {"sync": 1.5, "solve": 0.25}
+
+
+def test_finished_workflows_and_gone_sites_fold_into_one_series_each() -> None:
+    """A finished workflow's tasks count in ``(finished)``, a site without a live pilot in
+    ``(other)`` (its pilots, completions, grants and phases); its master's gauges leave."""
+    counters: dict[str, Any] = {
+        "overall": {"rounds": {"n": 0, "rank_sum": 0, "served": 0}, "inputs": {}},
+        "masters": {"GONE": [{}], "GONE2": [{}, {}], "LIVE": [{}]},
+        "phases": {"GONE": {"sync": 1.0}, "LIVE": {"sync": 2.0}},
+    }
+    gauges = Gauges(
+        {("1:a", "done"): 3, ("2:b", "failed"): 1, ("3:c", "queued"): 2, ("3:c", "done"): 1},
+        {("GONE", "gone"): 2, ("GONE2", "lost"): 1, ("LIVE", "idle"): 1, ("LIVE", "gone"): 4},
+        [
+            {"site": "GONE", "master_id": None, "epoch": 1, "master_seen": 1.0},
+            {"site": "LIVE", "master_id": 7, "epoch": 2, "master_seen": 2.0},
+        ],
+    )
+    completions = {("GONE", "ok"): 5, ("GONE2", "ok"): 1, ("LIVE", "ok"): 2}
+    metrics = Metrics()
+    collector = StateCollector(lambda: gauges, lambda: counters, lambda: completions, [], None)
+    metrics.add_state(collector)
+    body, _ = metrics.exposition()
+    families = {f.name: f for f in text_string_to_metric_families(body.decode())}
+
+    def values(name: str) -> dict[tuple[str, ...], float]:
+        # in the label order of the family: (site or workflow, then state, result or phase)
+        first = ("workflow", "site")
+        found = {}
+        for sample in families[name].samples:
+            ordered = sorted(sample.labels.items(), key=lambda kv: kv[0] not in first)
+            found[tuple(value for _, value in ordered)] = sample.value
+        return found
+
+    assert values("glidein_ext_tq_tasks") == {
+        ("(finished)", "done"): 3,
+        ("(finished)", "failed"): 1,
+        ("3:c", "queued"): 2,
+        ("3:c", "done"): 1,
+    }
+    assert values("glidein_ext_tq_pilots") == {
+        ("(other)", "gone"): 2,
+        ("(other)", "lost"): 1,
+        ("LIVE", "idle"): 1,
+        ("LIVE", "gone"): 4,
+    }
+    assert values("glidein_ext_tq_completions") == {("(other)", "ok"): 6, ("LIVE", "ok"): 2}
+    assert values("glidein_ext_tq_masters_granted") == {("(other)",): 3, ("LIVE",): 1}
+    assert values("glidein_ext_tq_round_phase_seconds") == {
+        ("(other)", "sync"): 1.0,
+        ("LIVE", "sync"): 2.0,
+    }
+    assert values("glidein_ext_tq_site_master") == {("LIVE",): 7}

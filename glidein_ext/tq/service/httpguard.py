@@ -1,0 +1,108 @@
+"""The HTTP server's own limits, so that no client can hold it: what ``server.serve`` gives uvicorn.
+
+- **Deadlines** (``deadline_protocol``): a request's headers must arrive within
+  ``http_header_timeout`` seconds of its first byte (or of the connection), and its body within
+  ``http_body_timeout`` of its headers; past either, the connection is closed.  uvicorn itself
+  closes only idle keep-alive connections: one that trickles a header line every few seconds
+  would be held for ever (the slowloris attack).  A deadline, not a timeout per read.
+- **Concurrency** (``limit_concurrency``): beyond ``http_max_connections`` connections (or
+  requests being served), a request is answered 503 at once.  It is kept below the open-files
+  limit, so the service keeps descriptors for its database and for new connections.
+- **Open files** (``raise_open_files``): the soft limit raised to the hard one at start; the
+  default 1,024 is reached by a thousand idle clients.
+- **Keep-alive**: an idle keep-alive connection is closed after ``KEEP_ALIVE`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import resource
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+log = logging.getLogger(__name__)
+
+KEEP_ALIVE = 5  # seconds an idle keep-alive connection is kept (uvicorn's default)
+RESERVED_FILES = 64  # descriptors kept for the database, the logs, the workers, accept()
+
+
+def raise_open_files() -> int:
+    """The soft open-files limit raised to the hard one (a process may); the limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    unlimited = resource.RLIM_INFINITY
+    if soft == unlimited:
+        return 1 << 20
+    wanted = max(soft, 1 << 20) if hard == unlimited else hard
+    if soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+        except (ValueError, OSError) as exc:
+            log.warning("cannot raise the open-files limit from %d to %d: %s", soft, wanted, exc)
+    return int(soft)
+
+
+def max_connections(wanted: int, open_files: int) -> int:
+    """``wanted``, or fewer: what the open-files limit leaves after ``RESERVED_FILES``."""
+    return max(1, min(wanted, open_files - RESERVED_FILES))
+
+
+def deadline_protocol(header_timeout: float, body_timeout: float) -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol with the two deadlines (seconds)."""
+
+    class DeadlineProtocol(_Deadlines):
+        pass
+
+    DeadlineProtocol.header_timeout = header_timeout
+    DeadlineProtocol.body_timeout = body_timeout
+    return DeadlineProtocol
+
+
+class _Deadlines(HttpToolsProtocol):
+    """One timer per connection: armed for the headers when the connection is made or a new
+    request's first bytes arrive, then for the body once the headers are in, cleared when the
+    request is complete (the answer may take as long as the call needs: a long poll)."""
+
+    header_timeout: float = 10.0
+    body_timeout: float = 60.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm(self.header_timeout)
+
+    def data_received(self, data: bytes) -> None:
+        if self._deadline is None and (self.cycle is None or self.cycle.response_complete):
+            self._arm(self.header_timeout)  # the next request on a kept-alive connection
+        super().data_received(data)
+
+    def on_headers_complete(self) -> None:
+        self._arm(self.body_timeout)
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._disarm()
+        super().on_message_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self, seconds: float) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(seconds, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
