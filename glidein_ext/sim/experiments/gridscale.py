@@ -22,7 +22,7 @@ from glidein_ext.sim.calibration import CostModel
 from glidein_ext.sim.config import SimConfig, Storage
 from glidein_ext.sim.engine import SimResult
 from glidein_ext.sim.experiments.base import Job, rows_of, write_csv
-from glidein_ext.sim.experiments.plots import DPI, _pyplot, bars
+from glidein_ext.sim.experiments.plots import _pyplot, bars, legend_outside, save
 from glidein_ext.sim.gridscale import (
     ARCHITECTURES,
     CALL_COSTS,
@@ -158,6 +158,7 @@ def _figures(out: Path, needed: Sequence[dict[str, Any]], grid: Sequence[dict[st
             for name in CALL_COSTS
         },
         log=True,
+        values=True,
     )
     plt = _pyplot()
     fig, axes = plt.subplots(2, 1, figsize=(7.5, 6.4), sharex=True)
@@ -166,6 +167,10 @@ def _figures(out: Path, needed: Sequence[dict[str, Any]], grid: Sequence[dict[st
         (axes[1], "delay_median", "median inter-task delay (s)", DELAY_TARGET),
     )
     styles = {"pre-dht": "-", "centralized": ":", "distributed": "--"}
+    goals = {
+        "first_burst": "target: first burst < {:g} s",
+        "delay_median": "target: median delay < {:g} s",
+    }
     for ax, metric, label, target in panels:
         for name in CALL_COSTS:
             for arch in ARCHITECTURES:
@@ -177,13 +182,26 @@ def _figures(out: Path, needed: Sequence[dict[str, Any]], grid: Sequence[dict[st
                 if points:
                     xs, ys = zip(*points, strict=True)
                     ax.plot(xs, ys, styles[arch], marker=".", label=f"{arch}, {name}")
-        ax.axhline(target, color="black", linewidth=1, linestyle="--")
+        ax.axhline(
+            target,
+            color="black",
+            linewidth=1,
+            linestyle="--",
+            label=goals[metric].format(target),
+        )
+        ax.annotate(
+            goals[metric].format(target),
+            (0.01, target),
+            xycoords=("axes fraction", "data"),
+            xytext=(0, 2),
+            textcoords="offset points",
+            fontsize=7,
+        )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_ylabel(label, fontsize=8)
-    axes[0].legend(fontsize=6, ncol=3)
+        legend_outside(ax, fontsize=6)
     axes[1].set_xlabel("Task Queue instances")
     axes[0].set_title("The model at the CMS global pool's size, by per-call cost", fontsize=10)
     fig.tight_layout()
-    fig.savefig(out / "gridscale_curves.png", dpi=DPI)
-    plt.close(fig)
+    save(fig, out / "gridscale_curves.png")
