@@ -122,11 +122,16 @@ def gridscale_report(
             found = instances_needed(POOL.with_cost(cost), arch, costs)
             if found is None:
                 needed.append({"cost": name, "architecture": arch, "instances": None})
-                notes.append(f"{arch} at {name}: no number of instances meets the targets")
+                notes.append(
+                    f"{arch} at {name}: no number of instances meets the targets "
+                    f"(first burst < {FIRST_BURST_TARGET:g} s, median delay < {DELAY_TARGET:g} s): "
+                    "missed"
+                )
                 continue
             needed.append(_row(name, found))
             notes.append(
-                f"{arch} at {name}: {found.instances} instance(s) "
+                f"{arch} at {name}: targets (first burst < {FIRST_BURST_TARGET:g} s, median "
+                f"delay < {DELAY_TARGET:g} s) met with {found.instances} instance(s) "
                 f"(first burst {found.first_burst:.1f} s, median delay "
                 f"{found.delay_median:.2f} s, {found.calls_per_s:,.0f} calls/s, "
                 f"{found.requests_per_task:.2f} calls per task)"
@@ -136,10 +141,17 @@ def gridscale_report(
         alone = estimate(POOL.with_cost(1 / SQLITE_MEASURED), arch, 1, costs)
         notes.append(
             f"{arch} on one SQLite instance ({SQLITE_MEASURED:.0f} calls/s): first burst "
-            f"{_show(alone.first_burst)}, median delay {_show(alone.delay_median)}"
+            f"{_show(alone.first_burst)} ({_met(alone.first_burst, FIRST_BURST_TARGET)}), "
+            f"median delay {_show(alone.delay_median)} "
+            f"({_met(alone.delay_median, DELAY_TARGET)})"
         )
     _figures(out, needed, grid)
     return notes
+
+
+def _met(value: float, target: float) -> str:
+    """A target against its value: met or missed, with the target."""
+    return f"target < {target:g} s {'met' if value < target else 'missed'}"
 
 
 def _show(value: float) -> str:
