@@ -17,7 +17,9 @@
 # GLIDEIN_EXT_PRIORITY_FACTOR, GLIDEIN_EXT_CRON_PERIOD, GLIDEIN_EXT_REQUIRED (default True: a
 # glidein that cannot run glidein-ext fails validation; False: it runs on without the handshake);
 # GLIDEIN_EXT_TQ_URL, GLIDEIN_EXT_TQ_SITE (default GLIDEIN_Site), GLIDEIN_EXT_TQ_TOKEN_FILE (the
-# pilot credential, relative to the start dir; else $GLIDEIN_EXT_TQ_PILOT_TOKEN).
+# pilot credential, relative to the start dir; else $GLIDEIN_EXT_TQ_PILOT_TOKEN),
+# GLIDEIN_EXT_TQ_CA_FILE (the CA, PEM, of an https:// Task Queue, relative to the start dir; else
+# the system's CA store).  docs/factory.md names the credentials that bring both files.
 set -euo pipefail
 
 glidein_config="${1:?usage: glidein-ext-setup.sh GLIDEIN_CONFIG [ENTRY]}"
@@ -122,6 +124,13 @@ if [ -n "$tq_url" ]; then
             *) chmod 600 "$token_file" || fail "WN_Resource" "cannot make $token_file private" ;;
         esac
         agent_args+=(--tq-token-file "$token_file")
+    fi
+    ca_file=$(cfg_get GLIDEIN_EXT_TQ_CA_FILE)
+    if [ -n "$ca_file" ]; then
+        # A CA is public: taken as it is, relative names from the glidein's start directory.
+        case "$ca_file" in /*) ;; *) ca_file="$start_dir/$ca_file" ;; esac
+        [ -f "$ca_file" ] || fail "Config" "GLIDEIN_EXT_TQ_CA_FILE: no file $ca_file"
+        agent_args+=(--tq-ca-file "$ca_file")
     fi
     state="$start_dir/.glidein-ext"
     mkdir -p "$state"

@@ -18,7 +18,7 @@ import click
 from glidein_ext.errors import MissingDependencyError, UsageError
 from glidein_ext.sim.calibration import REFERENCE, CostModel, calibrate
 from glidein_ext.sim.experiments import EXPERIMENTS, find
-from glidein_ext.sim.experiments.base import run_jobs
+from glidein_ext.sim.experiments.base import run_jobs, run_parameters
 
 
 class ProgressLine:
@@ -122,7 +122,17 @@ def experiment(
         progress = ProgressLine(name, len(jobs), lambda line: click.echo(line, err=True))
         results = run_jobs(jobs, model, progress.advance)
     notes = found.report(results, out, model)
-    (out / "notes.txt").write_text("".join(f"{note}\n" for note in notes), encoding="utf-8")
+    source = (
+        f"the calibration {costs}"
+        if costs is not None
+        else "the reference calibration"
+        if reference_costs
+        else "measured on this machine"
+    )
+    head = run_parameters(name, quick, seed, source, jobs)
+    (out / "notes.txt").write_text(
+        "".join(f"{note}\n" for note in [*head, *notes]), encoding="utf-8"
+    )
     for note in notes:
         click.echo(note)
     written = sorted(p.name for p in out.iterdir())

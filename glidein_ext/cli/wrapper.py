@@ -81,6 +81,13 @@ def default_snippet() -> str:
     help="The pilot credential (a file of ours; else $GLIDEIN_EXT_TQ_PILOT_TOKEN).",
 )
 @click.option(
+    "--tq-ca-file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="CA (PEM) of an https:// Task Queue (else the agent's ca_file setting, else "
+    "$GLIDEIN_EXT_TQ_CA_FILE, else the system's).",
+)
+@click.option(
     "--tq-lanes",
     type=click.IntRange(min=1),
     default=None,
@@ -133,6 +140,7 @@ def wrapper(
     static_slots: bool,
     tq_url: str | None,
     tq_token_file: str | None,
+    tq_ca_file: str | None,
     tq_lanes: int | None,
     fetch_delay: int,
     se: str,
@@ -183,6 +191,7 @@ def wrapper(
             url=tq_url,
             site=site,
             token=load_token(tq_token_file, pilot_config, os.environ),
+            ca_file=os.path.abspath(tq_ca_file) if tq_ca_file else None,
             lanes=tq_lanes,
             fetch_delay=fetch_delay,
             se=se,

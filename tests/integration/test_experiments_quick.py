@@ -32,14 +32,21 @@ KEYS = {
         "cpus",
         "workflow",
         "seed",
-        "drain_mean",
-        "drain_max",
+        "drain_mean_s",
+        "drain_max_s",
         "se_rereads",
         "victims_needed_mb",
     },
     "grid-scale": {"architecture", "pilots", "tasks", "seed"},
 }
-METRICS = {"requests_per_task", "delay_median", "turnaround", "cache_hit", "local_hit"}
+# The headers carry their units (glidein_ext.sim.experiments.base.UNITS).
+METRICS = {
+    "requests_per_task",
+    "delay_median_s",
+    "turnaround_s",
+    "cache_hit_fraction",
+    "local_hit_fraction",
+}
 FIGURES = {
     "dht-scaling": 5,
     "dht-timeline": 3,
@@ -95,6 +102,9 @@ def test_quick_experiment(name: str, tmp_path: Path) -> None:
     assert KEYS[name] | METRICS <= columns
     assert rows and all(row["tasks"] for row in rows)
     assert (out / "calibration.json").is_file() and (out / "notes.txt").is_file()
+    notes = (out / "notes.txt").read_text(encoding="utf-8").splitlines()
+    assert notes[0].startswith(f"Experiment {name}: --quick, --seed 0"), notes[:2]
+    assert "Parameters of the runs (SimConfig; several values: the runs vary over them):" in notes
     figures = sorted(out.glob("*.png"))
     assert len(figures) == FIGURES[name]
     for figure in figures:
@@ -109,6 +119,9 @@ def test_quick_experiment(name: str, tmp_path: Path) -> None:
             "local_hit",
         }
         assert all(v["met"] in ("yes", "no") for v in verdicts)
+        # notes.txt: every target, met or missed, one line each
+        told = [line for line in notes if line.endswith(": met") or ": missed by " in line]
+        assert len(told) == len(verdicts), notes
         # pre-DHT's reference runs as many pilots as the two distributed sites have workers
         pilots = {row["series"]: int(row["pilots"]) for row in rows}
         assert pilots["pre-DHT (ours)"] == pilots["distributed (ours)"] - 2
@@ -128,7 +141,7 @@ def test_quick_experiment(name: str, tmp_path: Path) -> None:
         assert len(needed) == 9  # three per-call costs x three architectures
         for (_, arch), row in needed.items():
             assert row["meets"] == "yes", (arch, row)
-            assert float(row["first_burst"]) < 60 and float(row["delay_median"]) < 1
+            assert float(row["first_burst_s"]) < 60 and float(row["delay_median_s"]) < 1
         for cost in {c for c, _ in needed}:  # the distributed architecture needs the fewest
             distributed = int(needed[cost, "distributed"]["instances"])
             assert distributed < int(needed[cost, "pre-dht"]["instances"])

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,18 +30,41 @@ SERVER_PACKAGES = ["fastapi", "uvicorn", "sqlalchemy", "alembic", "psycopg", "py
 SERVER_DISTS = {"fastapi", "uvicorn", "sqlalchemy", "alembic", "psycopg", "pydantic", "pyyaml"}
 
 
+# A fresh venv's environment: not this checkout's package (PYTHONPATH would show pip the tree's
+# build metadata as glidein-ext installed already).
+CLEAN_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def run(*args: str | Path, timeout: float = 600) -> str:
     proc = subprocess.run(
-        [str(a) for a in args], capture_output=True, text=True, timeout=timeout, check=False
+        [str(a) for a in args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=CLEAN_ENV,
     )
     assert proc.returncode == 0, f"{args}: {proc.stderr[-2000:]}"
     return proc.stdout
 
 
+def fresh_clone(where: Path) -> Path:
+    """The checkout's files as a fresh clone has them (tracked and not ignored; no build output)."""
+    listed = run("git", "-C", REPO, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    for name in filter(None, listed.split("\0")):
+        source = REPO / name
+        if source.is_file():
+            (where / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, where / name)
+    return where
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, REPO)
+    # From a copy of the checkout's files: setuptools writes build/ and *.egg-info where it builds.
+    clone = fresh_clone(tmp_path_factory.mktemp("clone"))
+    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, clone)
     (built,) = out.glob("glidein_ext-*.whl")
     return built
 
@@ -99,7 +124,11 @@ def test_plain_install_is_the_glidein_side_only(wheel: Path, tmp_path: Path) -> 
     assert not names & (SERVER_DISTS | {"htcondor", "numpy", "scipy", "psutil"})
     for module in SERVER_PACKAGES:
         probe = subprocess.run(
-            [bin_dir / "python", "-c", f"import {module}"], capture_output=True, check=False
+            [bin_dir / "python", "-c", f"import {module}"],
+            capture_output=True,
+            check=False,
+            env=CLEAN_ENV,
+            cwd=tmp_path,
         )
         assert probe.returncode != 0, module
 
@@ -122,19 +151,28 @@ def test_plain_install_is_the_glidein_side_only(wheel: Path, tmp_path: Path) -> 
     )
     # A command whose extra is missing: one line naming the extra, exit 1, no traceback.
     for args, extra in ((["tq", "serve", "--help"], "[tq]"), (["site", "status"], "[site]")):
-        proc = subprocess.run([command, *args], capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            [command, *args], capture_output=True, text=True, check=False, env=CLEAN_ENV
+        )
         assert proc.returncode == 1, proc.stderr
         assert len(proc.stderr.splitlines()) == 1 and extra in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
 
 
-def test_tq_extra_runs_the_task_queue(wheel: Path, tmp_path: Path) -> None:
-    bin_dir = venv(tmp_path / "venv")
-    run(bin_dir / "pip", "install", "-q", f"{wheel}[tq]")
-    assert "--database" in run(bin_dir / "glidein-ext", "tq", "serve", "--help")
+def serves(bin_dir: Path, tmp_path: Path, base_env: dict[str, str] | None = None) -> None:
+    """`tq serve --help`, then `tq serve` of this venv starts, answers /healthz and stops."""
+    base = CLEAN_ENV if base_env is None else base_env
+    help_text = subprocess.run(
+        [bin_dir / "glidein-ext", "tq", "serve", "--help"],
+        env=base,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert help_text.returncode == 0 and "--database" in help_text.stdout, help_text.stderr
     port_file = tmp_path / "port"
     env = {
-        **os.environ,
+        **base,
         "GLIDEIN_EXT_TQ_OPERATOR_TOKEN": "op-secret",
         "GLIDEIN_EXT_TQ_PILOT_TOKEN": "pilot-secret",
     }
@@ -169,3 +207,46 @@ def test_tq_extra_runs_the_task_queue(wheel: Path, tmp_path: Path) -> None:
     finally:
         stop_process(server, [(signal.SIGTERM, 30), (signal.SIGKILL, 30)])
     assert "Task Queue listening on" in (tmp_path / "serve.log").read_text()
+
+
+def test_tq_extra_runs_the_task_queue(wheel: Path, tmp_path: Path) -> None:
+    bin_dir = venv(tmp_path / "venv")
+    run(bin_dir / "pip", "install", "-q", f"{wheel}[tq]")
+    serves(bin_dir, tmp_path)
+
+
+def readme_install_line() -> list[str]:
+    """The README's `pip install` line for the Task Queue, as a command (its comment dropped)."""
+    for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("pip install") and "[tq]" in line:
+            return shlex.split(line.partition("#")[0])
+    raise AssertionError("README.md has no `pip install ...[tq]` line")
+
+
+def test_the_readmes_install_line_works_as_written_in_a_fresh_clone(tmp_path: Path) -> None:
+    """glidein-ext is in no package index: the README says to install from the checkout."""
+    command = readme_install_line()
+    assert command == ["pip", "install", ".[tq]"]
+    clone = fresh_clone(tmp_path / "clone")
+    bin_dir = venv(tmp_path / "venv")
+    env = {**CLEAN_ENV, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run(
+        [*command, "-q"],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    probe: list[str | Path] = [
+        bin_dir / "python",
+        "-c",
+        "import glidein_ext; print(glidein_ext.__file__)",
+    ]
+    where = subprocess.run(
+        probe, cwd=tmp_path, env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert where.startswith(str(tmp_path / "venv")), where
+    serves(bin_dir, tmp_path, env)

@@ -66,3 +66,52 @@ def test_the_agent_starts_before_htcondor_and_the_hooks_are_turned_on(tmp_path: 
         os.kill(pid, signal.SIGTERM)
     assert wait_gone(pid), "the agent did not leave on SIGTERM"
     assert not (state / "agent" / agentlink.SOCKET_NAME).exists()
+
+
+SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")  # a real PEM bundle: the agent loads it
+
+
+def tq_glidein(tmp_path: Path, **values: str) -> tuple[Path, Path]:
+    """A glidein with an https:// Task Queue nobody answers, its token and ``values``."""
+    tmp_path.mkdir(exist_ok=True)
+    start, _, config = glidein(
+        tmp_path,
+        GLIDEIN_Site="T2_XY",
+        GLIDEIN_EXT_TQ_URL="https://127.0.0.1:9",
+        GLIDEIN_EXT_TQ_TOKEN_FILE="tq-credential",  # noqa: S106 (a file name)
+        **values,
+    )
+    (start / "tq-credential").write_text("gxp_secret-of-this-glidein\n")
+    return start, config
+
+
+def test_the_factorys_ca_file_reaches_the_agent(tmp_path: Path) -> None:
+    start, config = tq_glidein(tmp_path, GLIDEIN_EXT_TQ_CA_FILE="tq-ca.pem")
+    (start / "tq-ca.pem").write_bytes(SYSTEM_CA.read_bytes())
+    proc = run_script(config)
+    state = start / ".glidein-ext"
+    pid = int((state / "agent.pid").read_text())
+    try:
+        assert proc.returncode == 0, proc.stderr + (state / "agent.log").read_text()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert argv[argv.index(b"--tq-ca-file") + 1] == str(start / "tq-ca.pem").encode()
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    assert wait_gone(pid), "the agent did not leave on SIGTERM"
+
+
+def test_a_ca_file_that_is_missing_or_no_ca_fails_the_glidein_with_one_line(
+    tmp_path: Path,
+) -> None:
+    start, config = tq_glidein(tmp_path / "missing", GLIDEIN_EXT_TQ_CA_FILE="tq-ca.pem")
+    proc = run_script(config)
+    assert proc.returncode == 1
+    assert f"GLIDEIN_EXT_TQ_CA_FILE: no file {start / 'tq-ca.pem'}" in proc.stderr
+    assert not (start / ".glidein-ext" / "agent.pid").exists()
+    # a file that is no CA: the agent (given it) refuses it, and the script says so
+    start, config = tq_glidein(tmp_path / "garbage", GLIDEIN_EXT_TQ_CA_FILE="tq-ca.pem")
+    (start / "tq-ca.pem").write_text("not a certificate\n")
+    proc = run_script(config)
+    assert proc.returncode == 1
+    assert "the Task Queue agent ended" in proc.stderr
+    assert f"cannot use the CA file {start / 'tq-ca.pem'}" in proc.stderr

@@ -100,20 +100,18 @@ class GlideinAgent:
         self.need = CacheNeedPublisher(config.start_dir, every=config.need_every)
 
     def start(self) -> GlideinAgent:
-        """Listen for the hooks, then start the lanes (they register meanwhile)."""
+        """Make the lanes, listen for the hooks, then start the lanes (they register meanwhile).
+        A lane that cannot be made (a CA file that is no CA) raises before the hooks' socket
+        exists, with nothing left running."""
         c = self.config
-        self._server = HookServer(c.start_dir, self.board).start()
         self._loop = LoopThread("glidein-agent-loop").start()
-        for lane in range(c.lanes):
-            config = dataclasses.replace(c.agent, workdir=c.agent.workdir / f"lane-{lane}")
-
-            def executor(agent: PilotAgent, lane: int = lane) -> StartdExecutor:
-                return StartdExecutor(
-                    self.board, lane, agent.config.workdir, agent.open_cache(), c.identity
-                )
-
-            agent = _Lane(config, self.stops[lane], self._loop, executor)
-            self.lanes.append(agent)
+        try:
+            self.lanes = [self._make_lane(lane) for lane in range(c.lanes)]
+        except BaseException:
+            self.close()
+            raise
+        self._server = HookServer(c.start_dir, self.board).start()
+        for lane, agent in enumerate(self.lanes):
             thread = threading.Thread(
                 target=self._run_lane, args=(lane, agent), name=f"glidein-lane-{lane}"
             )
@@ -129,6 +127,18 @@ class GlideinAgent:
             self._server.path,
         )
         return self
+
+    def _make_lane(self, lane: int) -> PilotAgent:
+        c = self.config
+        assert self._loop is not None
+        config = dataclasses.replace(c.agent, workdir=c.agent.workdir / f"lane-{lane}")
+
+        def executor(agent: PilotAgent) -> StartdExecutor:
+            return StartdExecutor(
+                self.board, lane, agent.config.workdir, agent.open_cache(), c.identity
+            )
+
+        return _Lane(config, self.stops[lane], self._loop, executor)
 
     def _run_lane(self, lane: int, agent: PilotAgent) -> None:
         try:

@@ -16,7 +16,9 @@ has the startd pull its tasks through the fetch-work hooks:
 - the pilot credential and every other setting of the agent, as ``glidein-ext pilot run`` has
   them (``agent.config``: one place for both): a token file under the one rule (a regular file
   of ours, not a symlink, mode 0600 or stricter: refused otherwise; the PilotManager transfers
-  one with each glidein, private) or ``$GLIDEIN_EXT_TQ_PILOT_TOKEN``.
+  one with each glidein, private) or ``$GLIDEIN_EXT_TQ_PILOT_TOKEN``; the CA of an ``https://``
+  Task Queue likewise (the wrapper's ``--tq-ca-file``, else the ``ca_file`` setting, else
+  ``$GLIDEIN_EXT_TQ_CA_FILE``).
 
 Python 3.9, standard library only.
 """
@@ -57,6 +59,7 @@ class TqOptions:
     se_dir: str | None = None
     dht_bind: str | None = None
     pilot_config: str | None = None  # the agent's TOML settings (GLIDEIN_EXT_PILOT_*)
+    ca_file: str | None = None  # the wrapper's --tq-ca-file: wins over the ca_file setting
 
 
 def load_token(token_file: str | None, pilot_config: str | None, env: Mapping[str, str]) -> str:
@@ -120,7 +123,12 @@ def build_agent(
     from glidein_ext.glidein.handoff.agent import GlideinAgent, GlideinAgentConfig
     from glidein_ext.glidein.handoff.executor import GlideinIdentity
 
-    overrides = {"dht_bind": tq.dht_bind, "cpus": cpus, "memory": memory_mb}
+    overrides = {
+        "dht_bind": tq.dht_bind,
+        "cpus": cpus,
+        "memory": memory_mb,
+        "ca_file": tq.ca_file,
+    }
     settings = load_agent_settings(tq.pilot_config, env, overrides)
     workdir = Path(state_dir(start_dir)) / "tq"
     os.makedirs(workdir.parent, exist_ok=True)

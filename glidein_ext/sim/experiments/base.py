@@ -8,7 +8,7 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,25 @@ METRICS = (
 )
 
 
+def run_parameters(name: str, quick: bool, seed: int, costs: str, jobs: Sequence[Job]) -> list[str]:
+    """notes.txt's head: how the experiment was run, and every SimConfig parameter of its runs
+    (one value, or the values the runs vary over)."""
+    lines = [
+        f"Experiment {name}: {'--quick' if quick else 'full size'}, --seed {seed}, "
+        f"{len(jobs)} run(s); service times: {costs}.",
+        "Parameters of the runs (SimConfig; several values: the runs vary over them):",
+    ]
+    for item in fields(SimConfig):
+        seen: list[str] = []
+        for job in jobs:
+            shown = str(getattr(job.config, item.name))
+            if shown not in seen:
+                seen.append(shown)
+        lines.append(f"  {item.name}: {', '.join(seen) if seen else '(no run)'}")
+    lines.append("Results and targets (met or missed):")
+    return lines
+
+
 def run_jobs(
     jobs: Sequence[Job], costs: CostModel, advance: Callable[[int], None] = lambda n: None
 ) -> list[tuple[Job, SimResult]]:
@@ -81,16 +100,43 @@ def _cell(value: Any) -> Any:
     return "" if value is None else value
 
 
+# The unit of each measured column whose name does not say it already: the CSV header is
+# ``NAME_UNIT`` (``delay_median_s``), its standard deviation of the mean likewise
+# (``delay_median_sem_s``).  Counts (tasks, failures, rounds, requests_per_task...) have none.
+UNITS = {
+    "delay_median": "s",
+    "delay_p99": "s",
+    "turnaround": "s",
+    "first_burst": "s",
+    "stage_in_mean": "s",
+    "drain_mean": "s",
+    "drain_max": "s",
+    "t": "s",
+    "cache_hit": "fraction",
+    "local_hit": "fraction",
+    "utilization": "fraction",
+    "idle_utilization": "fraction",
+}
+
+
+def header(name: str) -> str:
+    """A column's CSV header: its name with its unit (``UNITS``)."""
+    base = name[: -len("_sem")] if name.endswith("_sem") else name
+    unit = UNITS.get(base)
+    return f"{name}_{unit}" if unit else name
+
+
 def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
+    """The rows as CSV, one column per key (in first-seen order), headed by ``header``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     columns: list[str] = []
     for row in rows:
         columns += [name for name in row if name not in columns]
     with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
-        writer.writeheader()
+        writer = csv.writer(handle)
+        writer.writerow([header(name) for name in columns])
         for row in rows:
-            writer.writerow({name: _cell(row.get(name)) for name in columns})
+            writer.writerow([_cell(row.get(name)) for name in columns])
     return path
 
 

@@ -22,7 +22,7 @@ from glidein_ext.sim.calibration import CostModel
 from glidein_ext.sim.config import SimConfig, Storage
 from glidein_ext.sim.engine import SimResult
 from glidein_ext.sim.experiments.base import Job, rows_of, write_csv
-from glidein_ext.sim.experiments.plots import DPI, _pyplot, bars
+from glidein_ext.sim.experiments.plots import _pyplot, bars, legend_outside, save
 from glidein_ext.sim.gridscale import (
     ARCHITECTURES,
     CALL_COSTS,
@@ -122,11 +122,16 @@ def gridscale_report(
             found = instances_needed(POOL.with_cost(cost), arch, costs)
             if found is None:
                 needed.append({"cost": name, "architecture": arch, "instances": None})
-                notes.append(f"{arch} at {name}: no number of instances meets the targets")
+                notes.append(
+                    f"{arch} at {name}: no number of instances meets the targets "
+                    f"(first burst < {FIRST_BURST_TARGET:g} s, median delay < {DELAY_TARGET:g} s): "
+                    "missed"
+                )
                 continue
             needed.append(_row(name, found))
             notes.append(
-                f"{arch} at {name}: {found.instances} instance(s) "
+                f"{arch} at {name}: targets (first burst < {FIRST_BURST_TARGET:g} s, median "
+                f"delay < {DELAY_TARGET:g} s) met with {found.instances} instance(s) "
                 f"(first burst {found.first_burst:.1f} s, median delay "
                 f"{found.delay_median:.2f} s, {found.calls_per_s:,.0f} calls/s, "
                 f"{found.requests_per_task:.2f} calls per task)"
@@ -136,10 +141,17 @@ def gridscale_report(
         alone = estimate(POOL.with_cost(1 / SQLITE_MEASURED), arch, 1, costs)
         notes.append(
             f"{arch} on one SQLite instance ({SQLITE_MEASURED:.0f} calls/s): first burst "
-            f"{_show(alone.first_burst)}, median delay {_show(alone.delay_median)}"
+            f"{_show(alone.first_burst)} ({_met(alone.first_burst, FIRST_BURST_TARGET)}), "
+            f"median delay {_show(alone.delay_median)} "
+            f"({_met(alone.delay_median, DELAY_TARGET)})"
         )
     _figures(out, needed, grid)
     return notes
+
+
+def _met(value: float, target: float) -> str:
+    """A target against its value: met or missed, with the target."""
+    return f"target < {target:g} s {'met' if value < target else 'missed'}"
 
 
 def _show(value: float) -> str:
@@ -158,6 +170,7 @@ def _figures(out: Path, needed: Sequence[dict[str, Any]], grid: Sequence[dict[st
             for name in CALL_COSTS
         },
         log=True,
+        values=True,
     )
     plt = _pyplot()
     fig, axes = plt.subplots(2, 1, figsize=(7.5, 6.4), sharex=True)
@@ -166,6 +179,10 @@ def _figures(out: Path, needed: Sequence[dict[str, Any]], grid: Sequence[dict[st
         (axes[1], "delay_median", "median inter-task delay (s)", DELAY_TARGET),
     )
     styles = {"pre-dht": "-", "centralized": ":", "distributed": "--"}
+    goals = {
+        "first_burst": "target: first burst < {:g} s",
+        "delay_median": "target: median delay < {:g} s",
+    }
     for ax, metric, label, target in panels:
         for name in CALL_COSTS:
             for arch in ARCHITECTURES:
@@ -177,13 +194,26 @@ def _figures(out: Path, needed: Sequence[dict[str, Any]], grid: Sequence[dict[st
                 if points:
                     xs, ys = zip(*points, strict=True)
                     ax.plot(xs, ys, styles[arch], marker=".", label=f"{arch}, {name}")
-        ax.axhline(target, color="black", linewidth=1, linestyle="--")
+        ax.axhline(
+            target,
+            color="black",
+            linewidth=1,
+            linestyle="--",
+            label=goals[metric].format(target),
+        )
+        ax.annotate(
+            goals[metric].format(target),
+            (0.01, target),
+            xycoords=("axes fraction", "data"),
+            xytext=(0, 2),
+            textcoords="offset points",
+            fontsize=7,
+        )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_ylabel(label, fontsize=8)
-    axes[0].legend(fontsize=6, ncol=3)
+        legend_outside(ax, fontsize=6)
     axes[1].set_xlabel("Task Queue instances")
     axes[0].set_title("The model at the CMS global pool's size, by per-call cost", fontsize=10)
     fig.tight_layout()
-    fig.savefig(out / "gridscale_curves.png", dpi=DPI)
-    plt.close(fig)
+    save(fig, out / "gridscale_curves.png")

@@ -167,7 +167,7 @@ def storage_report(results: list[tuple[Job, SimResult]], out: Path, costs: CostM
     if len(cached) == 3:
         holds = cached[0] < cached[1] and cached[0] < cached[2]
         notes.append(
-            "seed: W1 turnaround under d3f1 below d2f2 and d3f3 (failures cost more than "
+            "Hasham 2011: W1 turnaround under d3f1 below d2f2 and d3f3 (failures cost more than "
             f"delays): {'holds' if holds else 'does not hold'} here "
             f"({', '.join(_fmt(v) for v in cached)} s)"
         )
@@ -208,7 +208,7 @@ def cache_report(results: list[tuple[Job, SimResult]], out: Path, costs: CostMod
         "cache hit ratio",
         list(WORKFLOWS),
         series,
-        [Reference("seed: C2 at most ~50% for W2, W3", 0.5, "C1")],
+        [Reference("Hasham 2011: C2 at most ~50% for W2, W3", 0.5, "C1")],
     )
     by = {(r["workflow"], r["scheme"]): r["cache_hit"] for r in summary}
     return [

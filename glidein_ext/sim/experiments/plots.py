@@ -1,7 +1,8 @@
 """The figures: grouped bars with error bars (the papers' per-architecture, per-size plots), time
 series (Delgado Peris 2014 figures 5 and 6, Hasham 2011 figure 7), and the values the papers state
-drawn
-beside ours as dashed lines.  matplotlib with the Agg backend, small PNGs."""
+drawn beside ours as dashed lines, each labelled with the paper's name.  Every legend stands
+outside its axes, to their right (``legend_outside``): it never hides data.  matplotlib with the
+Agg backend, small PNGs."""
 
 from __future__ import annotations
 
@@ -31,6 +32,31 @@ def _pyplot() -> Any:
     return plt
 
 
+def legend_outside(ax: Any, fontsize: int = 7, **options: Any) -> None:
+    """The axes' legend to the right of them, outside the plotting area (saved with
+    ``bbox_inches="tight"``, which widens the image to hold it; left out of ``tight_layout``,
+    which would otherwise narrow the axes to make room)."""
+    legend = ax.legend(
+        fontsize=fontsize,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        borderaxespad=0.0,
+        frameon=False,
+        **options,
+    )
+    legend.set_in_layout(False)  # tight_layout keeps the axes' width; the saved image grows
+
+
+def save(fig: Any, path: Path) -> Path:
+    """Save the figure with room for the legends outside the axes, and close it."""
+    plt = _pyplot()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    fig.savefig(path, dpi=DPI, bbox_inches="tight", bbox_extra_artists=legends)
+    plt.close(fig)
+    return path
+
+
 def bars(
     path: Path,
     title: str,
@@ -39,8 +65,10 @@ def bars(
     series: Mapping[str, tuple[Sequence[float | None], Sequence[float | None]]],
     references: Sequence[Reference] = (),
     log: bool = False,
+    values: bool = False,
 ) -> Path:
-    """One group of bars per category, one bar per series (mean, error bar = sem)."""
+    """One group of bars per category, one bar per series (mean, error bar = sem); with
+    ``values``, each bar's value written on it ("none" where there is none)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     width = 0.8 / max(1, len(series))
@@ -48,7 +76,20 @@ def bars(
         xs = [c + (index - (len(series) - 1) / 2) * width for c in range(len(categories))]
         heights = [m if m is not None else 0.0 for m in means]
         errors = [s if s is not None else 0.0 for s in sems]
-        ax.bar(xs, heights, width, yerr=errors, capsize=2, label=name)
+        drawn = ax.bar(xs, heights, width, yerr=errors, capsize=2, label=name)
+        if values:
+            labels = ["none" if m is None else f"{m:,.3g}" for m in means]
+            ax.bar_label(drawn, labels=labels, fontsize=6, padding=1)
+            for x, m in zip(xs, means, strict=True):
+                if m is None:  # no bar to write on: at the axis
+                    ax.annotate(
+                        "none",
+                        (x, 0),
+                        xycoords=("data", "axes fraction"),
+                        ha="center",
+                        va="bottom",
+                        fontsize=6,
+                    )
     for ref in references:
         ax.axhline(ref.value, linestyle="--", linewidth=1, color=ref.color, label=ref.label)
     ax.set_xticks(range(len(categories)))
@@ -57,12 +98,9 @@ def bars(
     ax.set_title(title, fontsize=10)
     if log:
         ax.set_yscale("log")
-    ax.legend(fontsize=7, ncol=2)
+    legend_outside(ax)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 @dataclass(frozen=True)
@@ -90,14 +128,11 @@ def timeline(path: Path, title: str, panels: Sequence[Panel], xlabel: str = "tim
         ax.set_ylabel(panel.ylabel, fontsize=8)
         if panel.log:
             ax.set_yscale("symlog")
-        ax.legend(fontsize=7)
+        legend_outside(ax)
     axes[-1, 0].set_xlabel(xlabel)
     axes[0, 0].set_title(title, fontsize=10)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def thin(

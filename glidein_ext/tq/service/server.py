@@ -48,6 +48,7 @@ from glidein_ext.tq.models import Architecture
 from glidein_ext.tq.service import httpguard
 from glidein_ext.tq.service.api.access import operator_access
 from glidein_ext.tq.service.api.app import create_app
+from glidein_ext.tq.service.api.wlcg_tokens import load_verifier
 from glidein_ext.tq.service.db import (
     instance_name,
     is_pool_url,
@@ -402,6 +403,8 @@ def serve(
             "the Task Queue needs operator_token (GLIDEIN_EXT_TQ_OPERATOR_TOKEN or the config file)"
         )
     tls = check_tls(settings)
+    if settings.token_issuers:  # its errors before the port is bound (the app loads it again)
+        load_verifier(settings.token_issuers)
     scheme = "https" if tls is not None else "http"
     sites = load_sites(settings.sites) if settings.sites else None
     name = instance_name()

@@ -30,6 +30,10 @@ class TqSettings:
     # tq.client.credentials; a shared token suits small setups).
     operator_token: str = ""
     pilot_token: str = ""
+    # The grid's own tokens: a YAML file of the JWT issuers (keys, audience, roles) whose WLCG
+    # Common JWT Profile tokens this Task Queue accepts beside the tokens above
+    # (tq.service.api.wlcg_tokens; docs/pool.md); empty: none.
+    token_issuers: str = ""
     # TLS: the server's certificate chain and private key (PEM); empty: plain HTTP.  The key may
     # be in the certificate file.  Clients verify the server (their CA file); none present theirs.
     tls_cert: str = ""

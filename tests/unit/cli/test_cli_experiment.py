@@ -125,3 +125,31 @@ def test_a_run_whose_stderr_is_not_a_terminal_prints_progress_lines(tmp_path: Pa
     assert "tq-cache: 1/" in done.stderr
     total = done.stderr.split("tq-cache: 1/")[1].split()[0]
     assert f"tq-cache: {total}/{total} runs" in done.stderr
+
+
+def test_notes_list_the_runs_parameters_and_every_target_met_or_missed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "gs"
+    args = ["experiment", "grid-scale", "--quick", "--reference-costs", "--out", str(out)]
+    code, _, err = _run(args, capsys)
+    assert code == 0, err
+    notes = (out / "notes.txt").read_text().splitlines()
+    assert notes[0].startswith("Experiment grid-scale: --quick, --seed 0, 3 run(s)")
+    assert "the reference calibration" in notes[0]
+    assert "  architecture: pre-dht, centralized, distributed" in notes
+    assert any(line.startswith("  pilots: ") for line in notes)
+    assert "Results and targets (met or missed):" in notes
+    results = notes[notes.index("Results and targets (met or missed):") + 1 :]
+    targets = [line for line in results if "target" in line]
+    # every needed-instances line and every one-SQLite-instance line names its targets' fate
+    assert len(targets) == len([line for line in results if " at " in line or "SQLite" in line])
+    assert all(" met" in line or "missed" in line for line in targets), targets
+    assert any("SQLite" in line and "missed" in line for line in targets)
+    # the CSV headers carry their units
+    for table in ("needed.csv", "grid.csv"):
+        columns = (out / table).read_text().splitlines()[0].split(",")
+        assert {"first_burst_s", "delay_median_s", "utilization_fraction"} <= set(columns)
+        assert "calls_per_s" in columns and "call_ms" in columns
+    runs = (out / "runs.csv").read_text().splitlines()[0].split(",")
+    assert {"turnaround_s", "cache_hit_fraction", "requests_per_task", "tasks"} <= set(runs)

@@ -44,6 +44,7 @@ from glidein_ext.tq.service.api.credentials import install as install_credential
 from glidein_ext.tq.service.api.fastpath import FastCall, PilotFastPath
 from glidein_ext.tq.service.api.guard import RequestGuard
 from glidein_ext.tq.service.api.sites import install as install_sites
+from glidein_ext.tq.service.api.wlcg_tokens import load_verifier
 from glidein_ext.tq.service.loops import WatchedLoop
 from glidein_ext.tq.service.matching.costly import CostlyEvaluator
 from glidein_ext.tq.service.pool.courier import OfferBoard
@@ -249,7 +250,10 @@ def create_app(
         owns=owners.owns,
         answer_error=error_answer,
     )
-    authenticator = Authenticator(settings.operator_token, settings.pilot_token, store)
+    tokens = load_verifier(settings.token_issuers) if settings.token_issuers else None
+    authenticator = Authenticator(
+        settings.operator_token, settings.pilot_token, store, tokens=tokens
+    )
     app.add_middleware(
         RequestGuard,
         identify=authenticator.identify,

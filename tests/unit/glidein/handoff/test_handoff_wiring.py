@@ -17,7 +17,11 @@ from glidein_ext.agent.agent import AgentConfig
 from glidein_ext.agent.settings import AgentSettings
 from glidein_ext.cli import main
 from glidein_ext.errors import PilotCheckError, UsageError
+from glidein_ext.glidein.handoff import agent as handoff_agent
 from glidein_ext.glidein.handoff import wiring
+
+# Imported before a test replaces agent.PilotAgent with a recorder: the glidein's lanes subclass it.
+assert issubclass(handoff_agent.GlideinAgent, object)
 
 CA = "/etc/ssl/certs/ca-certificates.crt"  # a real PEM bundle: the client loads it
 TOKEN = "s3cr3t-t0k3n"  # noqa: S105 (a test token)
@@ -166,3 +170,53 @@ def test_a_token_file_others_may_read_is_refused_everywhere_and_left_as_it_is(
     assert standalone is None and "open to group or others (mode 0644)" in output
     private = token_file(tmp_path, 0o600)
     assert wiring.load_token(str(private), None, {}) == TOKEN
+
+
+def test_the_wrappers_tq_ca_file_reaches_the_glideins_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``wrapper --tq-ca-file`` (what glidein-ext-setup.sh passes for GLIDEIN_EXT_TQ_CA_FILE)
+    wins over $GLIDEIN_EXT_TQ_CA_FILE; a file that is no CA stops the agent with one line."""
+    from glidein_ext.glidein import wrapper as wrapper_module
+
+    seen: list[wiring.TqOptions] = []
+
+    class Recorder:
+        def __init__(self, cfg: Any, log: Any) -> None:
+            seen.append(cfg.tq)
+
+        def run(self) -> int:
+            return 0
+
+    ca = tmp_path / "tq-ca.pem"
+    ca.write_bytes(Path(CA).read_bytes())
+    token = token_file(tmp_path, 0o600)
+    start = tmp_path / "glidein"
+    start.mkdir()
+    args = ["wrapper", "--agent-only", "--tq", "https://tq.example:8765", "--site", "S"]
+    args += ["--start-dir", str(start), "--tq-token-file", str(token)]
+    monkeypatch.setattr(wrapper_module, "GlideinWrapper", Recorder)
+    with pytest.raises(SystemExit) as ended:
+        main([*args, "--tq-ca-file", str(ca)])
+    assert ended.value.code == 0, capsys.readouterr().err
+    assert seen[0].ca_file == str(ca)
+    env = {**os.environ, "GLIDEIN_EXT_TQ_CA_FILE": "/nowhere/ca.pem"}
+    agent = wiring.build_agent(
+        seen[0],
+        start_dir=str(start),
+        name="g1",
+        cpus=1,
+        memory_mb=100,
+        lifetime=None,
+        env=env,
+        retiring=lambda: False,
+    )
+    assert agent.config.agent.settings.ca_file == str(ca)
+    monkeypatch.undo()
+    # a file that is no CA: the agent does not start, the wrapper says why in one line
+    bad = tmp_path / "not-a-ca.pem"
+    bad.write_text("not a certificate\n")
+    with pytest.raises(SystemExit) as ended:
+        main([*args, "--tq-ca-file", str(bad)])
+    assert ended.value.code == 1
+    assert f"cannot use the CA file {bad}" in capsys.readouterr().err
