@@ -35,7 +35,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -299,6 +299,24 @@ async def submit_tasks(port: int, tasks: int, name: str) -> None:
         raise SystemExit(f"submit failed: {code} {str(answer)[:200]}")
 
 
+# What a burst's pilot call may fail with: counted as the run's errors, not raised.
+BURST_ERRORS = (OSError, RuntimeError, KeyError, ValueError, asyncio.IncompleteReadError)
+
+
+async def pilot_round(i: int, call: Callable[[str, str, Any], Awaitable[Any]]) -> None:
+    """Pilot ``i`` registers, asks for a task and completes it: a burst's three calls, each
+    made by ``call(op, path, body)`` (the answer of an HTTP 200; anything else raises)."""
+    reg = {"site": f"S{i % 5}", "host": f"wn{i}", "cpus": 1, "ttl": 86400}
+    pid = (await call("register", "/api/v1/pilots", reg))["pilot_id"]
+    task = (await call("request", f"/api/v1/pilots/{pid}/request", {}))["task"]
+    if task is None:
+        raise RuntimeError("no task for a pilot while tasks are queued")
+    body = {"task_id": task["task_id"], "attempt": task["attempt"], "exit_code": 0}
+    done = await call("complete", f"/api/v1/pilots/{pid}/complete", body)
+    if not done["accepted"]:
+        raise RuntimeError("completion not accepted")
+
+
 async def _burst(
     port: int, pilots: int, tasks: int, cpu: Callable[[], float] = lambda: 0.0
 ) -> dict[str, Any]:
@@ -319,22 +337,8 @@ async def _burst(
     async def one(i: int) -> None:
         conn = _Connection(port, PILOT)
         try:
-            reg = await timed(
-                conn,
-                "register",
-                "/api/v1/pilots",
-                {"site": f"S{i % 5}", "host": f"wn{i}", "cpus": 1, "ttl": 86400},
-            )
-            pid = reg["pilot_id"]
-            got = await timed(conn, "request", f"/api/v1/pilots/{pid}/request", {})
-            task = got["task"]
-            if task is None:
-                raise RuntimeError("no task for a pilot while tasks are queued")
-            body = {"task_id": task["task_id"], "attempt": task["attempt"], "exit_code": 0}
-            done = await timed(conn, "complete", f"/api/v1/pilots/{pid}/complete", body)
-            if not done["accepted"]:
-                raise RuntimeError("completion not accepted")
-        except (OSError, RuntimeError, KeyError, ValueError, asyncio.IncompleteReadError) as exc:
+            await pilot_round(i, lambda op, path, body: timed(conn, op, path, body))
+        except BURST_ERRORS as exc:
             errors.append(f"{type(exc).__name__}: {exc}")
         finally:
             await conn.close()
