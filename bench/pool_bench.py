@@ -105,25 +105,17 @@ async def _loop(ports: Sequence[int], pilots: int, tasks: int) -> dict[str, Any]
 
 async def _burst(ports: Sequence[int], pilots: int) -> dict[str, Any]:
     """Every pilot registers, requests and completes once, all at once."""
-    from bench.tq_bench import BURST_ERRORS, pilot_round
     from bench.tq_bench import _Connection as Connection
+    from bench.tq_bench import burst_rounds
 
     await _submit(ports[0], pilots)
     latencies: list[float] = []
-    errors: list[str] = []
 
-    async def one(i: int) -> None:
-        conn = Connection(ports[i % len(ports)], PILOT)
-        try:
-            await pilot_round(i, lambda _op, path, body: _pilot_call(conn, path, body, latencies))
-        except BURST_ERRORS as exc:
-            errors.append(f"{type(exc).__name__}: {exc}")
-        finally:
-            await conn.close()
-
-    start = time.perf_counter()
-    await asyncio.gather(*(one(i) for i in range(pilots)))
-    elapsed = time.perf_counter() - start
+    elapsed, errors = await burst_rounds(
+        pilots,
+        lambda i: Connection(ports[i % len(ports)], PILOT),
+        lambda conn, _op, path, body: _pilot_call(conn, path, body, latencies),
+    )
     return {"elapsed": elapsed, "calls": 3 * pilots, "latencies": latencies, "errors": errors}
 
 

@@ -317,12 +317,34 @@ async def pilot_round(i: int, call: Callable[[str, str, Any], Awaitable[Any]]) -
         raise RuntimeError("completion not accepted")
 
 
+async def burst_rounds(
+    pilots: int,
+    connect: Callable[[int], _Connection],
+    call: Callable[[_Connection, str, str, Any], Awaitable[Any]],
+) -> tuple[float, list[str]]:
+    """Every pilot's round (:func:`pilot_round`) at once, pilot ``i`` on its own connection
+    ``connect(i)`` through ``call(conn, op, path, body)``: the seconds they took, their errors."""
+    errors: list[str] = []
+
+    async def one(i: int) -> None:
+        conn = connect(i)
+        try:
+            await pilot_round(i, lambda op, path, body: call(conn, op, path, body))
+        except BURST_ERRORS as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            await conn.close()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(pilots)))
+    return time.perf_counter() - start, errors
+
+
 async def _burst(
     port: int, pilots: int, tasks: int, cpu: Callable[[], float] = lambda: 0.0
 ) -> dict[str, Any]:
     """``cpu``: the TQ's CPU seconds so far (counted over the calls, not the submit)."""
     latencies: dict[str, list[float]] = {"register": [], "request": [], "complete": []}
-    errors: list[str] = []
     await submit_tasks(port, tasks, "burst")
     cpu_before = cpu()
 
@@ -334,18 +356,7 @@ async def _burst(
             raise RuntimeError(f"{op}: HTTP {code} {str(answer)[:100]}")
         return answer
 
-    async def one(i: int) -> None:
-        conn = _Connection(port, PILOT)
-        try:
-            await pilot_round(i, lambda op, path, body: timed(conn, op, path, body))
-        except BURST_ERRORS as exc:
-            errors.append(f"{type(exc).__name__}: {exc}")
-        finally:
-            await conn.close()
-
-    start = time.perf_counter()
-    await asyncio.gather(*(one(i) for i in range(pilots)))
-    elapsed = time.perf_counter() - start
+    elapsed, errors = await burst_rounds(pilots, lambda i: _Connection(port, PILOT), timed)
     return {"latencies": latencies, "errors": errors, "elapsed": elapsed, "cpu": cpu() - cpu_before}
 
 
