@@ -130,24 +130,33 @@ def bench_matching(n: int, groups: int, pilots: int) -> list[tuple[str, str, str
         matcher = Matcher(wait_for_data=60.0)
         for task in _tasks(n, group_count):
             matcher.add_task(task)
-        cold: list[float] = []
-        warm: list[float] = []
         count = pilots if group_count < n else 3
-        for pilot_id in range(1, count + 1):
-            info = _pilot(pilot_id, rng, n)
-            if not with_cache:
-                info.cached = set()
-            matcher.add_pilot(info)
-            for sample in (cold, warm):
-                start = time.perf_counter()
-                choice = matcher.choose(pilot_id, now=0.0)
-                sample.append(time.perf_counter() - start)
-                assert choice is not None
         what = f"{label}, {'20 cached LFNs' if with_cache else 'empty cache'}"
-        for kind, sample in (("cold", cold), ("warm", warm)):
-            ok = verdict(statistics.median(sample) * 1000 < TARGET_MS)
-            rows.append((f"grouped {kind}, {what}", _ms(sample), ok))
+        rows += _choose_rows(matcher, rng, n, count, with_cache, f"grouped {{}}, {what}")
     return rows
+
+
+def _choose_rows(
+    matcher: Matcher, rng: random.Random, n: int, pilots: int, with_cache: bool, label: str
+) -> list[tuple[str, str, str]]:
+    """Pilots 1..``pilots`` join and choose twice each (cold, then warm): a row for each, named
+    ``label.format(kind)``."""
+    cold: list[float] = []
+    warm: list[float] = []
+    for pilot_id in range(1, pilots + 1):
+        info = _pilot(pilot_id, rng, n)
+        if not with_cache:
+            info.cached = set()
+        matcher.add_pilot(info)
+        for sample in (cold, warm):
+            start = time.perf_counter()
+            choice = matcher.choose(pilot_id, now=0.0)
+            sample.append(time.perf_counter() - start)
+            assert choice is not None
+    return [
+        (label.format(kind), _ms(sample), verdict(statistics.median(sample) * 1000 < TARGET_MS))
+        for kind, sample in (("cold", cold), ("warm", warm))
+    ]
 
 
 def verdict(met: bool) -> str:
@@ -190,21 +199,8 @@ def bench_big(n: int, groups: int, pilots: int) -> list[tuple[str, str, str]]:
         )
     ]
     for with_cache in (True, False):
-        cold: list[float] = []
-        warm: list[float] = []
-        for pilot_id in range(1, pilots + 1):
-            info = _pilot(pilot_id, rng, n)
-            if not with_cache:
-                info.cached = set()
-            matcher.add_pilot(info)
-            for sample in (cold, warm):
-                begin = time.perf_counter()
-                assert matcher.choose(pilot_id, now=0.0) is not None
-                sample.append(time.perf_counter() - begin)
         what = f"{n:,} tasks, {groups} groups, {'20 cached LFNs' if with_cache else 'empty cache'}"
-        for kind, sample in (("cold", cold), ("warm", warm)):
-            ok = verdict(statistics.median(sample) * 1000 < TARGET_MS)
-            rows.append((f"{kind}, {what}", _ms(sample), ok))
+        rows += _choose_rows(matcher, rng, n, pilots, with_cache, f"{{}}, {what}")
     return rows
 
 
