@@ -7,8 +7,9 @@ import os
 import re
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -20,6 +21,14 @@ TOKEN_FILE_ENV = "GLIDEIN_EXT_PILOT_TOKEN_FILE"  # noqa: S105 (a variable name)
 URL_ENV = "GLIDEIN_EXT_TQ_URL"
 # A site's name: the sites file's rule (tq.manager.sites), which the PilotMonitor's sites obey.
 SITE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _pilot_count(flag: str, text: str) -> Callable[[F], F]:
+    """An option counting pilots: 1 to 10,000, one by default."""
+    return click.option(
+        flag, type=click.IntRange(1, 10_000), default=1, show_default=True, help=text
+    )
 
 
 @click.group()
@@ -87,19 +96,9 @@ def pilot() -> None:
     default=None,
     help="Cache Min_Threshold, kept free (1G); capacity: Max_Space x pilots on host - this.",
 )
-@click.option(
-    "--pilots",
-    type=click.IntRange(1, 10_000),
-    default=1,
-    show_default=True,
-    help="Pilots in this process (one event loop, a thread each).",
-)
-@click.option(
-    "--pilots-per-host",
-    type=click.IntRange(1, 10_000),
-    default=1,
-    show_default=True,
-    help="With --pilots: pilots per simulated host (HOST-0000, ...; caches shared).",
+@_pilot_count("--pilots", "Pilots in this process (one event loop, a thread each).")
+@_pilot_count(
+    "--pilots-per-host", "With --pilots: pilots per simulated host (HOST-0000, ...; caches shared)."
 )
 @click.option("--dht-bind", default=None, help="Address of the DHT node and file server.")
 @click.option(
