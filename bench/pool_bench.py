@@ -64,6 +64,7 @@ async def _pilot_call(conn: Any, path: str, body: Any, latencies: list[float] | 
 
 async def _loop(ports: Sequence[int], pilots: int, tasks: int) -> dict[str, Any]:
     """``pilots`` registered pilots request and complete until ``tasks`` tasks are done."""
+    from bench.tq_bench import BURST_ERRORS
     from bench.tq_bench import _Connection as Connection
 
     await _submit(ports[0], tasks)
@@ -88,7 +89,7 @@ async def _loop(ports: Sequence[int], pilots: int, tasks: int) -> dict[str, Any]
                 body = {"task_id": task["task_id"], "attempt": task["attempt"], "exit_code": 0}
                 await _pilot_call(conns[i], f"/api/v1/pilots/{pid}/complete", body, None)
                 calls += 1
-        except (OSError, RuntimeError, KeyError, ValueError, asyncio.IncompleteReadError) as exc:
+        except BURST_ERRORS as exc:
             errors.append(f"{type(exc).__name__}: {exc}")
 
     try:
@@ -105,32 +106,16 @@ async def _loop(ports: Sequence[int], pilots: int, tasks: int) -> dict[str, Any]
 async def _burst(ports: Sequence[int], pilots: int) -> dict[str, Any]:
     """Every pilot registers, requests and completes once, all at once."""
     from bench.tq_bench import _Connection as Connection
+    from bench.tq_bench import burst_rounds
 
     await _submit(ports[0], pilots)
     latencies: list[float] = []
-    errors: list[str] = []
 
-    async def one(i: int) -> None:
-        conn = Connection(ports[i % len(ports)], PILOT)
-        try:
-            reg = {"site": f"S{i % 5}", "host": f"wn{i}", "cpus": 1, "ttl": 86400}
-            pid = (await _pilot_call(conn, "/api/v1/pilots", reg, latencies))["pilot_id"]
-            got = await _pilot_call(conn, f"/api/v1/pilots/{pid}/request", {}, latencies)
-            task = got["task"]
-            if task is None:
-                raise RuntimeError("no task for a pilot while tasks are queued")
-            body = {"task_id": task["task_id"], "attempt": task["attempt"], "exit_code": 0}
-            done = await _pilot_call(conn, f"/api/v1/pilots/{pid}/complete", body, latencies)
-            if not done["accepted"]:
-                raise RuntimeError("completion not accepted")
-        except (OSError, RuntimeError, KeyError, ValueError, asyncio.IncompleteReadError) as exc:
-            errors.append(f"{type(exc).__name__}: {exc}")
-        finally:
-            await conn.close()
-
-    start = time.perf_counter()
-    await asyncio.gather(*(one(i) for i in range(pilots)))
-    elapsed = time.perf_counter() - start
+    elapsed, errors = await burst_rounds(
+        pilots,
+        lambda i: Connection(ports[i % len(ports)], PILOT),
+        lambda conn, _op, path, body: _pilot_call(conn, path, body, latencies),
+    )
     return {"elapsed": elapsed, "calls": 3 * pilots, "latencies": latencies, "errors": errors}
 
 

@@ -35,7 +35,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,24 +130,33 @@ def bench_matching(n: int, groups: int, pilots: int) -> list[tuple[str, str, str
         matcher = Matcher(wait_for_data=60.0)
         for task in _tasks(n, group_count):
             matcher.add_task(task)
-        cold: list[float] = []
-        warm: list[float] = []
         count = pilots if group_count < n else 3
-        for pilot_id in range(1, count + 1):
-            info = _pilot(pilot_id, rng, n)
-            if not with_cache:
-                info.cached = set()
-            matcher.add_pilot(info)
-            for sample in (cold, warm):
-                start = time.perf_counter()
-                choice = matcher.choose(pilot_id, now=0.0)
-                sample.append(time.perf_counter() - start)
-                assert choice is not None
         what = f"{label}, {'20 cached LFNs' if with_cache else 'empty cache'}"
-        for kind, sample in (("cold", cold), ("warm", warm)):
-            ok = verdict(statistics.median(sample) * 1000 < TARGET_MS)
-            rows.append((f"grouped {kind}, {what}", _ms(sample), ok))
+        rows += _choose_rows(matcher, rng, n, count, with_cache, f"grouped {{}}, {what}")
     return rows
+
+
+def _choose_rows(
+    matcher: Matcher, rng: random.Random, n: int, pilots: int, with_cache: bool, label: str
+) -> list[tuple[str, str, str]]:
+    """Pilots 1..``pilots`` join and choose twice each (cold, then warm): a row for each, named
+    ``label.format(kind)``."""
+    cold: list[float] = []
+    warm: list[float] = []
+    for pilot_id in range(1, pilots + 1):
+        info = _pilot(pilot_id, rng, n)
+        if not with_cache:
+            info.cached = set()
+        matcher.add_pilot(info)
+        for sample in (cold, warm):
+            start = time.perf_counter()
+            choice = matcher.choose(pilot_id, now=0.0)
+            sample.append(time.perf_counter() - start)
+            assert choice is not None
+    return [
+        (label.format(kind), _ms(sample), verdict(statistics.median(sample) * 1000 < TARGET_MS))
+        for kind, sample in (("cold", cold), ("warm", warm))
+    ]
 
 
 def verdict(met: bool) -> str:
@@ -190,21 +199,8 @@ def bench_big(n: int, groups: int, pilots: int) -> list[tuple[str, str, str]]:
         )
     ]
     for with_cache in (True, False):
-        cold: list[float] = []
-        warm: list[float] = []
-        for pilot_id in range(1, pilots + 1):
-            info = _pilot(pilot_id, rng, n)
-            if not with_cache:
-                info.cached = set()
-            matcher.add_pilot(info)
-            for sample in (cold, warm):
-                begin = time.perf_counter()
-                assert matcher.choose(pilot_id, now=0.0) is not None
-                sample.append(time.perf_counter() - begin)
         what = f"{n:,} tasks, {groups} groups, {'20 cached LFNs' if with_cache else 'empty cache'}"
-        for kind, sample in (("cold", cold), ("warm", warm)):
-            ok = verdict(statistics.median(sample) * 1000 < TARGET_MS)
-            rows.append((f"{kind}, {what}", _ms(sample), ok))
+        rows += _choose_rows(matcher, rng, n, pilots, with_cache, f"{{}}, {what}")
     return rows
 
 
@@ -299,12 +295,52 @@ async def submit_tasks(port: int, tasks: int, name: str) -> None:
         raise SystemExit(f"submit failed: {code} {str(answer)[:200]}")
 
 
+# What a burst's pilot call may fail with: counted as the run's errors, not raised.
+BURST_ERRORS = (OSError, RuntimeError, KeyError, ValueError, asyncio.IncompleteReadError)
+
+
+async def pilot_round(i: int, call: Callable[[str, str, Any], Awaitable[Any]]) -> None:
+    """Pilot ``i`` registers, asks for a task and completes it: a burst's three calls, each
+    made by ``call(op, path, body)`` (the answer of an HTTP 200; anything else raises)."""
+    reg = {"site": f"S{i % 5}", "host": f"wn{i}", "cpus": 1, "ttl": 86400}
+    pid = (await call("register", "/api/v1/pilots", reg))["pilot_id"]
+    task = (await call("request", f"/api/v1/pilots/{pid}/request", {}))["task"]
+    if task is None:
+        raise RuntimeError("no task for a pilot while tasks are queued")
+    body = {"task_id": task["task_id"], "attempt": task["attempt"], "exit_code": 0}
+    done = await call("complete", f"/api/v1/pilots/{pid}/complete", body)
+    if not done["accepted"]:
+        raise RuntimeError("completion not accepted")
+
+
+async def burst_rounds(
+    pilots: int,
+    connect: Callable[[int], _Connection],
+    call: Callable[[_Connection, str, str, Any], Awaitable[Any]],
+) -> tuple[float, list[str]]:
+    """Every pilot's round (:func:`pilot_round`) at once, pilot ``i`` on its own connection
+    ``connect(i)`` through ``call(conn, op, path, body)``: the seconds they took, their errors."""
+    errors: list[str] = []
+
+    async def one(i: int) -> None:
+        conn = connect(i)
+        try:
+            await pilot_round(i, lambda op, path, body: call(conn, op, path, body))
+        except BURST_ERRORS as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            await conn.close()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(pilots)))
+    return time.perf_counter() - start, errors
+
+
 async def _burst(
     port: int, pilots: int, tasks: int, cpu: Callable[[], float] = lambda: 0.0
 ) -> dict[str, Any]:
     """``cpu``: the TQ's CPU seconds so far (counted over the calls, not the submit)."""
     latencies: dict[str, list[float]] = {"register": [], "request": [], "complete": []}
-    errors: list[str] = []
     await submit_tasks(port, tasks, "burst")
     cpu_before = cpu()
 
@@ -316,32 +352,7 @@ async def _burst(
             raise RuntimeError(f"{op}: HTTP {code} {str(answer)[:100]}")
         return answer
 
-    async def one(i: int) -> None:
-        conn = _Connection(port, PILOT)
-        try:
-            reg = await timed(
-                conn,
-                "register",
-                "/api/v1/pilots",
-                {"site": f"S{i % 5}", "host": f"wn{i}", "cpus": 1, "ttl": 86400},
-            )
-            pid = reg["pilot_id"]
-            got = await timed(conn, "request", f"/api/v1/pilots/{pid}/request", {})
-            task = got["task"]
-            if task is None:
-                raise RuntimeError("no task for a pilot while tasks are queued")
-            body = {"task_id": task["task_id"], "attempt": task["attempt"], "exit_code": 0}
-            done = await timed(conn, "complete", f"/api/v1/pilots/{pid}/complete", body)
-            if not done["accepted"]:
-                raise RuntimeError("completion not accepted")
-        except (OSError, RuntimeError, KeyError, ValueError, asyncio.IncompleteReadError) as exc:
-            errors.append(f"{type(exc).__name__}: {exc}")
-        finally:
-            await conn.close()
-
-    start = time.perf_counter()
-    await asyncio.gather(*(one(i) for i in range(pilots)))
-    elapsed = time.perf_counter() - start
+    elapsed, errors = await burst_rounds(pilots, lambda i: _Connection(port, PILOT), timed)
     return {"latencies": latencies, "errors": errors, "elapsed": elapsed, "cpu": cpu() - cpu_before}
 
 

@@ -14,6 +14,10 @@ from glidein_ext.dht.keyfile import load_site_key
 from glidein_ext.dht.node import DhtNode
 from glidein_ext.errors import DhtError, UsageError
 
+# Options more than one command takes, declared once.
+NODE = click.option("--node", "node_addr", required=True, help="HOST:PORT of a node of the site.")
+KEY_FILE = click.option("--key-file", required=True, help="File holding the per-site key.")
+
 
 def _address(text: str) -> Address:
     try:
@@ -39,7 +43,7 @@ def dht() -> None:
 @dht.command()
 @click.option("--bind", "bind", default="127.0.0.1:0", show_default=True, help="HOST:PORT to bind.")
 @click.option("--join", "joins", multiple=True, help="HOST:PORT of a site contact (repeatable).")
-@click.option("--key-file", required=True, help="File holding the per-site key.")
+@KEY_FILE
 @click.option("--id", "node_id", default=None, help="Node id as 40 hex digits (default: random).")
 def node(bind: str, joins: tuple[str, ...], key_file: str, node_id: str | None) -> None:
     """Run a DHT node until SIGINT or SIGTERM, then leave gracefully."""
@@ -79,8 +83,8 @@ async def _run_node(
 
 
 @dht.command()
-@click.option("--node", "node_addr", required=True, help="HOST:PORT of a node of the site.")
-@click.option("--key-file", required=True, help="File holding the per-site key.")
+@NODE
+@KEY_FILE
 @click.option("--ttl", type=float, default=None, help="Lifetime in seconds (default: 1 day).")
 @click.argument("key")
 @click.argument("value")
@@ -102,8 +106,8 @@ async def _put(site_key: bytes, where: Address, key: str, value: bytes, ttl: flo
 
 
 @dht.command()
-@click.option("--node", "node_addr", required=True, help="HOST:PORT of a node of the site.")
-@click.option("--key-file", required=True, help="File holding the per-site key.")
+@NODE
+@KEY_FILE
 @click.argument("key")
 def get(node_addr: str, key_file: str, key: str) -> None:
     """Print KEY's values, one a line; exit 1 when there are none."""

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from glidein_ext.glidein.handoff.hooks import HookResult
 
 MAX_JOB_AD_BYTES = 1024 * 1024
+# An option more than one command takes, declared once.
+START_DIR = click.option("--start-dir", required=True, help="The glidein's start-up directory.")
 
 
 def _stdin_text() -> str:
@@ -48,7 +50,7 @@ def hook() -> None:
 
 
 @hook.command("prepare-job")
-@click.option("--start-dir", required=True, help="The glidein's start-up directory.")
+@START_DIR
 @click.argument("extra", nargs=-1)
 def prepare_job_cmd(start_dir: str, extra: tuple[str, ...]) -> None:
     """GLIDEINEXT_HOOK_PREPARE_JOB: a job is starting (job ad on stdin).
@@ -59,7 +61,7 @@ def prepare_job_cmd(start_dir: str, extra: tuple[str, ...]) -> None:
 
 
 @hook.command("job-exit")
-@click.option("--start-dir", required=True, help="The glidein's start-up directory.")
+@START_DIR
 @click.argument("reason", nargs=-1)
 def job_exit_cmd(start_dir: str, reason: tuple[str, ...]) -> None:
     """GLIDEINEXT_HOOK_JOB_EXIT: a job ended (exit, hold, remove or evict; job ad on stdin)."""
@@ -67,7 +69,7 @@ def job_exit_cmd(start_dir: str, reason: tuple[str, ...]) -> None:
 
 
 @hook.command("fetch-work")
-@click.option("--start-dir", required=True, help="The glidein's start-up directory.")
+@START_DIR
 def fetch_work_cmd(start_dir: str) -> None:
     """GLIDEINEXT_HOOK_FETCH_WORK: print a Task Queue task as a job ad for this slot (slot ad on
     stdin), or nothing."""
@@ -75,7 +77,7 @@ def fetch_work_cmd(start_dir: str) -> None:
 
 
 @hook.command("reply-fetch")
-@click.option("--start-dir", required=True, help="The glidein's start-up directory.")
+@START_DIR
 @click.argument("verdict", type=click.Choice(["accept", "reject"]))
 def reply_fetch_cmd(start_dir: str, verdict: str) -> None:
     """GLIDEINEXT_HOOK_REPLY_FETCH: the startd took (or refused) the fetched task."""
@@ -83,7 +85,7 @@ def reply_fetch_cmd(start_dir: str, verdict: str) -> None:
 
 
 @hook.command("evict-claim")
-@click.option("--start-dir", required=True, help="The glidein's start-up directory.")
+@START_DIR
 def evict_claim_cmd(start_dir: str) -> None:
     """GLIDEINEXT_HOOK_EVICT_CLAIM: the startd evicts a fetched task's claim."""
     _fetch_hook("evict-claim", start_dir)

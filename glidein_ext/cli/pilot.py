@@ -10,10 +10,11 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
+from glidein_ext.agent.settings import AgentSettings
 from glidein_ext.errors import GlideinExtError, UsageError
 from glidein_ext.sched.assign import DEFAULT_METHOD, METHODS
 
@@ -22,6 +23,22 @@ TOKEN_FILE_ENV = "GLIDEIN_EXT_PILOT_TOKEN_FILE"  # noqa: S105 (a variable name)
 URL_ENV = "GLIDEIN_EXT_TQ_URL"
 # A site's name: the sites file's rule (tq.manager.sites), which the PilotMonitor's sites obey.
 SITE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _pilot_count(flag: str, text: str) -> Callable[[F], F]:
+    """An option counting pilots: 1 to 10,000, one by default."""
+    return click.option(
+        flag, type=click.IntRange(1, 10_000), default=1, show_default=True, help=text
+    )
+
+
+def _setting(flag: str, name: str, kind: type, text: str) -> Callable[[F], F]:
+    """An option that overrides the pilot's setting ``name`` (agent.settings.AgentSettings, where
+    its default is declared): ``text`` shows that default at ``{}``."""
+    default = getattr(AgentSettings, name)
+    shown = f"{default:g}" if isinstance(default, float) else default
+    return click.option(flag, name, type=kind, default=None, help=text.format(shown))
 
 
 def _check_ad_options(ttl: int | None, requirements: str, rank: str) -> None:
@@ -95,9 +112,9 @@ def pilot() -> None:
 @click.option("--se", default="", help="Storage element name.")
 @click.option("--se-dir", default=None, type=click.Path(file_okay=False), help="SE directory.")
 @click.option("--config", "config_file", default=None, help="TOML settings file.")
-@click.option("--cpus", type=int, default=None, help="CPUs (default 1).")
-@click.option("--memory", type=int, default=None, help="MB (default 1024).")
-@click.option("--disk", type=int, default=None, help="MB (default 10240).")
+@_setting("--cpus", "cpus", int, "CPUs (default {}).")
+@_setting("--memory", "memory", int, "MB (default {}).")
+@_setting("--disk", "disk", int, "MB (default {}).")
 @click.option("--ttl", type=int, default=None, help="Seconds of life left (default: no end).")
 @click.option("--requirements", default="true", show_default=True, help="Pilot's Requirements.")
 @click.option("--rank", default="0", show_default=True, help="Pilot's Rank of tasks.")
@@ -106,42 +123,33 @@ def pilot() -> None:
     is_flag=True,
     help="Send the cache list with each request (implied at a centralized site).",
 )
-@click.option("--poll", "poll_interval", type=float, default=None, help="Seconds between asks (1).")
-@click.option("--poll-max", type=float, default=None, help="Longest wait between empty asks (10).")
-@click.option(
+@_setting("--poll", "poll_interval", float, "Seconds between asks ({}).")
+@_setting("--poll-max", "poll_max", float, "Longest wait between empty asks ({}).")
+@_setting(
     "--offer-wait",
-    type=float,
-    default=None,
-    help="Idle: leave a standing offer this many seconds (courier push of urgent tasks; 0).",
+    "offer_wait",
+    float,
+    "Idle: leave a standing offer this many seconds (courier push of urgent tasks; {}).",
 )
 @click.option("--max-idle", type=float, default=None, help="Leave after SECONDS without work.")
 @click.option("--max-tasks", type=int, default=None, help="Leave after running N tasks.")
-@click.option("--retry-for", type=float, default=None, help="Seconds to retry the TQ (300).")
-@click.option("--min-free-mb", type=int, default=None, help="Check: free disk, MB (100).")
+@_setting("--retry-for", "retry_for", float, "Seconds to retry the TQ ({}).")
+@_setting("--min-free-mb", "min_free_mb", int, "Check: free disk, MB ({}).")
 @click.option("--require-command", "commands", multiple=True, help="Check: command on PATH.")
 @click.option("--require-env", "env_vars", multiple=True, help="Check: variable set.")
 @click.option("--batch-id", default=None, help="Batch job id (default $GLIDEIN_EXT_TQ_BATCH_ID).")
-@click.option(
-    "--cache-max-space", default=None, help="Cache Max_Space per pilot (10G; 500M, bytes)."
+@_setting(
+    "--cache-max-space", "cache_max_space", str, "Cache Max_Space per pilot ({}; 500M, bytes)."
 )
-@click.option(
+@_setting(
     "--cache-min-threshold",
-    default=None,
-    help="Cache Min_Threshold, kept free (1G); capacity: Max_Space x pilots on host - this.",
+    "cache_min_threshold",
+    str,
+    "Cache Min_Threshold, kept free ({}); capacity: Max_Space x pilots on host - this.",
 )
-@click.option(
-    "--pilots",
-    type=click.IntRange(1, 10_000),
-    default=1,
-    show_default=True,
-    help="Pilots in this process (one event loop, a thread each).",
-)
-@click.option(
-    "--pilots-per-host",
-    type=click.IntRange(1, 10_000),
-    default=1,
-    show_default=True,
-    help="With --pilots: pilots per simulated host (HOST-0000, ...; caches shared).",
+@_pilot_count("--pilots", "Pilots in this process (one event loop, a thread each).")
+@_pilot_count(
+    "--pilots-per-host", "With --pilots: pilots per simulated host (HOST-0000, ...; caches shared)."
 )
 @click.option("--dht-bind", default=None, help="Address of the DHT node and file server.")
 @click.option(
@@ -150,14 +158,14 @@ def pilot() -> None:
     default=None,
     help=f"The master's assignment method (distributed sites; default {DEFAULT_METHOD}).",
 )
-@click.option("--round-window", type=float, default=None, help="Batching after events (0.2 s).")
-@click.option("--round-period", type=float, default=None, help="Rounds without events (2 s).")
-@click.option("--broadcast-timeout", type=float, default=None, help="TaskList wait (4 s).")
+@_setting("--round-window", "round_window", float, "Batching after events ({} s).")
+@_setting("--round-period", "round_period", float, "Rounds without events ({} s).")
+@_setting("--broadcast-timeout", "broadcast_timeout", float, "TaskList wait ({} s).")
 @click.option("--storage-xml", default=None, help="The site's TFC (storage.xml or .json).")
-@click.option("--tfc-protocol", default=None, help="The TFC protocol to use (direct).")
+@_setting("--tfc-protocol", "tfc_protocol", str, "The TFC protocol to use ({}).")
 @click.option("--se-delay", type=float, default=None, help="SE delay factor (Hasham 2011 Table I).")
 @click.option("--se-failure-rate", type=float, default=None, help="SE failure rate (0..1).")
-@click.option("--se-time-scale", type=float, default=None, help="Seconds per delay unit (1).")
+@_setting("--se-time-scale", "se_time_scale", float, "Seconds per delay unit ({}).")
 @click.option(
     "--se-condition",
     type=click.Choice(["d1f1", "d2f2", "d3f3"]),
@@ -170,7 +178,7 @@ def run(**opts: Any) -> None:
     from glidein_ext.agent.agent import PilotAgent
     from glidein_ext.agent.checks import run_checks
     from glidein_ext.agent.config import agent_config, pilot_token, workdir_checks
-    from glidein_ext.agent.settings import AgentSettings, load_agent_settings
+    from glidein_ext.agent.settings import load_agent_settings
     from glidein_ext.agent.swarm import Swarm, swarm_configs
     from glidein_ext.cache.se import condition
     from glidein_ext.tq.client.endpoints import parse_endpoints

@@ -18,6 +18,16 @@ from glidein_ext.site.propagate import DEFAULT_STALE_AFTER
 from glidein_ext.site.victims import DEFAULT_POLICY, POLICY_NAMES, policies_help
 
 VIA_CHOICES = ("auto", "local", "job-ad", "ssh")  # glidein_ext.site.vacate.Via
+# Options more than one command takes, declared once.
+POOL = click.option(
+    "--pool", "pool_name", default=None, help="Collector host[:port] (default: config)."
+)
+SLOT_ADS = click.option(
+    "--ads", default=None, help="Slot ads in condor_status -long format, instead."
+)
+EXECUTE_DIRS = click.option(
+    "--execute-dir", multiple=True, help="Local EXECUTE dirs (default: config)."
+)
 
 
 @click.group("site")
@@ -88,8 +98,8 @@ def propagate(
 
 
 @site.command("status")
-@click.option("--pool", "pool_name", default=None, help="Collector host[:port] (default: config).")
-@click.option("--ads", default=None, help="Slot ads in condor_status -long format, instead.")
+@POOL
+@SLOT_ADS
 def status(pool_name: str | None, ads: str | None) -> None:
     """What every pilot is doing: CPUs, waste if drained now, time to completion, heartbeat."""
     from glidein_ext.site import pool
@@ -112,8 +122,8 @@ _policy = click.option(
 @site.command("victims")
 @click.option("--cpus", type=click.IntRange(min=0), required=True, help="CPUs to free.")
 @_policy
-@click.option("--pool", "pool_name", default=None, help="Collector host[:port] (default: config).")
-@click.option("--ads", default=None, help="Slot ads in condor_status -long format, instead.")
+@POOL
+@SLOT_ADS
 @click.option("--userprio", default=None, help="condor_userprio output, instead of the negotiator.")
 def victims(
     cpus: int, policy: str, pool_name: str | None, ads: str | None, userprio: str | None
@@ -153,8 +163,8 @@ def _default_execute_dirs(given: tuple[str, ...]) -> tuple[str, ...]:
 @click.argument("job_id", required=False)
 @click.option("--slot", default=None, help="The pilot's slot name, instead of its job id.")
 @click.option("--deadline", default=None, help="Hard deadline: duration from now (2h) or epoch.")
-@click.option("--pool", "pool_name", default=None, help="Collector host[:port] (default: config).")
-@click.option("--execute-dir", multiple=True, help="Local EXECUTE dirs (default: config).")
+@POOL
+@EXECUTE_DIRS
 @click.option(
     "--via",
     type=click.Choice(VIA_CHOICES),
@@ -216,8 +226,8 @@ def vacate_cmd(
 @click.option("--kill-stale", is_flag=True, help="Also hard-kill pilots with a stale heartbeat.")
 @click.option("--interval", default="60s", show_default=True, help="Seconds between cycles.")
 @click.option("--cycles", type=click.IntRange(min=1), default=None, help="Stop after N cycles.")
-@click.option("--pool", "pool_name", default=None, help="Collector host[:port] (default: config).")
-@click.option("--execute-dir", multiple=True, help="Local EXECUTE dirs (default: config).")
+@POOL
+@EXECUTE_DIRS
 @click.option("--dry-run", is_flag=True, help="Log the decisions, change nothing.")
 def controller(
     owner: str,

@@ -70,6 +70,24 @@ def wait_for(probe: Callable[[], T | None], timeout: float, what: str, interval:
         time.sleep(interval)
 
 
+def wrapper_command(start_dir: str, name: str, cpus: int, memory_mb: int) -> list[str]:
+    """``glidein-ext``'s arguments that start a glidein of ``cpus`` and ``memory_mb`` named
+    ``name`` in ``start_dir`` on the sandbox's base configuration (more options may follow)."""
+    return [
+        "wrapper",
+        "--start-dir",
+        start_dir,
+        "--name",
+        name,
+        "--cpus",
+        str(cpus),
+        "--memory",
+        str(memory_mb),
+        "--base-config",
+        GLIDEIN_BASE_CONFIG,
+    ]
+
+
 def stop_process(
     process: subprocess.Popen[bytes], steps: Sequence[tuple[signal.Signals, float]]
 ) -> None:
@@ -307,17 +325,7 @@ class CondorSandbox:
         args = [
             "exec",
             "glidein-ext",
-            "wrapper",
-            "--start-dir",
-            start_dir,
-            "--name",
-            name,
-            "--cpus",
-            str(cpus),
-            "--memory",
-            str(memory_mb),
-            "--base-config",
-            GLIDEIN_BASE_CONFIG,
+            *wrapper_command(start_dir, name, cpus, memory_mb),
             "--cron-period",
             str(cron_period),
             "--lifetime",

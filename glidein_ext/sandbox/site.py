@@ -32,6 +32,7 @@ from glidein_ext.sandbox.pool import (
     CondorSandbox,
     stop_process,
     wait_for,
+    wrapper_command,
 )
 from glidein_ext.site.sandboxes import global_job_id
 
@@ -230,17 +231,7 @@ def glidein_submit(
     only the final ``.pilot.ad`` comes back.
     """
     args = [
-        "wrapper",
-        "--start-dir",
-        ".",
-        "--name",
-        name,
-        "--cpus",
-        str(cpus),
-        "--memory",
-        str(memory_mb),
-        "--base-config",
-        GLIDEIN_BASE_CONFIG,
+        *wrapper_command(".", name, cpus, memory_mb),
         "--collector",
         VO_POOL.collector,
         *wrapper_args,

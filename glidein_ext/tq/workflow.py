@@ -34,7 +34,7 @@ from glidein_ext.tq.models import MatchSpec
 
 _INT_FIELDS = ("request_cpus", "request_memory", "request_disk", "max_runtime", "priority")
 _INHERITED = ("requirements", "rank", *_INT_FIELDS, "max_retries")
-_TASK_FIELDS = {
+TASK_FIELDS = {
     "name",
     "step",
     "command",
@@ -148,7 +148,7 @@ def _task(raw: Any, index: int, defaults: Mapping[str, Any]) -> TaskDef:
     if problem is not None:
         raise WorkflowError(f"tasks[{index}]: {problem}", None, "name")
     assert isinstance(name, str)
-    unknown = sorted(set(raw) - _TASK_FIELDS, key=str)
+    unknown = sorted(set(raw) - TASK_FIELDS, key=str)
     if unknown:
         raise WorkflowError("unknown field", name, str(unknown[0])[:40])
     merged = {**defaults, **raw}

@@ -5,15 +5,15 @@ run in CI; all of them take well under two minutes here)."""
 from __future__ import annotations
 
 import csv
+import os
 import struct
-import subprocess
-import sys
 import zlib
 from pathlib import Path
 
 import pytest
 
 from glidein_ext.sim.experiments import EXPERIMENTS
+from tests.support.cli import run_cli
 
 # CPU-heavy: runs in one xdist worker with the other heavy tests (tests/conftest.py).
 pytestmark = pytest.mark.heavy
@@ -86,13 +86,7 @@ def valid_png(path: Path) -> bool:
 @pytest.mark.parametrize("name", sorted(KEYS))
 def test_quick_experiment(name: str, tmp_path: Path) -> None:
     out = tmp_path / name
-    proc = subprocess.run(
-        [sys.executable, "-m", "glidein_ext", "experiment", name, "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = run_cli("experiment", name, "--quick", "--out", str(out), env=os.environ, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     with (out / "runs.csv").open(encoding="utf-8") as handle:

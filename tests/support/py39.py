@@ -135,17 +135,22 @@ def check_file(path: Path) -> list[str]:
 
 def find_python39() -> str | None:
     """A working Python 3.9 on this machine, for tests that drive code with it (skipped where
-    there is none): pyenv's build first (its shim may not be activated), then PATH."""
-    candidates = sorted(glob.glob(str(Path.home() / ".pyenv/versions/3.9*/bin/python3.9")))
+    there is none): the one ``$GLIDEIN_EXT_PYTHON39`` names, then pyenv's build (its shim may
+    not be activated), then PATH."""
+    candidates = [found for found in [os.environ.get("GLIDEIN_EXT_PYTHON39")] if found]
+    candidates += sorted(glob.glob(str(Path.home() / ".pyenv/versions/3.9*/bin/python3.9")))
     candidates += [found for found in [shutil.which("python3.9")] if found]
     for python in candidates:
-        probe = subprocess.run(
-            [python, "-c", "import sys; print(sys.version_info[:2])"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
+        try:
+            probe = subprocess.run(
+                [python, "-c", "import sys; print(sys.version_info[:2])"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+        except OSError:  # a name that is no program
+            continue
         if probe.stdout == "(3, 9)\n":
             return python
     return None

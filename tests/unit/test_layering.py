@@ -230,39 +230,33 @@ def test_each_rule_catches_a_violation(tmp_path: Path) -> None:
     parts = ("cli", "dht", "cache", "tq", "site", "glidein", "agent", "tq/client", "distributed")
     for part in (*parts, "sched"):
         write(tmp_path, f"{PACKAGE}/{part}/__init__.py", "")
-    write(tmp_path, f"{PACKAGE}/entry.py", "from glidein_ext.cli import main\n")
-    write(tmp_path, f"{PACKAGE}/site/status.py", "def f():\n    from glidein_ext import cli\n")
-    write(tmp_path, f"{PACKAGE}/dht/node.py", "from ..tq import store\n")
-    write(tmp_path, f"{PACKAGE}/cache/peer.py", "import glidein_ext.agent.runner\n")
-    write(tmp_path, f"{PACKAGE}/tq/api.py", "from glidein_ext.glidein.sitead import X\n")
-    write(tmp_path, f"{PACKAGE}/tq/helper.py", "from tests.support import thing\n")
-    write(tmp_path, f"{PACKAGE}/cli/tq.py", "from glidein_ext.tq.service import api\n")  # allowed
-    write(tmp_path, f"{PACKAGE}/tq/client/x.py", "from glidein_ext.tq.service import store\n")
-    write(tmp_path, f"{PACKAGE}/agent/y.py", "from glidein_ext.tq.manager.monitor import m\n")
-    # the hand-off: the agent never imports the glidein side (lazily neither); in the glidein
-    # only glidein.handoff imports the agent; nothing imports entry
-    write(
-        tmp_path, f"{PACKAGE}/agent/z.py", "def f():\n    from glidein_ext.glidein import hooks\n"
-    )
-    write(
-        tmp_path, f"{PACKAGE}/glidein/tqwork.py", "def f():\n    import glidein_ext.agent.agent\n"
-    )
-    write(tmp_path, f"{PACKAGE}/glidein/handoff/__init__.py", "")
-    write(tmp_path, f"{PACKAGE}/glidein/handoff/agent.py", "from glidein_ext.agent import agent\n")
-    write(tmp_path, f"{PACKAGE}/cli/hook.py", "from glidein_ext.entry import run_hook_command\n")
-    # the distributed site is given the agent's parts; the algorithms do not reach up into it
-    write(tmp_path, f"{PACKAGE}/distributed/x.py", "from glidein_ext.agent.executor import E\n")
-    write(tmp_path, f"{PACKAGE}/sched/y.py", "from glidein_ext.distributed import codec\n")
-    write(tmp_path, f"{PACKAGE}/tq/service/__init__.py", "")
-    write(tmp_path, f"{PACKAGE}/tq/service/matching/__init__.py", "")
-    write(
-        tmp_path,
-        f"{PACKAGE}/tq/service/matching/m.py",
-        "from glidein_ext.tq.service import store\n",
-    )
-    write(
-        tmp_path, f"{PACKAGE}/tq/service/server.py", "from glidein_ext.tq.service.api import app\n"
-    )
+    modules = {
+        "entry.py": "from glidein_ext.cli import main\n",
+        "site/status.py": "def f():\n    from glidein_ext import cli\n",
+        "dht/node.py": "from ..tq import store\n",
+        "cache/peer.py": "import glidein_ext.agent.runner\n",
+        "tq/api.py": "from glidein_ext.glidein.sitead import X\n",
+        "tq/helper.py": "from tests.support import thing\n",
+        "cli/tq.py": "from glidein_ext.tq.service import api\n",  # allowed
+        "tq/client/x.py": "from glidein_ext.tq.service import store\n",
+        "agent/y.py": "from glidein_ext.tq.manager.monitor import m\n",
+        # the hand-off: the agent never imports the glidein side (lazily neither); in the glidein
+        # only glidein.handoff imports the agent; nothing imports entry
+        "agent/z.py": "def f():\n    from glidein_ext.glidein import hooks\n",
+        "glidein/tqwork.py": "def f():\n    import glidein_ext.agent.agent\n",
+        "glidein/handoff/__init__.py": "",
+        "glidein/handoff/agent.py": "from glidein_ext.agent import agent\n",
+        "cli/hook.py": "from glidein_ext.entry import run_hook_command\n",
+        # the distributed site is given the agent's parts; the algorithms do not reach up into it
+        "distributed/x.py": "from glidein_ext.agent.executor import E\n",
+        "sched/y.py": "from glidein_ext.distributed import codec\n",
+        "tq/service/__init__.py": "",
+        "tq/service/matching/__init__.py": "",
+        "tq/service/matching/m.py": "from glidein_ext.tq.service import store\n",
+        "tq/service/server.py": "from glidein_ext.tq.service.api import app\n",
+    }
+    for module, text in modules.items():
+        write(tmp_path, f"{PACKAGE}/{module}", text)
     found = violations(tmp_path)
     assert [line.rsplit("(", 1)[1] for line in found] == [
         "pilots import only the TQ client)",

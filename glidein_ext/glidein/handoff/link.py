@@ -61,6 +61,12 @@ def make_link_dir(start_dir: str) -> str:
     return path
 
 
+def _check_ours(path: str, info: os.stat_result) -> None:
+    """``path`` (``info``, its lstat) belongs to this process's effective uid."""
+    if info.st_uid != os.geteuid():
+        raise AgentLinkError(f"{path} belongs to uid {info.st_uid}, not to us ({os.geteuid()})")
+
+
 def check_dir(path: str) -> None:
     """The directory is a real directory of ours, neither group- nor world-accessible."""
     try:
@@ -69,8 +75,7 @@ def check_dir(path: str) -> None:
         raise AgentLinkError(f"{path}: {exc.strerror}") from None
     if not stat.S_ISDIR(info.st_mode):
         raise AgentLinkError(f"{path} is not a directory (a symlink or a file is refused)")
-    if info.st_uid != os.geteuid():
-        raise AgentLinkError(f"{path} belongs to uid {info.st_uid}, not to us ({os.geteuid()})")
+    _check_ours(path, info)
     if info.st_mode & 0o077:
         raise AgentLinkError(f"{path} is open to other users (mode {info.st_mode & 0o777:o})")
 
@@ -85,8 +90,7 @@ def check_socket(path: str) -> None:
         raise AgentLinkError(f"{path}: {exc.strerror}") from None
     if not stat.S_ISSOCK(info.st_mode):
         raise AgentLinkError(f"{path} is not a socket")
-    if info.st_uid != os.geteuid():
-        raise AgentLinkError(f"{path} belongs to uid {info.st_uid}, not to us ({os.geteuid()})")
+    _check_ours(path, info)
 
 
 @contextlib.contextmanager

@@ -392,6 +392,39 @@ def _names(path: str) -> tuple[Any, ...] | None:
 TLS_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
 
 
+def _public(host: str) -> str:
+    """The host name pilots call: the machine's when the socket listens on every address."""
+    public = socket.getfqdn() if host in ("0.0.0.0", "::", "") else host  # noqa: S104
+    return f"[{public}]" if ":" in public else public
+
+
+def _monitor(
+    settings: TqSettings,
+    store: Store,
+    sites: list[SiteConfig],
+    leader: Leadership | None,
+    tq_url: str,
+) -> PilotMonitorService:
+    """The PilotMonitor over the sites file (Hasham 2011 §IV-A), its pilots calling ``tq_url``."""
+    monitor = PilotMonitorService(
+        store,
+        sites,
+        tq_url,
+        settings.monitor_interval,
+        stuck_after=settings.loop_stuck_after,
+        issuer=store,
+        leader=leader,
+    )
+    log.info(
+        "PilotMonitor: %d site(s) from %s, a pass every %d s, pilots call %s",
+        len(sites),
+        settings.sites,
+        settings.monitor_interval,
+        tq_url,
+    )
+    return monitor
+
+
 def serve(
     settings: TqSettings,
     port_file: str | None = None,
@@ -428,25 +461,7 @@ def serve(
     host, port = sock.getsockname()[:2]
     monitor = None
     if sites is not None:
-        public = socket.getfqdn() if host in ("0.0.0.0", "::", "") else host  # noqa: S104
-        public = f"[{public}]" if ":" in public else public
-        tq_url = f"{scheme}://{public}:{port}"
-        monitor = PilotMonitorService(
-            store,
-            sites,
-            tq_url,
-            settings.monitor_interval,
-            stuck_after=settings.loop_stuck_after,
-            issuer=store,
-            leader=leader,
-        )
-        log.info(
-            "PilotMonitor: %d site(s) from %s, a pass every %d s, pilots call %s",
-            len(sites),
-            settings.sites,
-            settings.monitor_interval,
-            tq_url,
-        )
+        monitor = _monitor(settings, store, sites, leader, f"{scheme}://{_public(host)}:{port}")
     if port_file:
         tmp = Path(f"{port_file}.tmp{os.getpid()}")
         tmp.write_text(f"{port}\n")

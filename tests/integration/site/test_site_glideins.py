@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from glidein_ext.sandbox.site import (
     submit_vo_jobs,
     wait_glideins_joined,
 )
+from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.condor
 
@@ -82,14 +82,7 @@ class Site:
 
 def glidein_ext(*args: str) -> subprocess.CompletedProcess[str]:
     """`glidein-ext ARGS` on this host: not an execute node, no local EXECUTE directory."""
-    return subprocess.run(
-        [sys.executable, "-m", "glidein_ext", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, **HOST_CLIENT_ENV},
-    )
+    return run_cli(*args, env={**os.environ, **HOST_CLIENT_ENV}, timeout=120)
 
 
 @pytest.fixture(scope="module")

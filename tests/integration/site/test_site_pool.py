@@ -25,6 +25,7 @@ import pytest
 
 from glidein_ext.condor import JobStatus
 from glidein_ext.sandbox.pool import CondorSandbox, wait_for
+from tests.support.cli import run_cli
 from tests.support.site_node import CHROOT_SRC, SiteNode, start_site_node
 
 pytestmark = pytest.mark.condor
@@ -89,13 +90,7 @@ def slots(box: CondorSandbox, node: SiteNode) -> dict[str, dict[str, Any]]:
 
 
 def glidein_ext(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "glidein_ext", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_cli(*args, env=os.environ, timeout=120)
 
 
 def all_published(

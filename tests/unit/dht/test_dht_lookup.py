@@ -10,22 +10,20 @@ from glidein_ext.dht.contact import Contact
 from glidein_ext.dht.ids import ID_BITS
 from glidein_ext.dht.lookup import Lookup
 from glidein_ext.dht.routing import RoutingTable
+from tests.support.dht_model import model_tables
 
 K = 8
 
 
 def network(n: int, seed: int) -> dict[int, RoutingTable]:
     rng = random.Random(seed)
-    ids = [rng.getrandbits(ID_BITS) for _ in range(n)]
-    tables = {}
-    for own in ids:
-        table = RoutingTable(own, K)
-        others = [i for i in ids if i != own]
-        rng.shuffle(others)
-        for ident in others:
-            table.observe(Contact(ident, "h", 1))
-        tables[own] = table
-    return tables
+    return model_tables([rng.getrandbits(ID_BITS) for _ in range(n)], K, rng)
+
+
+def network_and_target(seed: int) -> tuple[dict[int, RoutingTable], list[int], int]:
+    """A network of 300 (:func:`network`), its ids, and a target drawn from ``seed``."""
+    tables = network(300, seed)
+    return tables, list(tables), random.Random(seed).getrandbits(ID_BITS)
 
 
 def drive(lookup: Lookup, tables: dict[int, RoutingTable], dead: set[int]) -> None:
@@ -53,11 +51,8 @@ def test_finds_the_true_closest(seed: int) -> None:
 
 
 def test_dead_nodes_are_passed_over() -> None:
-    tables = network(300, 7)
-    rng = random.Random(7)
-    ids = list(tables)
+    tables, ids, target = network_and_target(7)
     own = ids[0]
-    target = rng.getrandbits(ID_BITS)
     truly_closest = sorted(ids[1:], key=lambda i: i ^ target)
     dead = set(truly_closest[:3])
     lookup = Lookup(target, tables[own].closest(target, K), own_id=own, width=K, alpha=3)
@@ -70,11 +65,8 @@ def test_dead_nodes_are_passed_over() -> None:
 
 def test_contacts_we_know_to_be_dead_are_not_asked_again() -> None:
     # others still name the dead nodes; a node that knows better skips them.
-    tables = network(300, 8)
-    rng = random.Random(8)
-    ids = list(tables)
+    tables, ids, target = network_and_target(8)
     own = ids[0]
-    target = rng.getrandbits(ID_BITS)
     dead = set(sorted(ids[1:], key=lambda i: i ^ target)[:3])
     seeds = [c for c in tables[own].closest(target, K) if c.id not in dead]
     asked: list[int] = []

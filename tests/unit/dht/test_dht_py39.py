@@ -10,14 +10,14 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib.util
-import os
-import shutil
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
+
+from tests.support.py39 import find_python39
 
 ROOT = Path(__file__).resolve().parents[3]
 DHT = ROOT / "glidein_ext" / "dht"
@@ -149,27 +149,6 @@ def test_the_rules_check_catches_a_violation(tmp_path: Path) -> None:
     assert sum("`X | Y`" in f for f in found) == 2  # not the flags, nor the annotation
 
 
-def python39() -> str | None:
-    candidates = [os.environ.get("GLIDEIN_EXT_PYTHON39"), shutil.which("python3.9")]
-    candidates += [str(p) for p in sorted(Path.home().glob(".pyenv/versions/3.9*/bin/python3.9"))]
-    for candidate in candidates:
-        if not candidate:
-            continue
-        try:
-            probe = subprocess.run(
-                [candidate, "-c", "import sys; print(sys.version_info[:2] == (3, 9))"],
-                capture_output=True,
-                text=True,
-                timeout=30,
-                check=False,
-            )
-        except OSError:
-            continue
-        if probe.stdout.strip() == "True":
-            return candidate
-    return None
-
-
 SMOKE = """
 import asyncio, sys
 sys.path.insert(0, {root!r})
@@ -205,7 +184,7 @@ asyncio.run(main())
 
 
 def test_a_network_runs_on_python_39() -> None:
-    interpreter = python39()
+    interpreter = find_python39()
     if interpreter is None:
         pytest.skip("no Python 3.9 interpreter here (set GLIDEIN_EXT_PYTHON39)")
     result = subprocess.run(

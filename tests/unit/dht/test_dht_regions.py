@@ -14,6 +14,7 @@ from glidein_ext.dht.contact import Contact
 from glidein_ext.dht.ids import ID_BITS, ID_SPACE
 from glidein_ext.dht.regions import Block, Delegation, plan, plan_foreign
 from glidein_ext.dht.routing import RoutingTable
+from tests.support.dht_model import model_tables
 
 
 def test_block_halves_and_membership() -> None:
@@ -113,15 +114,7 @@ def test_handing_the_own_region_to_a_contact_would_miss_nodes() -> None:
 
 def build_tables(ids: list[int], k: int, rng: random.Random) -> dict[int, list[Contact]]:
     """Each node hears from every other in random order: buckets end up with the k last seen."""
-    tables = {}
-    for own in ids:
-        table = RoutingTable(own, k)
-        others = [i for i in ids if i != own]
-        rng.shuffle(others)
-        for ident in others:
-            table.observe(contact(ident))
-        tables[own] = table.contacts()
-    return tables
+    return {own: table.contacts() for own, table in model_tables(ids, k, rng).items()}
 
 
 def simulate(root: int, tables: dict[int, list[Contact]]) -> tuple[dict[int, int], int, int]:

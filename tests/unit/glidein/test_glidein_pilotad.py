@@ -84,43 +84,62 @@ def test_several_multicore_jobs_worked_example() -> None:
     assert ad["CAN_POSTPONE_LAST_JOB"] is True
 
 
-def test_expected_end_already_in_the_past_means_any_moment() -> None:
-    # C=2, P=0, t=2000; job e=1500 (past), m=3000.  e is taken as t.
-    state = PilotAdInputs(cpus=2, start_time=0, jobs=(job("late", 1, 1000, 1500, 3000),))
-    ad = compute_pilot_ad(state, now=2000)
-    assert ad["FIRST_EXP_JOB_END"] == 2000
-    assert ad["LAST_EXP_JOB_END"] == 2000
-    assert ad["ADD_FINAL_EXP_WASTE1k"] == 0
-    assert ad["LAST_MAX_JOB_END"] == 3000
-
-
-def test_max_end_in_the_past_is_clamped_and_bounds_expected_end() -> None:
-    state = PilotAdInputs(cpus=2, start_time=0, jobs=(job("x", 1, 10, 5000, 1900),))
-    ad = compute_pilot_ad(state, now=2000)
-    assert ad["LAST_MAX_JOB_END"] == 2000
-    assert ad["LAST_EXP_JOB_END"] == 2000
-
-
-def test_one_late_job_and_one_running_job() -> None:
-    # C=4, P=0, t=1000.  A: 1 CPU, e=900 (past -> 1000).  B: 2 CPUs, e=1500.
-    jobs = (job("A", 1, 100, 900, 4000), job("B", 2, 500, 1500, 4000))
-    ad = compute_pilot_ad(PilotAdInputs(cpus=4, start_time=0, jobs=jobs), now=1000)
-    # waste = 4*500 - (1*0 + 2*500) = 1000; 1024 * 1000 / 4000 = 256
-    assert ad["ADD_FINAL_EXP_WASTE1k"] == 256
-    assert ad["FIRST_EXP_JOB_END"] == 1000
+@pytest.mark.parametrize(
+    ("cpus", "start", "jobs", "now", "expected"),
+    [
+        pytest.param(
+            # C=2, P=0, t=2000; job e=1500 (past), m=3000.  e is taken as t.
+            2,
+            0,
+            (job("late", 1, 1000, 1500, 3000),),
+            2000,
+            {
+                "FIRST_EXP_JOB_END": 2000,
+                "LAST_EXP_JOB_END": 2000,
+                "ADD_FINAL_EXP_WASTE1k": 0,
+                "LAST_MAX_JOB_END": 3000,
+            },
+            id="expected end already in the past means any moment",
+        ),
+        pytest.param(
+            2,
+            0,
+            (job("x", 1, 10, 5000, 1900),),
+            2000,
+            {"LAST_MAX_JOB_END": 2000, "LAST_EXP_JOB_END": 2000},
+            id="max end in the past is clamped and bounds expected end",
+        ),
+        pytest.param(
+            # C=4, P=0, t=1000.  A: 1 CPU, e=900 (past -> 1000).  B: 2 CPUs, e=1500.
+            # waste = 4*500 - (1*0 + 2*500) = 1000; 1024 * 1000 / 4000 = 256
+            4,
+            0,
+            (job("A", 1, 100, 900, 4000), job("B", 2, 500, 1500, 4000)),
+            1000,
+            {"ADD_FINAL_EXP_WASTE1k": 256, "FIRST_EXP_JOB_END": 1000},
+            id="one late job and one running job",
+        ),
+        pytest.param(
+            # A job that started before the pilot (clock skew) would give more than 100%.
+            1,
+            1000,
+            (job("a", 1, 0, 5000, 9000),),
+            1000,
+            {"ADD_UNCOM_TIME1k": 1024, "ADD_FINAL_EXP_WASTE1k": 0},
+            id="fractions are capped at 1024 and start-up has no division by zero",
+        ),
+    ],
+)
+def test_worked_cases(
+    cpus: int, start: int, jobs: tuple[RunningJob, ...], now: int, expected: dict[str, int]
+) -> None:
+    ad = compute_pilot_ad(PilotAdInputs(cpus=cpus, start_time=start, jobs=jobs), now=now)
+    assert {key: ad[key] for key in expected} == expected
 
 
 def test_draining_clears_can_postpone() -> None:
     ad = compute_pilot_ad(PilotAdInputs(cpus=1, start_time=0, draining=True), now=10)
     assert ad["CAN_POSTPONE_LAST_JOB"] is False
-
-
-def test_fractions_are_capped_at_1024_and_start_up_has_no_division_by_zero() -> None:
-    # A job that started before the pilot (clock skew) would give more than 100%.
-    state = PilotAdInputs(cpus=1, start_time=1000, jobs=(job("a", 1, 0, 5000, 9000),))
-    ad = compute_pilot_ad(state, now=1000)
-    assert ad["ADD_UNCOM_TIME1k"] == 1024
-    assert ad["ADD_FINAL_EXP_WASTE1k"] == 0
 
 
 def test_round_half_up() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -37,15 +38,7 @@ def ids(ranker: Ranker, tasks: list[TaskEntry], state: WorkerState | None = None
 
 
 def test_requirements_both_ways() -> None:
-    ranker = Ranker(
-        WorkerAd(
-            attributes=dict(WORKER.attributes),
-            cpus=4,
-            memory=8000,
-            disk=20000,
-            requirements='TARGET.Owner == "cms"',
-        )
-    )
+    ranker = Ranker(replace(WORKER, requirements='TARGET.Owner == "cms"'))
     mine = (("Owner", "cms"),)
     tasks = [
         TaskEntry(1, TaskSpec(requirements='TARGET.Site == "T2_ES_CIEMAT"', attributes=mine)),
@@ -73,15 +66,7 @@ def test_resources_and_remaining_life() -> None:
 
 
 def test_classad_ranks_order_tasks_of_equal_locality() -> None:
-    ranker = Ranker(
-        WorkerAd(
-            attributes=dict(WORKER.attributes),
-            cpus=4,
-            memory=8000,
-            disk=20000,
-            rank="TARGET.Priority",
-        )
-    )
+    ranker = Ranker(replace(WORKER, rank="TARGET.Priority"))
     tasks = [
         TaskEntry(1, TaskSpec(attributes=(("Priority", 1),))),
         TaskEntry(2, TaskSpec(attributes=(("Priority", 5),))),

@@ -65,26 +65,20 @@ def test_fair_share_demand_worked_example() -> None:
     # 100 CPUs, cms priority 500, atlas 1500: cms's share is 100 * (1/500) / (1/500 + 1/1500) = 75.
     prio = {"cms": 500.0, "atlas": 1500.0}
     assert fair_share_cpus("cms", 100, prio, {"atlas"}) == pytest.approx(75.0)
-    need = cpus_needed(
-        Demand("cms", fair_share=True),
-        total_cpus=100,
-        free_cpus=5,
-        in_use={"cms": 40, "atlas": 55},
-        idle={"cms": 50},
-        userprio=prio,
-    )
-    assert need == 30  # min(50 idle, 75 - 40) - 5 free
-    assert (
-        cpus_needed(
+
+    def cms_needs(free: int, in_use: dict[str, int], idle: int) -> int:
+        """CPUs cms's fair share asks for on 100 CPUs."""
+        return cpus_needed(
             Demand("cms", fair_share=True),
             total_cpus=100,
-            free_cpus=0,
-            in_use={"cms": 80, "atlas": 20},
-            idle={"cms": 10},
+            free_cpus=free,
+            in_use=in_use,
+            idle={"cms": idle},
             userprio=prio,
         )
-        == 0
-    )
+
+    assert cms_needs(5, {"cms": 40, "atlas": 55}, 50) == 30  # min(50 idle, 75 - 40) - 5 free
+    assert cms_needs(0, {"cms": 80, "atlas": 20}, 10) == 0
     assert (
         cpus_needed(Demand("x", cpus=7), total_cpus=0, free_cpus=0, in_use={}, idle={}, userprio={})
         == 7

@@ -12,25 +12,9 @@ from hypothesis import strategies as st
 from glidein_ext.errors import WorkflowError
 from glidein_ext.tq.client.limits import BOUNDS, lfn_problem
 from glidein_ext.tq.datafile import MAX_DEPTH, load_yaml
-from glidein_ext.tq.workflow import parse_workflow
+from glidein_ext.tq.workflow import TASK_FIELDS, parse_workflow
 
-FIELDS = [
-    "name",
-    "step",
-    "command",
-    "inputs",
-    "outputs",
-    "after",
-    "attributes",
-    "requirements",
-    "rank",
-    "request_cpus",
-    "request_memory",
-    "request_disk",
-    "max_runtime",
-    "priority",
-    "max_retries",
-]
+FIELDS = sorted(TASK_FIELDS)
 scalars = st.one_of(
     st.none(),
     st.booleans(),

@@ -99,20 +99,14 @@ class WorkflowSubmission:
                 sa.select(t.tasks.c.name, t.tasks.c.id).where(t.tasks.c.workflow_id == wf_id)
             ).all()
         )
-        outputs = [
-            {"task_id": ids[task.name], "lfn": lfn}
-            for task in workflow.tasks
-            for lfn in task.outputs
-        ]
-        if outputs:
-            conn.execute(sa.insert(t.task_outputs), outputs)
-        inputs = [
-            {"task_id": ids[task.name], "lfn": lfn}
-            for task in workflow.tasks
-            for lfn in task.inputs
-        ]
-        if inputs:
-            conn.execute(sa.insert(t.task_inputs), inputs)
+        for table, side in ((t.task_outputs, "outputs"), (t.task_inputs, "inputs")):
+            lfns = [
+                {"task_id": ids[task.name], "lfn": lfn}
+                for task in workflow.tasks
+                for lfn in getattr(task, side)
+            ]
+            if lfns:
+                conn.execute(sa.insert(table), lfns)
         after = [
             {"task_id": ids[task.name], "after_id": ids[other]}
             for task in workflow.tasks

@@ -66,6 +66,17 @@ def _register(store: Store, n: int, site: str = "S", port: int = 4000) -> list[R
     ]
 
 
+def _two_distributed_sites(store_for: Any) -> tuple[Clock, Store, MasterInfo, MasterInfo]:
+    """Distributed sites S and T of 2 pilots each, and their masters."""
+    clock = Clock()
+    store = store_for(clock, default_architecture=Architecture.DISTRIBUTED)
+    s_master, t_master = (
+        _register(store, 2, site=s, port=p)[0].master for s, p in (("S", 4000), ("T", 5000))
+    )
+    assert s_master is not None and t_master is not None
+    return clock, store, s_master, t_master
+
+
 def _distributed_site_offered_w1(
     store_for: Any,
 ) -> tuple[Clock, Store, MasterInfo, tuple[TaskOffer, ...]]:
@@ -265,12 +276,7 @@ def _run_at(store: Store, site: str, master: Any, pilot: int, offer: Any) -> Non
 
 
 def test_a_task_requiring_another_site_is_neither_offered_nor_assignable(store_for: Any) -> None:
-    clock = Clock()
-    store = store_for(clock, default_architecture=Architecture.DISTRIBUTED)
-    s_master, t_master = (
-        _register(store, 2, site=s, port=p)[0].master for s, p in (("S", 4000), ("T", 5000))
-    )
-    assert s_master is not None and t_master is not None
+    clock, store, s_master, t_master = _two_distributed_sites(store_for)
     store.submit(_workflow({"name": "x", "command": "true", "requirements": 'TARGET.Site == "T"'}))
     s_sync = store.sync("S", SiteSync(s_master.pilot_id, s_master.epoch, want=10))
     assert s_sync.tasks == () and s_sync.queued == 0
@@ -291,12 +297,7 @@ def test_a_task_requiring_another_site_is_neither_offered_nor_assignable(store_f
 
 
 def test_a_merge_of_inputs_made_at_two_sites_runs_once_at_one_of_them(store_for: Any) -> None:
-    clock = Clock()
-    store = store_for(clock, default_architecture=Architecture.DISTRIBUTED)
-    s_master, t_master = (
-        _register(store, 2, site=s, port=p)[0].master for s, p in (("S", 4000), ("T", 5000))
-    )
-    assert s_master is not None and t_master is not None
+    _, store, s_master, t_master = _two_distributed_sites(store_for)
     store.submit(
         _workflow(
             {"name": "a", "command": "true", "outputs": ["/fa"]},
