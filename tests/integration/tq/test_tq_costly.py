@@ -78,6 +78,52 @@ def test_a_pilot_with_costly_requirements_does_not_stall_the_service(
     assert pilots.request(plain) is not None
 
 
+def _get(url: str, path: str, token: str) -> tuple[int, str]:
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=120)
+    try:
+        conn.request("GET", path, headers={"Authorization": f"Bearer {token}"})
+        answer = conn.getresponse()
+        return answer.status, answer.read().decode()
+    finally:
+        conn.close()
+
+
+def test_the_task_view_and_the_stuck_watch_match_costly_pairs_off_the_event_loop(
+    tq_server: Callable[..., TqServer],
+) -> None:
+    """``tq task ID``'s why and the stuck-work watch (every second here) match a throw-away
+    Matcher against every live pilot: 20 idle pilots with costly Requirements within the bound,
+    and a task likewise (4 crafted regexp calls each, ~0.6 s a pair), are evaluated in the costly
+    worker within ``insight.COSTLY_BUDGET``, never where they hold the GIL from ``/healthz``
+    (before: 1.5 s waits on the 2-core machine)."""
+    server = tq_server(stuck_interval="1")
+    operator = TqClient(server.url, OPERATOR, throttle=False)
+    slow = " || ".join([SLOW] * MAX_COSTLY_CALLS)
+    task = {"name": "t", "command": "true", "requirements": f"{slow} || true"}
+    operator.submit({"name": "one", "tasks": [task]})
+    pilots = TqClient(server.url, PILOT, throttle=False)
+    for n in range(20):
+        pilots.register(Registration(site="S", host=f"h{n}", memory=100, requirements=slow))
+    answers: list[tuple[int, str]] = []
+
+    def ask() -> None:
+        for _ in range(2):
+            answers.append(_get(server.url, "/api/v1/tasks/1", OPERATOR))
+
+    thread = threading.Thread(target=ask)
+    thread.start()
+    health: list[float] = []
+    started = time.monotonic()
+    while thread.is_alive() or time.monotonic() - started < 4.0:  # stuck-watch passes too
+        health.append(_health(server.url))
+        time.sleep(0.02)
+    thread.join()
+    assert max(health) < 1.0, f"/healthz waited {max(health):.2f} s"
+    assert [code for code, _text in answers] == [200, 200], answers
+    assert "no matching pilot" in answers[0][1], answers[0][1]
+
+
 def test_more_costly_calls_than_the_bound_are_refused(tq_server: Callable[..., TqServer]) -> None:
     server = tq_server()
     requirements = " || ".join([SLOW] * (MAX_COSTLY_CALLS + 1))
