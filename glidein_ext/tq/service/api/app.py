@@ -119,7 +119,7 @@ async def _take(
     """The pilot's costly pairs settled away from the event loop (``tq.service.matching.costly``),
     then its best task taken."""
     await costly.settle(pilot_id, store.clock())
-    return store.request(pilot_id, cached)
+    return await store.unblocked(store.request, pilot_id, cached)
 
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -185,7 +185,7 @@ class _PilotCalls:
     async def register(self, who: Principal, _pilot_id: int | None, body: Any) -> Response:
         registration = s.message(body, Registration)
         check_register(who, registration.site, registration.batch_id)
-        answer = self.store.register(registration, who.credential_id)
+        answer = await self.store.unblocked(self.store.register, registration, who.credential_id)
         self.owners.remember(answer.pilot_id, who.credential_id)
         return s.wire(answer)
 
@@ -203,7 +203,8 @@ class _PilotCalls:
 
     async def complete(self, _who: Principal, pilot_id: int | None, body: Any) -> Response:
         assert pilot_id is not None
-        return s.wire(self.store.complete(pilot_id, s.message(body, Completion)))
+        completion = s.message(body, Completion)
+        return s.wire(await self.store.unblocked(self.store.complete, pilot_id, completion))
 
 
 def create_app(
@@ -297,7 +298,8 @@ def create_app(
     )
     async def heartbeat(pilot_id: PilotId, body: s.HeartbeatRequest) -> Response:
         """I am alive (Hasham 2011 §IV-D); answers the other live pilots on the same host."""
-        return s.wire(store.heartbeat(pilot_id, s.message(body, Heartbeat).cached))
+        cached = s.message(body, Heartbeat).cached
+        return s.wire(await store.unblocked(store.heartbeat, pilot_id, cached))
 
     @app.post(
         f"{API}/pilots/{{pilot_id}}/complete",
@@ -312,7 +314,7 @@ def create_app(
     @app.delete(f"{API}/pilots/{{pilot_id}}", dependencies=mine, responses=errors)
     async def deregister(pilot_id: PilotId) -> dict[str, bool]:
         """The pilot leaves; a task it held is requeued."""
-        store.deregister(pilot_id)
+        await store.unblocked(store.deregister, pilot_id)
         return {"ok": True}
 
     @app.post(

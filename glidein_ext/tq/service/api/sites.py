@@ -169,7 +169,7 @@ def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
         if the master is gone and the claimant is the lowest-id live pilot."""
         claim = message(body, Claim)
         acts_for(store, who, site, claim.pilot_id)
-        answer = store.claim_master(site, claim)
+        answer = await store.unblocked(store.claim_master, site, claim)
         return wire(answer)
 
     @app.post(
@@ -183,7 +183,7 @@ def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
         call = message(body, SiteSync)
         acts_for(store, who, site, call.pilot_id)
         number, seen = waits.begin(site), waits.generation
-        answer = store.sync(site, call)
+        answer = await store.unblocked(store.sync, site, call)
         deadline = time.monotonic() + call.wait
         waited = False
         while call.wait and not answer.queued and (left := deadline - time.monotonic()) > 0:
@@ -197,7 +197,7 @@ def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
         # call of the site ended it (that one counts), or its pilot is no more the master.
         if waited and waits.newest(site, number):
             with contextlib.suppress(StaleMasterError):
-                store.seen(site, call.pilot_id, call.epoch)
+                await store.unblocked(store.seen, site, call.pilot_id, call.epoch)
                 answer = dataclasses.replace(answer, seen=True)
         return wire(answer)
 
@@ -211,7 +211,7 @@ def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
         call = message(body, SiteAssign)
         acts_for(store, who, site, call.pilot_id)
         waits.begin(site)
-        return wire(store.assign(site, call))
+        return wire(await store.unblocked(store.assign, site, call))
 
     @app.get(f"{API}/counters", dependencies=list(operator))
     def counters() -> dict[str, Any]:
