@@ -13,6 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
+import pytest
+
 from glidein_ext.testbed.tq_server import OPERATOR, PILOT, TqServer
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.limits import MAX_COSTLY_CALLS
@@ -39,8 +41,19 @@ def _health(url: str) -> float:
     return time.perf_counter() - start
 
 
+# The same call hidden from a search of the text: the call is found on the tokens
+# (``tq.client.limits.costly_calls``); before, these were matched on the event loop.
+_PATTERN, _SUBJECT = '"^(([a-z])+.)+[A-Z]([a-z])+$"', '"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!"'
+_ESCAPED = f"exp({_PATTERN}, {_SUBJECT})".replace('"', '\\"')
+HIDDEN = {
+    "comment": f"regexp/**/({_PATTERN}, {_SUBJECT})",
+    "eval": f'eval(strcat("reg", "{_ESCAPED}"))',
+}
+
+
+@pytest.mark.parametrize("call", [SLOW, HIDDEN["comment"], HIDDEN["eval"]], ids=["plain", *HIDDEN])
 def test_a_pilot_with_costly_requirements_does_not_stall_the_service(
-    tq_server: Callable[..., TqServer],
+    tq_server: Callable[..., TqServer], call: str
 ) -> None:
     server = tq_server()
     operator = TqClient(server.url, OPERATOR, throttle=False)
@@ -50,7 +63,7 @@ def test_a_pilot_with_costly_requirements_does_not_stall_the_service(
     ]
     operator.submit({"name": "groups", "tasks": tasks})
     pilots = TqClient(server.url, PILOT, throttle=False)
-    slow = " || ".join([SLOW] * 2)  # ~0.3 s per group: ~6 s for the 20 groups on the event loop
+    slow = " || ".join([call] * 2)  # ~0.3 s per group: ~6 s for the 20 groups on the event loop
     abuser = pilots.register(
         Registration(site="S", host="bad", memory=100, requirements=slow)
     ).pilot_id
