@@ -3,11 +3,14 @@ comments, white space, quoted names and ``eval`` hide no call, and strings hold 
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
-from glidein_ext import classads
 from glidein_ext.tq.client.limits import MAX_COSTLY_CALLS, costly_calls, expr_problem, is_costly
 
+# The Python 3.9 chroot (scripts/py39-chroot) has no classad2: the counts are checked all the same.
+HAVE_CLASSAD2 = importlib.util.find_spec("classad2") is not None
 SLOW = '"^(a|aa)+$", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!"'
 
 
@@ -33,7 +36,10 @@ SLOW = '"^(a|aa)+$", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!"'
     ],
 )
 def test_costly_calls_are_counted_on_the_tokens(text: str, count: int) -> None:
-    classads.parse_expr(text)  # classad2 parses every one of them: none is a straw man
+    if HAVE_CLASSAD2:
+        from glidein_ext import classads
+
+        classads.parse_expr(text)  # classad2 parses every one of them: none is a straw man
     assert costly_calls(text) == count
     assert is_costly(text) == (count > 0)
 
@@ -54,6 +60,8 @@ def test_an_unclosed_string_or_comment_is_not_understood() -> None:
     ],
 )
 def test_more_hidden_calls_than_the_bound_are_refused(call: str) -> None:
-    assert expr_problem(" || ".join([call] * MAX_COSTLY_CALLS)) is None
+    assert costly_calls(" || ".join([call] * MAX_COSTLY_CALLS)) == MAX_COSTLY_CALLS
+    if HAVE_CLASSAD2:
+        assert expr_problem(" || ".join([call] * MAX_COSTLY_CALLS)) is None
     problem = expr_problem(" || ".join([call] * (MAX_COSTLY_CALLS + 1)))
     assert problem is not None and "costly calls" in problem
