@@ -18,6 +18,7 @@ schemas built from them here give the same JSON and the OpenAPI description.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -25,6 +26,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from glidein_ext.errors import TaskQueueError, tq_http_status
 from glidein_ext.tq.client import protocol as p
@@ -120,6 +122,34 @@ async def _take(
     then its best task taken."""
     await costly.settle(pilot_id, store.clock())
     return await store.unblocked(store.request, pilot_id, cached)
+
+
+# The submission's body, as FastAPI described it when it decoded the body itself (a JSON object).
+_WORKFLOW_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"type": "object", "title": "Body"}}},
+    }
+}
+
+
+def _submit_now(store: Store, board: OfferBoard, raw: bytes) -> p.SubmitAnswer:
+    """A submission decoded, parsed, validated and stored in the calling thread (a worker
+    thread: a 100,000-task workflow takes seconds, the store's transaction under its lock
+    included), as FastAPI would refuse a body that is not a JSON object (422)."""
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:  # not JSON, or not UTF-8
+        error = {"type": "json_invalid", "loc": ("body",), "msg": "JSON decode error", "input": {}}
+        raise RequestValidationError([error]) from exc
+    if not isinstance(body, dict):
+        error = {"type": "dict_type", "loc": ("body",), "msg": "Input should be a valid dictionary"}
+        raise RequestValidationError([error])
+    workflow = parse_workflow(body)
+    workflow_id = store.submit(workflow)
+    # Lee 2003 4.2.3: urgent tasks with nothing to wait for go to standing offers at once
+    board.push(board.urgent(t.priority for t in workflow.tasks if not t.after))
+    return p.SubmitAnswer(workflow_id=workflow_id, tasks=len(workflow.tasks))
 
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -321,14 +351,12 @@ def create_app(
         f"{API}/workflows",
         dependencies=operator,
         responses={**errors, 422: {"model": s.ErrorResponse}},
+        openapi_extra=_WORKFLOW_BODY,
     )
-    def submit(body: dict[str, Any]) -> p.SubmitAnswer:
+    async def submit(request: Request) -> p.SubmitAnswer:
         """Submit a workflow (the JSON form of a workflow file); all of it or nothing."""
-        workflow = parse_workflow(body)
-        workflow_id = store.submit(workflow)
-        # Lee 2003 4.2.3: urgent tasks with nothing to wait for go to standing offers at once
-        board.push(board.urgent(t.priority for t in workflow.tasks if not t.after))
-        return p.SubmitAnswer(workflow_id=workflow_id, tasks=len(workflow.tasks))
+        raw = await request.body()
+        return await run_in_threadpool(_submit_now, store, board, raw)
 
     @app.get(f"{API}/status", dependencies=operator, responses=errors, response_model=p.Status)
     def status() -> Response:
