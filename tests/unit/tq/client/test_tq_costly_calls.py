@@ -19,6 +19,7 @@ SLOW = '"^(a|aa)+$", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!"'
     [
         ("TARGET.Memory >= 2000", 0),
         ('strcat("a", "b") == "ab" && size(MY.x) > 0 && member(1, {1, 2})', 0),
+        ('versionCmp("1.2", "1.3") < 0 && join(",", split("a b")) == "a,b"', 0),
         (f"regexp({SLOW})", 1),
         (f"regexp/**/({SLOW})", 1),  # a comment between the name and its parenthesis
         (f"regexp /* ( */ \t\n ({SLOW})", 1),
