@@ -4,7 +4,7 @@ The submission is parsed, validated and stored in a worker thread, in one transa
 store's lock (all of it or nothing).  Before, a pilot's call arriving meanwhile took that lock on
 the event loop and waited there for the whole transaction (~5 s on the 2-core machine), and every
 other call, ``/healthz`` included, waited with it; now the loop never waits for the lock
-(``Store.unblocked``): such a call waits in a worker thread.
+(``tq.service.api.unblocked``): such a call waits in a worker thread.
 """
 
 from __future__ import annotations
@@ -73,7 +73,8 @@ def test_healthz_answers_while_a_large_submission_is_stored_and_pilots_call(
         submitter.join()
         beater.join()
     assert answers == [TASKS]
-    assert max(health) < 1.0, f"/healthz waited {max(health):.2f} s"  # generous: 2 shared cores
+    # generous (2 shared cores, load spikes of 15 seen): the stall was 10 s
+    assert max(health) < 2.0, f"/healthz waited {max(health):.2f} s"
     assert len(health) >= 20 and beats
     status = operator.status()
     assert sum(sum(w.tasks.values()) for w in status.workflows) == TASKS

@@ -46,6 +46,7 @@ from glidein_ext.tq.service.api.credentials import install as install_credential
 from glidein_ext.tq.service.api.fastpath import FastCall, PilotFastPath
 from glidein_ext.tq.service.api.guard import RequestGuard
 from glidein_ext.tq.service.api.sites import install as install_sites
+from glidein_ext.tq.service.api.unblocked import unblocked
 from glidein_ext.tq.service.loops import WatchedLoop
 from glidein_ext.tq.service.matching.costly import CostlyEvaluator
 from glidein_ext.tq.service.pool.courier import OfferBoard
@@ -121,7 +122,7 @@ async def _take(
     """The pilot's costly pairs settled away from the event loop (``tq.service.matching.costly``),
     then its best task taken."""
     await costly.settle(pilot_id, store.clock())
-    return await store.unblocked(store.request, pilot_id, cached)
+    return await unblocked(store, store.request, pilot_id, cached)
 
 
 # The submission's body, as FastAPI described it when it decoded the body itself (a JSON object).
@@ -215,7 +216,7 @@ class _PilotCalls:
     async def register(self, who: Principal, _pilot_id: int | None, body: Any) -> Response:
         registration = s.message(body, Registration)
         check_register(who, registration.site, registration.batch_id)
-        answer = await self.store.unblocked(self.store.register, registration, who.credential_id)
+        answer = await unblocked(self.store, self.store.register, registration, who.credential_id)
         self.owners.remember(answer.pilot_id, who.credential_id)
         return s.wire(answer)
 
@@ -234,7 +235,7 @@ class _PilotCalls:
     async def complete(self, _who: Principal, pilot_id: int | None, body: Any) -> Response:
         assert pilot_id is not None
         completion = s.message(body, Completion)
-        return s.wire(await self.store.unblocked(self.store.complete, pilot_id, completion))
+        return s.wire(await unblocked(self.store, self.store.complete, pilot_id, completion))
 
 
 def create_app(
@@ -329,7 +330,7 @@ def create_app(
     async def heartbeat(pilot_id: PilotId, body: s.HeartbeatRequest) -> Response:
         """I am alive (Hasham 2011 §IV-D); answers the other live pilots on the same host."""
         cached = s.message(body, Heartbeat).cached
-        return s.wire(await store.unblocked(store.heartbeat, pilot_id, cached))
+        return s.wire(await unblocked(store, store.heartbeat, pilot_id, cached))
 
     @app.post(
         f"{API}/pilots/{{pilot_id}}/complete",
@@ -344,7 +345,7 @@ def create_app(
     @app.delete(f"{API}/pilots/{{pilot_id}}", dependencies=mine, responses=errors)
     async def deregister(pilot_id: PilotId) -> dict[str, bool]:
         """The pilot leaves; a task it held is requeued."""
-        await store.unblocked(store.deregister, pilot_id)
+        await unblocked(store, store.deregister, pilot_id)
         return {"ok": True}
 
     @app.post(

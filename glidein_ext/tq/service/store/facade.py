@@ -12,10 +12,9 @@ notification leaves something to re-read).
 
 from __future__ import annotations
 
-import asyncio
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import ParamSpec, TypeVar
 
 from sqlalchemy.engine import Engine
 
@@ -52,9 +51,6 @@ from glidein_ext.tq.service.store.sites import SiteCoordination
 from glidein_ext.tq.service.store.views import StatusViews, TaskRow
 from glidein_ext.tq.service.store.workflows import WorkflowSubmission
 from glidein_ext.tq.workflow import WorkflowDef
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
 class Store:
@@ -130,6 +126,12 @@ class Store:
         self._core.clock = clock
 
     @property
+    def lock(self) -> threading.RLock:
+        """The lock that serialises this process's transactions (``tq.service.api.unblocked``
+        tries it, so that the event loop never waits for it)."""
+        return self._core.lock
+
+    @property
     def counters(self) -> RunCounters:
         return self._sites.counters
 
@@ -140,19 +142,6 @@ class Store:
     def load(self) -> None:
         """Rebuild the matcher from the database; live pilots get a fresh heartbeat grace."""
         self._core.write(lambda tx: self._core.load(tx.conn))
-
-    async def unblocked(self, work: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        """``work`` (one of this store's transactions) called from the event loop, which never
-        waits there for the store's lock: run at once while the lock is free (the common case,
-        no thread hop), in a worker thread while another thread holds it (a large submission's
-        transaction, the reaper's pass), so that every other call is served meanwhile."""
-        lock = self._core.lock
-        if lock.acquire(blocking=False):
-            try:
-                return work(*args, **kwargs)
-            finally:
-                lock.release()
-        return await asyncio.to_thread(work, *args, **kwargs)
 
     # --- the pilot protocol (Hasham 2011 §IV), with the site DHT (Delgado Peris 2014) --------
 
