@@ -277,7 +277,8 @@ def _called_names(text: str) -> list[str] | None:
                     break  # a selection (MY.x): the dot is a token of its own
                 pos += 1
             word = text[start:pos]
-            name = None if word[0].isdigit() else word.lower()
+            # a number is no name; a name glued to one (``1regexp``) is one, whatever it is
+            name = None if word.replace(".", "").isdigit() else word.lower()
             continue
         if char == "(" and name is not None and name not in _NOT_CALLS:
             calls.append(name)

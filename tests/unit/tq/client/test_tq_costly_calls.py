@@ -45,6 +45,13 @@ def test_costly_calls_are_counted_on_the_tokens(text: str, count: int) -> None:
     assert is_costly(text) == (count > 0)
 
 
+def test_a_call_glued_to_a_number_is_counted_too() -> None:
+    """Not valid ClassAd (refused at the door), but no call may hide behind a number."""
+    for text in ('x || 1regexp("a", "b")', 'x || 0x1Fregexp("a", "b")'):
+        assert costly_calls(text) == 1, text
+    assert costly_calls("2.5e3 > 1.5 && 3 > (2)") == 0  # numbers are no names
+
+
 def test_an_unclosed_string_or_comment_is_not_understood() -> None:
     for text in ('regexp("a", "b) ', "true /* regexp(", '\'regexp("a", "b")'):
         assert costly_calls(text) is None
