@@ -45,12 +45,75 @@ BOUNDS = {
     "exit_code": (-INT32_MAX - 1, INT32_MAX),
 }
 
-# ClassAd functions whose one call may cost a tenth of a second or more: regular expressions
-# (PCRE, backtracking until its match limit) and those built on them.  An expression may call them
-# at most MAX_COSTLY_CALLS times; the Task Queue evaluates such expressions in a worker process
-# within a time budget (``tq.service.matching.costly``), never on its event loop.
-COSTLY_CALL = re.compile(r"(?i)\b(?:regexp\w*|stringlistregexpmember\w*|replace\w*)\s*\(")
+# ClassAd calls whose one call may cost a tenth of a second or more: regular expressions (PCRE,
+# backtracking until its match limit) and those built on them, ``eval`` (whose text is built at run
+# time: any call at all), and every function not known to run in time linear in its arguments
+# (``CHEAP_CALLS``; HTCondor's ClassAd reference, "Predefined Functions").  They are counted on the
+# expression's tokens (``costly_calls``), after comments and white space, and on quoted names
+# (``'regexp'(...)`` is a call too), never on its text.  An expression may make at most
+# MAX_COSTLY_CALLS of them; the Task Queue evaluates such expressions in a worker process within a
+# time budget (``tq.service.matching.costly``), never on its event loop.
 MAX_COSTLY_CALLS = 4
+CHEAP_CALLS = frozenset(
+    {
+        "abs",
+        "abstime",
+        "avg",
+        "bool",
+        "ceiling",
+        "floor",
+        "identicalmember",
+        "ifthenelse",
+        "int",
+        "interval",
+        "isboolean",
+        "isclassad",
+        "iserror",
+        "isinteger",
+        "islist",
+        "isreal",
+        "isstring",
+        "isundefined",
+        "join",
+        "max",
+        "member",
+        "min",
+        "pow",
+        "quantize",
+        "random",
+        "real",
+        "reltime",
+        "round",
+        "size",
+        "split",
+        "splitslotname",
+        "splitusername",
+        "strcat",
+        "strcmp",
+        "stricmp",
+        "string",
+        "stringlistavg",
+        "stringlistimember",
+        "stringlistmax",
+        "stringlistmember",
+        "stringlistmin",
+        "stringlistsize",
+        "stringlistsum",
+        "substr",
+        "sum",
+        "time",
+        "tolower",
+        "toupper",
+        "versioncmp",
+        "versioneq",
+        "versionge",
+        "versiongt",
+        "versionle",
+        "versionlt",
+    }
+)
+# Words followed by "(" that are operators, not calls (``x is (y)``).
+_NOT_CALLS = frozenset({"is", "isnt"})
 _ATTRIBUTE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Words of the ClassAd language an attribute cannot be named (they would shadow or not parse).
 _RESERVED = {"true", "false", "undefined", "error", "is", "isnt", "parent", "my", "target"}
@@ -135,15 +198,21 @@ def scalar_problem(value: object) -> str | None:
 
 def expr_problem(text: object) -> str | None:
     """A ClassAd expression that parses (Requirements, Rank), with at most ``MAX_COSTLY_CALLS``
-    calls of regexp and its kin (``COSTLY_CALL``)."""
+    costly calls (``costly_calls``)."""
     problem = text_problem(text)
     if problem is not None:
         return problem
     assert isinstance(text, str)
     if not text.strip():
         return "is empty"
-    if len(COSTLY_CALL.findall(text)) > MAX_COSTLY_CALLS:
-        return f"calls regexp (or its kin) more than {MAX_COSTLY_CALLS} times"
+    count = costly_calls(text)
+    if count is None:
+        return f"is not a valid ClassAd expression (an unclosed string or comment): {shorten(text)}"
+    if count > MAX_COSTLY_CALLS:
+        return (
+            f"makes more than {MAX_COSTLY_CALLS} costly calls (regexp or its kin, eval, or a "
+            "function not known to be cheap)"
+        )
     from glidein_ext import classads  # classad2: only where expressions are checked (the TQ)
     from glidein_ext.errors import ClassAdError
 
@@ -152,6 +221,86 @@ def expr_problem(text: object) -> str | None:
     except ClassAdError:
         return f"is not a valid ClassAd expression: {shorten(text)}"
     return None
+
+
+def _skip_quoted(text: str, pos: int, quote: str) -> int:
+    """The index after the string (or quoted name) that opens at ``pos``; -1 if it is not
+    closed.  A backslash escapes the character after it, as in the ClassAd lexer."""
+    pos += 1
+    while pos < len(text):
+        char = text[pos]
+        if char == "\\":
+            pos += 2
+        elif char == quote:
+            return pos + 1
+        else:
+            pos += 1
+    return -1
+
+
+def _called_names(text: str) -> list[str] | None:
+    """The names the ClassAd expression ``text`` calls, lower-case, in order, as its tokens show
+    them (the ClassAd lexer's: ``/* */`` and ``//`` comments and white space separate tokens, a
+    string's contents are not tokens, a quoted name ``'...'`` is a name); a quoted name with an
+    escape is "\\" (never a cheap call).  None if a string, quoted name or comment is not
+    closed."""
+    calls: list[str] = []
+    name: str | None = None  # the name just read, if the last token was one
+    pos, end = 0, len(text)
+    while pos < end:
+        char = text[pos]
+        if char.isspace():
+            pos += 1
+            continue
+        if text.startswith("/*", pos):
+            close = text.find("*/", pos + 2)
+            if close < 0:
+                return None
+            pos = close + 2
+            continue
+        if text.startswith("//", pos):
+            newline = text.find("\n", pos)
+            pos = end if newline < 0 else newline + 1
+            continue
+        if char in "\"'":
+            after = _skip_quoted(text, pos, char)
+            if after < 0:
+                return None
+            quoted = text[pos + 1 : after - 1]
+            name = None if char == '"' else ("\\" if "\\" in quoted else quoted.lower())
+            pos = after
+            continue
+        if char.isalnum() or char == "_":
+            start = pos
+            while pos < end and (text[pos].isalnum() or text[pos] in "_."):
+                if text[pos] == "." and not text[start].isdigit():
+                    break  # a selection (MY.x): the dot is a token of its own
+                pos += 1
+            word = text[start:pos]
+            # a number is no name; a name glued to one (``1regexp``) is one, whatever it is
+            name = None if word.replace(".", "").isdigit() else word.lower()
+            continue
+        if char == "(" and name is not None and name not in _NOT_CALLS:
+            calls.append(name)
+        name = None
+        pos += 1
+    return calls
+
+
+def costly_calls(text: str) -> int | None:
+    """How many costly calls the ClassAd expression ``text`` makes (every call but of
+    ``CHEAP_CALLS``: regexp and its kin, eval, whatever is not known), counted on its tokens;
+    None if it cannot be tokenized (an unclosed string, quoted name or comment)."""
+    names = _called_names(text)
+    if names is None:
+        return None
+    return sum(1 for name in names if name not in CHEAP_CALLS)
+
+
+def is_costly(*texts: str) -> bool:
+    """Whether an expression among ``texts`` makes a costly call (``costly_calls``) or cannot be
+    tokenized: it is evaluated away from the Task Queue's event loop."""
+    return any(costly_calls(text) != 0 for text in texts)
 
 
 def lfn_problem(lfn: object) -> str | None:

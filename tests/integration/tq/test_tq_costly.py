@@ -13,6 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
+import pytest
+
 from glidein_ext.testbed.tq_server import OPERATOR, PILOT, TqServer
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.limits import MAX_COSTLY_CALLS
@@ -39,8 +41,19 @@ def _health(url: str) -> float:
     return time.perf_counter() - start
 
 
+# The same call hidden from a search of the text: the call is found on the tokens
+# (``tq.client.limits.costly_calls``); before, these were matched on the event loop.
+_PATTERN, _SUBJECT = '"^(([a-z])+.)+[A-Z]([a-z])+$"', '"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!"'
+_ESCAPED = f"exp({_PATTERN}, {_SUBJECT})".replace('"', '\\"')
+HIDDEN = {
+    "comment": f"regexp/**/({_PATTERN}, {_SUBJECT})",
+    "eval": f'eval(strcat("reg", "{_ESCAPED}"))',
+}
+
+
+@pytest.mark.parametrize("call", [SLOW, HIDDEN["comment"], HIDDEN["eval"]], ids=["plain", *HIDDEN])
 def test_a_pilot_with_costly_requirements_does_not_stall_the_service(
-    tq_server: Callable[..., TqServer],
+    tq_server: Callable[..., TqServer], call: str
 ) -> None:
     server = tq_server()
     operator = TqClient(server.url, OPERATOR, throttle=False)
@@ -50,7 +63,7 @@ def test_a_pilot_with_costly_requirements_does_not_stall_the_service(
     ]
     operator.submit({"name": "groups", "tasks": tasks})
     pilots = TqClient(server.url, PILOT, throttle=False)
-    slow = " || ".join([SLOW] * 2)  # ~0.3 s per group: ~6 s for the 20 groups on the event loop
+    slow = " || ".join([call] * 2)  # ~0.3 s per group: ~6 s for the 20 groups on the event loop
     abuser = pilots.register(
         Registration(site="S", host="bad", memory=100, requirements=slow)
     ).pilot_id
@@ -76,6 +89,52 @@ def test_a_pilot_with_costly_requirements_does_not_stall_the_service(
     # the service still serves the others: a plain pilot gets a task at once
     plain = pilots.register(Registration(site="S", host="good", memory=100)).pilot_id
     assert pilots.request(plain) is not None
+
+
+def _get(url: str, path: str, token: str) -> tuple[int, str]:
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=120)
+    try:
+        conn.request("GET", path, headers={"Authorization": f"Bearer {token}"})
+        answer = conn.getresponse()
+        return answer.status, answer.read().decode()
+    finally:
+        conn.close()
+
+
+def test_the_task_view_and_the_stuck_watch_match_costly_pairs_off_the_event_loop(
+    tq_server: Callable[..., TqServer],
+) -> None:
+    """``tq task ID``'s why and the stuck-work watch (every second here) match a throw-away
+    Matcher against every live pilot: 20 idle pilots with costly Requirements within the bound,
+    and a task likewise (4 crafted regexp calls each, ~0.6 s a pair), are evaluated in the costly
+    worker within ``insight.COSTLY_BUDGET``, never where they hold the GIL from ``/healthz``
+    (before: 1.5 s waits on the 2-core machine)."""
+    server = tq_server(stuck_interval="1")
+    operator = TqClient(server.url, OPERATOR, throttle=False)
+    slow = " || ".join([SLOW] * MAX_COSTLY_CALLS)
+    task = {"name": "t", "command": "true", "requirements": f"{slow} || true"}
+    operator.submit({"name": "one", "tasks": [task]})
+    pilots = TqClient(server.url, PILOT, throttle=False)
+    for n in range(20):
+        pilots.register(Registration(site="S", host=f"h{n}", memory=100, requirements=slow))
+    answers: list[tuple[int, str]] = []
+
+    def ask() -> None:
+        for _ in range(2):
+            answers.append(_get(server.url, "/api/v1/tasks/1", OPERATOR))
+
+    thread = threading.Thread(target=ask)
+    thread.start()
+    health: list[float] = []
+    started = time.monotonic()
+    while thread.is_alive() or time.monotonic() - started < 4.0:  # stuck-watch passes too
+        health.append(_health(server.url))
+        time.sleep(0.02)
+    thread.join()
+    assert max(health) < 1.0, f"/healthz waited {max(health):.2f} s"
+    assert [code for code, _text in answers] == [200, 200], answers
+    assert "no matching pilot" in answers[0][1], answers[0][1]
 
 
 def test_more_costly_calls_than_the_bound_are_refused(tq_server: Callable[..., TqServer]) -> None:

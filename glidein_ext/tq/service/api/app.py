@@ -18,6 +18,7 @@ schemas built from them here give the same JSON and the OpenAPI description.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -25,6 +26,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from glidein_ext.errors import TaskQueueError, tq_http_status
 from glidein_ext.tq.client import protocol as p
@@ -44,6 +46,7 @@ from glidein_ext.tq.service.api.credentials import install as install_credential
 from glidein_ext.tq.service.api.fastpath import FastCall, PilotFastPath
 from glidein_ext.tq.service.api.guard import RequestGuard
 from glidein_ext.tq.service.api.sites import install as install_sites
+from glidein_ext.tq.service.api.unblocked import unblocked
 from glidein_ext.tq.service.api.wlcg_tokens import load_verifier
 from glidein_ext.tq.service.loops import WatchedLoop
 from glidein_ext.tq.service.matching.costly import CostlyEvaluator
@@ -120,7 +123,35 @@ async def _take(
     """The pilot's costly pairs settled away from the event loop (``tq.service.matching.costly``),
     then its best task taken."""
     await costly.settle(pilot_id, store.clock())
-    return store.request(pilot_id, cached)
+    return await unblocked(store, store.request, pilot_id, cached)
+
+
+# The submission's body, as FastAPI described it when it decoded the body itself (a JSON object).
+_WORKFLOW_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"type": "object", "title": "Body"}}},
+    }
+}
+
+
+def _submit_now(store: Store, board: OfferBoard, raw: bytes) -> p.SubmitAnswer:
+    """A submission decoded, parsed, validated and stored in the calling thread (a worker
+    thread: a 100,000-task workflow takes seconds, the store's transaction under its lock
+    included), as FastAPI would refuse a body that is not a JSON object (422)."""
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:  # not JSON, or not UTF-8
+        error = {"type": "json_invalid", "loc": ("body",), "msg": "JSON decode error", "input": {}}
+        raise RequestValidationError([error]) from exc
+    if not isinstance(body, dict):
+        error = {"type": "dict_type", "loc": ("body",), "msg": "Input should be a valid dictionary"}
+        raise RequestValidationError([error])
+    workflow = parse_workflow(body)
+    workflow_id = store.submit(workflow)
+    # Lee 2003 4.2.3: urgent tasks with nothing to wait for go to standing offers at once
+    board.push(board.urgent(t.priority for t in workflow.tasks if not t.after))
+    return p.SubmitAnswer(workflow_id=workflow_id, tasks=len(workflow.tasks))
 
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -186,7 +217,7 @@ class _PilotCalls:
     async def register(self, who: Principal, _pilot_id: int | None, body: Any) -> Response:
         registration = s.message(body, Registration)
         check_register(who, registration.site, registration.batch_id)
-        answer = self.store.register(registration, who.credential_id)
+        answer = await unblocked(self.store, self.store.register, registration, who.credential_id)
         self.owners.remember(answer.pilot_id, who.credential_id)
         return s.wire(answer)
 
@@ -204,7 +235,8 @@ class _PilotCalls:
 
     async def complete(self, _who: Principal, pilot_id: int | None, body: Any) -> Response:
         assert pilot_id is not None
-        return s.wire(self.store.complete(pilot_id, s.message(body, Completion)))
+        completion = s.message(body, Completion)
+        return s.wire(await unblocked(self.store, self.store.complete, pilot_id, completion))
 
 
 def create_app(
@@ -301,7 +333,8 @@ def create_app(
     )
     async def heartbeat(pilot_id: PilotId, body: s.HeartbeatRequest) -> Response:
         """I am alive (Hasham 2011 §IV-D); answers the other live pilots on the same host."""
-        return s.wire(store.heartbeat(pilot_id, s.message(body, Heartbeat).cached))
+        cached = s.message(body, Heartbeat).cached
+        return s.wire(await unblocked(store, store.heartbeat, pilot_id, cached))
 
     @app.post(
         f"{API}/pilots/{{pilot_id}}/complete",
@@ -316,21 +349,19 @@ def create_app(
     @app.delete(f"{API}/pilots/{{pilot_id}}", dependencies=mine, responses=errors)
     async def deregister(pilot_id: PilotId) -> dict[str, bool]:
         """The pilot leaves; a task it held is requeued."""
-        store.deregister(pilot_id)
+        await unblocked(store, store.deregister, pilot_id)
         return {"ok": True}
 
     @app.post(
         f"{API}/workflows",
         dependencies=operator,
         responses={**errors, 422: {"model": s.ErrorResponse}},
+        openapi_extra=_WORKFLOW_BODY,
     )
-    def submit(body: dict[str, Any]) -> p.SubmitAnswer:
+    async def submit(request: Request) -> p.SubmitAnswer:
         """Submit a workflow (the JSON form of a workflow file); all of it or nothing."""
-        workflow = parse_workflow(body)
-        workflow_id = store.submit(workflow)
-        # Lee 2003 4.2.3: urgent tasks with nothing to wait for go to standing offers at once
-        board.push(board.urgent(t.priority for t in workflow.tasks if not t.after))
-        return p.SubmitAnswer(workflow_id=workflow_id, tasks=len(workflow.tasks))
+        raw = await request.body()
+        return await run_in_threadpool(_submit_now, store, board, raw)
 
     @app.get(f"{API}/status", dependencies=operator, responses=errors, response_model=p.Status)
     def status() -> Response:

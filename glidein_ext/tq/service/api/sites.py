@@ -51,6 +51,7 @@ from glidein_ext.tq.service.api.schemas import (
     request_model,
     wire,
 )
+from glidein_ext.tq.service.api.unblocked import unblocked
 from glidein_ext.tq.service.counters import RunCounters, request_kind
 from glidein_ext.tq.service.site_waits import MAX_WAIT, SiteWaits
 from glidein_ext.tq.service.store import Store
@@ -175,7 +176,7 @@ def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
         if the master is gone and the claimant is the lowest-id live pilot."""
         claim = message(body, Claim)
         acts_for(store, who, site, claim.pilot_id)
-        answer = store.claim_master(site, claim)
+        answer = await unblocked(store, store.claim_master, site, claim)
         return wire(answer)
 
     @app.post(
@@ -189,7 +190,7 @@ def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
         call = message(body, SiteSync)
         acts_for(store, who, site, call.pilot_id)
         number, seen = waits.begin(site), waits.generation
-        answer = store.sync(site, call)
+        answer = await unblocked(store, store.sync, site, call)
         deadline = time.monotonic() + call.wait
         waited = False
         while call.wait and not answer.queued and (left := deadline - time.monotonic()) > 0:
@@ -203,7 +204,7 @@ def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
         # call of the site ended it (that one counts), or its pilot is no more the master.
         if waited and waits.newest(site, number):
             with contextlib.suppress(StaleMasterError):
-                store.seen(site, call.pilot_id, call.epoch)
+                await unblocked(store, store.seen, site, call.pilot_id, call.epoch)
                 answer = dataclasses.replace(answer, seen=True)
         return wire(answer)
 
@@ -217,7 +218,7 @@ def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
         call = message(body, SiteAssign)
         acts_for(store, who, site, call.pilot_id)
         waits.begin(site)
-        return wire(store.assign(site, call))
+        return wire(await unblocked(store, store.assign, site, call))
 
     @app.get(f"{API}/counters", dependencies=list(operator))
     def counters() -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 A ClassAd ``regexp`` is PCRE with backtracking: one call of a crafted pattern runs ~0.15 s before
 PCRE's match limit stops it, and classad2 holds the GIL all that time, so a thread would not free
-the event loop.  An expression calling regexp or its kin (``tq.client.limits.COSTLY_CALL``, at most
+the event loop.  An expression calling regexp or its kin (``tq.client.limits.costly_calls``, at most
 ``MAX_COSTLY_CALLS`` times, checked when it is registered or submitted) makes its pilot or task
 group *costly*; the service's matcher (``Matcher.defer_costly``) never evaluates a pair of a pilot
 and a group of which either side is costly: it skips such a pair until it has a verdict.  Before a
@@ -103,15 +103,24 @@ class CostlyEvaluator:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._thread, self.settle_now, pilot_id, now)
 
-    def settle_now(self, pilot_id: int, now: float) -> int:
-        """``settle`` in the calling thread."""
-        matcher = self.matcher
+    def settle_now(
+        self,
+        pilot_id: int,
+        now: float,
+        matcher: Matcher | None = None,
+        budget: float | None = None,
+    ) -> int:
+        """``settle`` in the calling thread (a thread, never the event loop's): for ``matcher``
+        (the service's by default; the operators' views build their own, ``tq.service.watch``),
+        within ``budget`` seconds (``request_budget`` by default).  A pilot's strikes count
+        whichever matcher found them."""
+        matcher = self.matcher if matcher is None else matcher
         pending = matcher.pending_costly(pilot_id, now)
         if self._struck.get(pilot_id, 0) >= self.strikes:
             for key, _task, _pilot in pending:
                 matcher.settle(pilot_id, key, Verdict(False))
             return len(pending)
-        deadline = time.monotonic() + self.request_budget
+        deadline = time.monotonic() + (self.request_budget if budget is None else budget)
         settled = 0
         for key, task_text, pilot_text in pending:
             if time.monotonic() >= deadline:

@@ -9,7 +9,7 @@ import bisect
 from dataclasses import dataclass
 
 from glidein_ext import classads
-from glidein_ext.tq.client.limits import COSTLY_CALL
+from glidein_ext.tq.client.limits import is_costly
 from glidein_ext.tq.models import MatchSpec, PilotInfo, QueuedTask
 from glidein_ext.tq.service.matching import batched, classad_values, compiled
 
@@ -74,8 +74,9 @@ NO_MATCH = Verdict(False)
 
 
 def costly(*texts: str) -> bool:
-    """Whether an expression among ``texts`` calls regexp or its kin (``COSTLY_CALL``)."""
-    return any(COSTLY_CALL.search(text) for text in texts)
+    """Whether an expression among ``texts`` makes a costly call (regexp or its kin, eval, a
+    function not known to be cheap), counted on its tokens (``tq.client.limits.costly_calls``)."""
+    return is_costly(*texts)
 
 
 class MatchGroup:

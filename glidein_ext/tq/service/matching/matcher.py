@@ -21,12 +21,12 @@ memory.
 Order of preference among matching tasks: locality hits, the pilot's Rank of the task, the task's
 Rank of the pilot, the task's priority, then first submitted.
 
-Costly expressions (regexp and its kin, ``tq.client.limits.COSTLY_CALL``): with ``defer_costly``
-(the service) a pair of a pilot and a group of which either side calls one is never evaluated
-here; it does not match until ``settle`` gives it a verdict found elsewhere
-(``tq.service.matching.costly``: in a worker process, within a time budget), and ``pending_costly``
-lists the pairs waiting for one.  Both may be called without the store's lock: they read and write
-single dictionary entries only.
+Costly expressions (regexp and its kin, eval, ``tq.client.limits.costly_calls``): with
+``defer_costly`` (the service, its operators' views too) a pair of a pilot and a group of which
+either side calls one is never evaluated here; it does not match until ``settle`` gives it a
+verdict found elsewhere (``tq.service.matching.costly``: in a worker process, within a time
+budget), and ``pending_costly`` lists the pairs waiting for one.  Both may be called without the
+store's lock: they read and write single dictionary entries only.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ notification leaves something to re-read).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -123,6 +124,12 @@ class Store:
     @clock.setter
     def clock(self, clock: Callable[[], float]) -> None:
         self._core.clock = clock
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock that serialises this process's transactions (``tq.service.api.unblocked``
+        tries it, so that the event loop never waits for it)."""
+        return self._core.lock
 
     @property
     def counters(self) -> RunCounters:

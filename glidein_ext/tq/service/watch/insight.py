@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from glidein_ext.errors import TaskQueueNotFound
 from glidein_ext.tq.models import UNFINISHED, MatchSpec, PilotState, QueuedTask, TaskState
 from glidein_ext.tq.service import tables as t
 from glidein_ext.tq.service.matching import analysis
+from glidein_ext.tq.service.matching.costly import CostlyEvaluator
 from glidein_ext.tq.service.matching.matcher import Matcher
 from glidein_ext.tq.service.store.core import pilot_info, queued_task, spec_of
 from glidein_ext.tq.service.watch.stuck import BusyPilot, Snapshot, WorkflowProgress
@@ -41,6 +43,8 @@ LIVE = (PilotState.IDLE.value, PilotState.BUSY.value)
 REPORT_CHARS = 2000  # of a task's last report in an answer
 LIST_LIMIT = 10_000
 MAX_ANALYSED_SPECS = 50  # distinct MatchSpecs analysed for one `tq status --tasks` listing
+# seconds of the costly expressions' worker one answer (``tq task ID``, a stuck-work pass) may use
+COSTLY_BUDGET = 5.0
 
 
 def _read(engine: Engine) -> Any:
@@ -48,15 +52,26 @@ def _read(engine: Engine) -> Any:
 
 
 def _matching(
-    tasks: Iterable[QueuedTask], pilots: Iterable[Any], now: float
+    tasks: Iterable[QueuedTask],
+    pilots: Iterable[Any],
+    now: float,
+    costly: CostlyEvaluator | None,
 ) -> dict[int, list[int]]:
-    """Task id -> the pilots (rows) that may run it, by the matcher's rules."""
-    matcher = Matcher()
+    """Task id -> the pilots (rows) that may run it, by the matcher's rules.  As in the service's
+    own matcher, a pair with a costly expression (regexp and its kin, eval:
+    ``tq.client.limits.costly_calls``) is never evaluated here: ``costly`` evaluates it in its
+    worker process, within ``COSTLY_BUDGET`` seconds for all the pilots together; a pair left
+    without a verdict (no evaluator, budget spent, the pilot struck) does not match."""
+    matcher = Matcher(defer_costly=True)
     for task in tasks:
         matcher.add_task(task)
     found: dict[int, list[int]] = defaultdict(list)
+    deadline = time.monotonic() + COSTLY_BUDGET
     for row in pilots:
         matcher.add_pilot(pilot_info(row))
+        left = deadline - time.monotonic()
+        if costly is not None and left > 0:
+            costly.settle_now(row.id, now, matcher, min(left, costly.request_budget))
         for task_id in matcher.matching(row.id, now):
             found[task_id].append(row.id)
         matcher.remove_pilot(row.id)
@@ -75,9 +90,11 @@ def task_detail(
     now: float,
     wait_for_data: float,
     architecture_of: Callable[[str], str],
+    costly: CostlyEvaluator | None = None,
 ) -> dict[str, Any]:
     """One task: its fields, attempts, last report and exit code, pilot (site, host), times, and
-    ``why`` (one line: why a waiting or queued task is not running)."""
+    ``why`` (one line: why a waiting or queued task is not running); ``costly`` evaluates the
+    pairs with costly expressions (``_matching``)."""
     with _read(engine) as conn:
         row = conn.execute(sa.select(t.tasks).where(t.tasks.c.id == task_id)).first()
         if row is None:
@@ -105,7 +122,7 @@ def task_detail(
         if row.state == TaskState.WAITING.value:
             why = _why_waiting(conn, row)
         elif row.state == TaskState.QUEUED.value:
-            why, analysed = _why_queued(conn, row, now, wait_for_data, architecture_of)
+            why, analysed = _why_queued(conn, row, now, wait_for_data, architecture_of, costly)
         last_pilot = row.pilot_id if row.pilot_id is not None else None
         if last_pilot is None and attempts:
             last_pilot = attempts[-1]["pilot_id"]
@@ -206,6 +223,7 @@ def _why_queued(
     now: float,
     wait_for_data: float,
     architecture_of: Callable[[str], str],
+    costly: CostlyEvaluator | None,
 ) -> tuple[str, analysis.Analysis | None]:
     """Why a queued task waits (one line), and its conditions over the live pilots."""
     live = _live_pilots(conn)
@@ -213,7 +231,9 @@ def _why_queued(
     if not live:
         return "no matching pilot: no pilot is registered and alive", None
     analysed = _analysis(task.spec, live, now)
-    why = _why_queued_line(conn, row, task, live, analysed, now, wait_for_data, architecture_of)
+    why = _why_queued_line(
+        conn, row, task, live, analysed, now, wait_for_data, architecture_of, costly
+    )
     return why, analysed
 
 
@@ -226,8 +246,9 @@ def _why_queued_line(
     now: float,
     wait_for_data: float,
     architecture_of: Callable[[str], str],
+    costly: CostlyEvaluator | None,
 ) -> str:
-    matches = set(_matching([task], live, now).get(row.id, ()))
+    matches = set(_matching([task], live, now, costly).get(row.id, ()))
     fitting = [p for p in live if p.id in matches]
     if not fitting:
         sites = Counter(p.site for p in live)
@@ -377,9 +398,10 @@ def masters(engine: Engine) -> list[dict[str, Any]]:
     ]
 
 
-def stuck_snapshot(engine: Engine, now: float) -> Snapshot:
+def stuck_snapshot(engine: Engine, now: float, costly: CostlyEvaluator | None = None) -> Snapshot:
     """What ``tq.service.watch.stuck`` looks at: queued tasks with the idle pilots that may run
-    them, busy pilots with their last sign of life, unfinished workflows' progress."""
+    them (``costly`` evaluates the pairs with costly expressions, ``_matching``), busy pilots with
+    their last sign of life, unfinished workflows' progress."""
     with _read(engine) as conn:
         idle = list(
             conn.execute(sa.select(t.pilots).where(t.pilots.c.state == PilotState.IDLE.value))
@@ -451,7 +473,7 @@ def stuck_snapshot(engine: Engine, now: float) -> Snapshot:
         theirs = [
             task for task, r in zip(tasks, queued_rows, strict=True) if r.workflow_id in stalled
         ]
-        runnable = _matching(theirs, live, now) if live else {}
+        runnable = _matching(theirs, live, now, costly) if live else {}
         of = {r.id: r.workflow_id for r in queued_rows}
         unmatched: dict[int, list[int]] = defaultdict(list)
         for task in theirs:
@@ -461,7 +483,7 @@ def stuck_snapshot(engine: Engine, now: float) -> Snapshot:
             dataclasses.replace(wf, unmatched=tuple(sorted(unmatched[wf.workflow_id])))
             for wf in workflows
         ]
-    matches = _matching(tasks, idle, now) if idle and tasks else {}
+    matches = _matching(tasks, idle, now, costly) if idle and tasks else {}
     queued = [
         StuckTask(r.id, r.workflow_id, tuple(sorted(matches.get(r.id, ())))) for r in queued_rows
     ]

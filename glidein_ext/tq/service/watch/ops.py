@@ -32,6 +32,7 @@ from glidein_ext.tq.client.protocol import API
 from glidein_ext.tq.models import TaskState
 from glidein_ext.tq.service.api.access import operator_access
 from glidein_ext.tq.service.loops import WatchedLoop
+from glidein_ext.tq.service.matching.costly import CostlyEvaluator
 from glidein_ext.tq.service.settings import TqSettings
 from glidein_ext.tq.service.store import Store
 from glidein_ext.tq.service.watch import insight
@@ -52,6 +53,8 @@ class StuckWatch:
     ) -> None:
         self.store = store
         self.clock = clock
+        # the app's evaluator of costly pairs (``tq.service.matching.costly``), set by ``install``
+        self.costly: CostlyEvaluator | None = None
         self.detector = StuckDetector(
             Thresholds(
                 queued_after=settings.stuck_queued_after,
@@ -70,7 +73,8 @@ class StuckWatch:
 
     def pass_(self) -> None:
         before = list(self.detector.current)
-        after = self.detector.observe(insight.stuck_snapshot(self.store.engine, self.clock()))
+        snapshot = insight.stuck_snapshot(self.store.engine, self.clock(), self.costly)
+        after = self.detector.observe(snapshot)
         fresh = new_warnings(before, after)
         for item in fresh[:MAX_LOGGED]:
             log.warning("stuck: %s", shown(item.message))
@@ -90,7 +94,12 @@ def install(
     loops: Sequence[WatchedLoop],
     watch: StuckWatch | None,
 ) -> Metrics:
-    """Add the per-task views, the warnings, the masters, ``/metrics`` and its middleware."""
+    """Add the per-task views, the warnings, the masters, ``/metrics`` and its middleware.  The
+    task view and the stuck watch match with the app's evaluator of costly pairs
+    (``app.state.costly``), as the pilots' requests do."""
+    costly: CostlyEvaluator | None = getattr(app.state, "costly", None)
+    if watch is not None:
+        watch.costly = costly
     metrics = Metrics()
     metrics.add_state(
         StateCollector(
@@ -119,6 +128,7 @@ def install(
             time.time(),
             settings.wait_for_data,
             lambda site: store.architecture_of(site).value,
+            costly,
         )
 
     @app.get(f"{API}/tasks", dependencies=guarded)

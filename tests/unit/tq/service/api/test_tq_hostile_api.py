@@ -231,3 +231,28 @@ def test_a_store_starts_on_rows_it_cannot_load_and_reports_them(tmp_path: Path) 
         assert all(len(row["reason"]) < 300 for row in skipped)
         task = http.post("/api/v1/pilots/2/request", json={}, headers=PI).json()["task"]
         assert task is not None and task["task_id"] == 2
+
+
+def test_a_submission_that_is_not_a_json_object_is_422_decoded_off_the_event_loop(
+    tmp_path: Path,
+) -> None:
+    """The submission's body is decoded in the worker thread that stores it: what is not a JSON
+    object is refused as FastAPI refused it (422, one line), and nothing is stored."""
+    http, store = _app(tmp_path)
+    cases = {
+        b"{not json": "JSON decode error",
+        b"\xff\xfe{}": "JSON decode error",  # not UTF-8
+        b"": "JSON decode error",
+        b'[{"name": "t"}]': "valid dictionary",
+        b'"workflow"': "valid dictionary",
+    }
+    headers = {**OP, "Content-Type": "application/json"}
+    with http:
+        for body, said in cases.items():
+            answer = http.post("/api/v1/workflows", content=body, headers=headers)
+            detail = answer.json()["detail"]
+            assert answer.status_code == 422 and said in detail, (body, answer.text)
+        good = {"name": "w", "tasks": [_task()]}
+        answer = http.post("/api/v1/workflows", json=good, headers=OP)
+        assert answer.status_code == 200 and answer.json()["tasks"] == 1, answer.text
+    assert len(store.status().workflows) == 1

@@ -266,3 +266,23 @@ def test_a_bare_name_reads_the_pilots_attribute_as_htcondor_matchmaking_does() -
     assert matcher.choose(1, now=0.0) is None
     chosen = matcher.choose(2, now=0.0)
     assert chosen is not None and chosen.task_id == 1
+
+
+def test_calls_hidden_from_a_text_search_make_their_group_and_pilot_costly() -> None:
+    """A comment before the parenthesis, a quoted name, ``eval`` of a built text: each is a call
+    (``tq.client.limits.costly_calls``), so the matcher never evaluates the pair itself."""
+    hidden = [
+        'regexp/**/("^(a|aa)+$", TARGET.Site)',
+        "'regexp'(\"^T\", TARGET.Site)",
+        'eval(strcat("reg", "exp(\\"^T\\", TARGET.Site)"))',
+    ]
+    for text in hidden:
+        matcher = Matcher(defer_costly=True)
+        matcher.add_task(QueuedTask(1, MatchSpec(requirements=text)))
+        matcher.add_pilot(PilotInfo(1, site="T1", host="h", cpus=4))
+        assert matcher.choose(1, 0.0) is None and matcher.evaluations == 0, text
+        assert len(matcher.pending_costly(1, 0.0)) == 1, text
+        pilot = Matcher(defer_costly=True)
+        pilot.add_task(QueuedTask(1, MatchSpec(requirements="true")))
+        pilot.add_pilot(PilotInfo(1, site="T1", host="h", cpus=4, requirements=text))
+        assert pilot.choose(1, 0.0) is None and pilot.evaluations == 0, text
