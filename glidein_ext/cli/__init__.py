@@ -37,10 +37,12 @@ _COMMANDS: dict[str, str] = {
 # What to install when a command's module needs a package the base install lacks (`pip install
 # glidein-ext` is the glidein side only: click and watchdog; docs/deploy.md, Python requirements).
 _EXTRAS: dict[str, str] = {
-    "tq": "pip install 'glidein-ext[tq]' (the Task Queue service needs Python 3.11+)",
-    "site": "pip install 'glidein-ext[site]'",
-    "demo": "pip install 'glidein-ext[site]'",
-    "experiment": "pip install 'glidein-ext[experiments]'",
+    "tq": (
+        "pip install '.[tq]' in a glidein-ext checkout (the Task Queue service needs Python 3.11+)"
+    ),
+    "site": "pip install '.[site]' in a glidein-ext checkout",
+    "demo": "pip install '.[site]' in a glidein-ext checkout",
+    "experiment": "pip install '.[experiments]' in a glidein-ext checkout",
 }
 
 # Commands whose modules the glidein bundle leaves out (scripts/build-glidein-bundle).
@@ -50,7 +52,7 @@ _NOT_IN_BUNDLE = frozenset({"tq", "demo", "experiment"})
 def _unavailable(name: str, missing: str, absent: bool = False) -> click.Command:
     """A stand-in for a command whose module needs ``missing`` (``absent``: whose own module is
     not installed, as in the glidein bundle): listed, and one error when run."""
-    hint = _EXTRAS.get(name, "pip install 'glidein-ext[tq,site]'")
+    hint = _EXTRAS.get(name, "pip install '.[tq,site]' in a glidein-ext checkout")
     said = f"needs the Python package {missing!r}, not installed here: {hint}"
     if absent:
         said = f"is not in this install (the glidein bundle has the glidein side only): {hint}"

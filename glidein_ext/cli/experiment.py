@@ -96,7 +96,7 @@ def experiment(
     if importlib.util.find_spec("matplotlib") is None:
         raise MissingDependencyError(
             "glidein-ext experiment draws its figures with matplotlib, not installed here: "
-            "pip install 'glidein-ext[experiments]'"
+            "pip install '.[experiments]' in a glidein-ext checkout"
         )
     out = Path(out_dir)
     try:

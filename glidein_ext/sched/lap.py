@@ -70,7 +70,8 @@ def _import() -> tuple[Any, Any, Any, Any]:
         from scipy.sparse.csgraph import min_weight_full_bipartite_matching
     except ImportError as exc:
         raise MissingDependencyError(
-            "the optimal assignment needs numpy and scipy (pip install 'glidein-ext[sched]'); "
+            "the optimal assignment needs numpy and scipy (pip install '.[sched]' in a glidein-ext "
+            "checkout); "
             "use the greedy method without them"
         ) from exc
     return numpy, csr_matrix, min_weight_full_bipartite_matching, linear_sum_assignment

@@ -48,7 +48,7 @@ def _binding(name: str, shown: str | None = None) -> Any:
     except ImportError as exc:
         raise MissingDependencyError(
             f"this site command needs HTCondor's Python bindings ({shown or name}): "
-            "pip install 'glidein-ext[site]' or use the node's HTCondor python"
+            "pip install '.[site]' in a glidein-ext checkout or use the node's HTCondor python"
         ) from exc
 
 

@@ -277,6 +277,6 @@ def test_untarred_bundle_sets_a_glidein_up_with_a_bare_python(
     assert absent.returncode != 0
     assert absent.stderr.strip().splitlines() == [
         "glidein-ext: error: glidein-ext tq is not in this install (the glidein bundle has the "
-        "glidein side only): pip install 'glidein-ext[tq]' (the Task Queue service needs "
-        "Python 3.11+)"
+        "glidein side only): pip install '.[tq]' in a glidein-ext checkout (the Task Queue "
+        "service needs Python 3.11+)"
     ]

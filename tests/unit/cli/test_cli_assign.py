@@ -93,7 +93,7 @@ def test_without_numpy_optimal_is_a_clear_error_and_greedy_works(tmp_path: Path)
     assert proc.returncode == 1
     assert proc.stderr.splitlines() == [
         "glidein-ext: error: the optimal assignment needs numpy and scipy "
-        "(pip install 'glidein-ext[sched]'); use the greedy method without them"
+        "(pip install '.[sched]' in a glidein-ext checkout); use the greedy method without them"
     ]
     proc = run("tq", "assign", "--ranks", ranks, "--method", "greedy", "--json", block_numpy=True)
     assert proc.returncode == 0, proc.stderr

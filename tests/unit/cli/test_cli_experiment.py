@@ -86,7 +86,7 @@ def test_without_matplotlib_the_command_names_the_extra(
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     code, _, err = _run(["experiment", "tq-cache", "--out", str(tmp_path / "x")], capsys)
     assert code != 0
-    assert "glidein-ext[experiments]" in err and "Traceback" not in err
+    assert "'.[experiments]' in a glidein-ext checkout" in err and "Traceback" not in err
     assert len([line for line in err.splitlines() if line.strip()]) == 1
     assert not (tmp_path / "x").exists()  # refused before anything was written
 

@@ -48,7 +48,8 @@ def test_a_command_without_its_extra_is_listed_and_refused_in_one_line(
         assert (code, out) == (1, "")
         assert err.splitlines() == [
             "glidein-ext: error: glidein-ext tq needs the Python package 'yaml', not installed "
-            "here: pip install 'glidein-ext[tq]' (the Task Queue service needs Python 3.11+)"
+            "here: pip install '.[tq]' in a glidein-ext checkout (the Task Queue service needs "
+            "Python 3.11+)"
         ]
 
 

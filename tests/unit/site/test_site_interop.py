@@ -44,7 +44,9 @@ GlobalJobId = "ce1.example.org#103.0#1700000000"
 # Reading condor_status -long needs classad2 (the [site] extra); a worker node's bare Python 3.9
 # (the bullseye chroot of scripts/py39-chroot) has none, and then the commands say so in one line.
 HAVE_CLASSAD2 = importlib.util.find_spec("classad2") is not None
-NEEDS_BINDINGS = "needs HTCondor's Python bindings (classad2): pip install 'glidein-ext[site]'"
+NEEDS_BINDINGS = (
+    "needs HTCondor's Python bindings (classad2): pip install '.[site]' in a glidein-ext checkout"
+)
 
 
 def write_ads(tmp_path: Path) -> Path:
