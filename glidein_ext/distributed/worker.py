@@ -157,13 +157,9 @@ class DistributedWorker:
         )
         self.master: MasterRole | None = None
         self.assignments: queue.Queue[Any] = queue.Queue()
-        self._sending = False  # a batch of completions is on its way (one at a time)
+        self._sending = 0  # batches of completions on their way (one at a time, but urgent ones)
         self.ran = 0
         self._first_master = answer.master
-
-    @property
-    def current(self) -> tuple[int, int] | None:
-        return self.state.current
 
     # --- start and end ---------------------------------------------------------------------
 
@@ -252,7 +248,7 @@ class DistributedWorker:
                 self.on_lost()
             elif isinstance(instruction, ws.Log):
                 log.log(instruction.level, "%s", instruction.text)
-        if sends and (urgent or not self._sending):
+        if sends and (urgent or self._sending == 0):
             await self._send(sends)
 
     def _on_tasklist(self, payload: Any) -> Any:
@@ -324,7 +320,7 @@ class DistributedWorker:
     async def _send(self, sends: Sequence[ws.SendDone]) -> None:
         """Completions to a master, one after the other: the first without an answer, or
         refused as not the master's, leaves the rest for later."""
-        self._sending = True  # (an urgent batch beside another leaves it set: they end alike)
+        self._sending += 1
         try:
             for send in sends:
                 try:
@@ -336,7 +332,7 @@ class DistributedWorker:
                 if answer is None or answer is ws.NO_ANSWER:
                     return
         finally:
-            self._sending = False
+            self._sending -= 1
 
     async def _check_end(self, check: ws.CheckEnd) -> None:
         """Whether the Task Queue still has this pilot (a master says it has not, or holds its
