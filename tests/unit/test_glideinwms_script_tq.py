@@ -14,6 +14,7 @@ import pytest
 from glidein_ext.errors import AgentLinkError
 from glidein_ext.glidein.handoff import hooks as fetchhook
 from glidein_ext.glidein.handoff import link as agentlink
+from tests.support.ca import write_test_ca
 from tests.support.glideinwms import condor_vars, config_values
 from tests.unit.test_glideinwms_script import glidein, run_script
 
@@ -68,9 +69,6 @@ def test_the_agent_starts_before_htcondor_and_the_hooks_are_turned_on(tmp_path: 
     assert not (state / "agent" / agentlink.SOCKET_NAME).exists()
 
 
-SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")  # a real PEM bundle: the agent loads it
-
-
 def tq_glidein(tmp_path: Path, **values: str) -> tuple[Path, Path]:
     """A glidein with an https:// Task Queue nobody answers, its token and ``values``."""
     tmp_path.mkdir(exist_ok=True)
@@ -87,7 +85,7 @@ def tq_glidein(tmp_path: Path, **values: str) -> tuple[Path, Path]:
 
 def test_the_factorys_ca_file_reaches_the_agent(tmp_path: Path) -> None:
     start, config = tq_glidein(tmp_path, GLIDEIN_EXT_TQ_CA_FILE="tq-ca.pem")
-    (start / "tq-ca.pem").write_bytes(SYSTEM_CA.read_bytes())
+    write_test_ca(start / "tq-ca.pem")  # a real PEM: the agent loads it
     proc = run_script(config)
     state = start / ".glidein-ext"
     pid = int((state / "agent.pid").read_text())

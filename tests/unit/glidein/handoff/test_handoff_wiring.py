@@ -19,6 +19,7 @@ from glidein_ext.cli import main
 from glidein_ext.errors import PilotCheckError, UsageError
 from glidein_ext.glidein.handoff import agent as handoff_agent
 from glidein_ext.glidein.handoff import wiring
+from tests.support.ca import write_test_ca
 
 # Imported before a test replaces agent.PilotAgent with a recorder: the glidein's lanes subclass it.
 assert issubclass(handoff_agent.GlideinAgent, object)
@@ -189,7 +190,7 @@ def test_the_wrappers_tq_ca_file_reaches_the_glideins_agent(
             return 0
 
     ca = tmp_path / "tq-ca.pem"
-    ca.write_bytes(Path(CA).read_bytes())
+    write_test_ca(ca)
     token = token_file(tmp_path, 0o600)
     start = tmp_path / "glidein"
     start.mkdir()
