@@ -17,8 +17,11 @@ import classad2
 from glidein_ext.errors import ClassAdError
 
 ClassAd = classad2.ClassAd
-# what the library raises for a bad ad or expression: its own exception, and plain ones too
-_FAILURES = (classad2.ClassAdException, ValueError, TypeError, RuntimeError)
+# What the library raises for a bad ad or expression: its own exception (the PyPI wheel's; the
+# classad2 of HTCondor 23.9's Debian packages, which glideins and worker nodes run, has none) and
+# plain ones too.
+_OWN_ERROR: type[Exception] = getattr(classad2, "ClassAdException", ValueError)
+_FAILURES = (_OWN_ERROR, ValueError, TypeError, RuntimeError)
 Scalar = Union[bool, int, float, str]
 _SEMANTICS_SET = [False]
 
@@ -39,7 +42,7 @@ def parse_expr(text: str, what: str = "expression") -> classad2.ExprTree:
         raise ClassAdError(f"{what} is empty")
     try:
         return classad2.ExprTree(text)
-    except (classad2.ClassAdException, ValueError, TypeError) as exc:
+    except _FAILURES as exc:
         raise ClassAdError(f"{what} is not a valid ClassAd expression: {text!r}") from exc
 
 
@@ -59,7 +62,7 @@ def parse_ad(text: str) -> classad2.ClassAd:
     """A new-style (``[a = 1; ...]``) ad; ClassAdError if malformed."""
     try:
         return classad2.ClassAd(text)
-    except (classad2.ClassAdException, ValueError, TypeError) as exc:
+    except _FAILURES as exc:
         raise ClassAdError(f"not a valid ClassAd: {text[:80]!r}") from exc
 
 
