@@ -19,7 +19,7 @@ from glidein_ext.testbed.tq_server import OPERATOR, PILOT, TqServer
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.limits import MAX_COSTLY_CALLS
 from glidein_ext.tq.client.protocol import Registration
-from tests.support.rawhttp import post_json
+from tests.support.rawhttp import healthz_seconds, post_json
 
 GROUPS = 20
 # PCRE backtracks on this until its match limit: ~0.15 s per call, whatever the pilot's site
@@ -27,18 +27,7 @@ SLOW = 'regexp("^(([a-z])+.)+[A-Z]([a-z])+$", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
 
 
 def _health(url: str) -> float:
-    """Seconds one ``GET /healthz`` took (it must answer 200)."""
-    host, port = url.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=60)
-    start = time.perf_counter()
-    try:
-        conn.request("GET", "/healthz")
-        answer = conn.getresponse()
-        answer.read()
-    finally:
-        conn.close()
-    assert answer.status == 200
-    return time.perf_counter() - start
+    return healthz_seconds(url, timeout=60)
 
 
 # The same call hidden from a search of the text: the call is found on the tokens

@@ -9,7 +9,6 @@ other call, ``/healthz`` included, waited with it; now the loop never waits for 
 
 from __future__ import annotations
 
-import http.client
 import threading
 import time
 from collections.abc import Callable
@@ -17,23 +16,13 @@ from collections.abc import Callable
 from glidein_ext.testbed.tq_server import OPERATOR, PILOT, TqServer
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.protocol import Registration
+from tests.support.rawhttp import healthz_seconds
 
 TASKS = 100_000
 
 
 def _health(url: str) -> float:
-    """Seconds one ``GET /healthz`` took (it must answer 200)."""
-    host, port = url.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=120)
-    start = time.perf_counter()
-    try:
-        conn.request("GET", "/healthz")
-        answer = conn.getresponse()
-        answer.read()
-    finally:
-        conn.close()
-    assert answer.status == 200
-    return time.perf_counter() - start
+    return healthz_seconds(url, timeout=120)
 
 
 def test_healthz_answers_while_a_large_submission_is_stored_and_pilots_call(
