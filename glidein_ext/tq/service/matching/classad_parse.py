@@ -10,6 +10,7 @@ ads, escapes, ...): the caller evaluates that with classad2.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from glidein_ext.tq.service.matching.classad_values import ERROR, INT_MAX, UNDEFINED
@@ -61,6 +62,11 @@ _TOKEN = re.compile(
 _NAME_CHAR = re.compile(r"[A-Za-z0-9_.]")
 _COMPARE = frozenset({"==", "!=", "=?=", "=!="})
 _RELATION = frozenset({"<", "<=", ">", ">="})
+_ADDITIVE = frozenset({"+", "-"})
+_MULTIPLICATIVE = frozenset({"*", "/"})
+_OR = frozenset({"||"})
+_AND = frozenset({"&&"})
+_JUNCTIONS = {"||": "or", "&&": "and"}  # their nodes: ("or", a, b), ("and", a, b)
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
@@ -117,43 +123,33 @@ class _Parser:
             return ("cond", test, yes, self.cond())
         return test
 
-    def disjunction(self) -> Node:
-        node = self.conjunction()
-        while self.peek() == ("op", "||"):
-            self.take()
-            node = ("or", node, self.conjunction())
+    def binary(self, operand: Callable[[], Node], ops: frozenset[str]) -> Node:
+        """``operand (op operand)*`` for one precedence level's ``ops``, left-associative."""
+        node = operand()
+        while self.peek()[0] == "op" and self.peek()[1] in ops:
+            op = self.take()[1]
+            right = operand()
+            junction = _JUNCTIONS.get(op)
+            node = (junction, node, right) if junction else ("bin", op, node, right)
         return node
+
+    def disjunction(self) -> Node:
+        return self.binary(self.conjunction, _OR)
 
     def conjunction(self) -> Node:
-        node = self.equality()
-        while self.peek() == ("op", "&&"):
-            self.take()
-            node = ("and", node, self.equality())
-        return node
+        return self.binary(self.equality, _AND)
 
     def equality(self) -> Node:
-        node = self.relation()
-        while self.peek()[0] == "op" and self.peek()[1] in _COMPARE:
-            node = ("bin", self.take()[1], node, self.relation())
-        return node
+        return self.binary(self.relation, _COMPARE)
 
     def relation(self) -> Node:
-        node = self.additive()
-        while self.peek()[0] == "op" and self.peek()[1] in _RELATION:
-            node = ("bin", self.take()[1], node, self.additive())
-        return node
+        return self.binary(self.additive, _RELATION)
 
     def additive(self) -> Node:
-        node = self.multiplicative()
-        while self.peek() in (("op", "+"), ("op", "-")):
-            node = ("bin", self.take()[1], node, self.multiplicative())
-        return node
+        return self.binary(self.multiplicative, _ADDITIVE)
 
     def multiplicative(self) -> Node:
-        node = self.unary()
-        while self.peek() in (("op", "*"), ("op", "/")):
-            node = ("bin", self.take()[1], node, self.unary())
-        return node
+        return self.binary(self.unary, _MULTIPLICATIVE)
 
     def unary(self) -> Node:
         if self.peek() in (("op", "-"), ("op", "!")):

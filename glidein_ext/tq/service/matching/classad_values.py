@@ -20,7 +20,8 @@ test_tq_compiled.py`` compares the two on random expressions and ads):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
@@ -45,6 +46,22 @@ Ad = Mapping[str, Value]  # lower-case attribute name -> value
 INT_MIN = -(2**63)
 INT_MAX = 2**63 - 1
 _INF = math.inf
+
+# The operators on two operands already brought to one type (numbers, folded strings; one value
+# each or numpy columns), by their ClassAd spelling; division is apart: it differs by type.
+COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+RING_OPERATIONS: dict[str, Callable[[Any, Any], Any]] = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+}
 
 # --- semantics on one value ---
 
@@ -91,17 +108,8 @@ def compare(op: str, left: Value, right: Value) -> Value:
         a, b = float(left), float(right)  # type: ignore[arg-type]
     else:
         a, b = int(left), int(right)  # type: ignore[arg-type]
-    if op == "==":
-        return a == b
-    if op == "!=":
-        return a != b
-    if op == "<":
-        return a < b  # type: ignore[operator]
-    if op == "<=":
-        return a <= b  # type: ignore[operator]
-    if op == ">":
-        return a > b  # type: ignore[operator]
-    return a >= b  # type: ignore[operator]
+    found: bool = COMPARISONS[op](a, b)
+    return found
 
 
 def identical(left: Value, right: Value) -> bool:
@@ -131,12 +139,9 @@ def arithmetic(op: str, left: Value, right: Value) -> Value:
         return ERROR
     if type(left) is not float and type(right) is not float:
         a, b = int(left), int(right)  # type: ignore[arg-type]
-        if op == "+":
-            return _wrap(a + b)
-        if op == "-":
-            return _wrap(a - b)
-        if op == "*":
-            return _wrap(a * b)
+        ring = RING_OPERATIONS.get(op)
+        if ring is not None:
+            return _wrap(ring(a, b))
         if b == 0:
             return ERROR
         if a == INT_MIN and b == -1:
@@ -144,14 +149,8 @@ def arithmetic(op: str, left: Value, right: Value) -> Value:
         quotient = abs(a) // abs(b)
         return quotient if (a < 0) == (b < 0) else -quotient
     x, y = float(left), float(right)  # type: ignore[arg-type]
-    if op == "+":
-        result = x + y
-    elif op == "-":
-        result = x - y
-    elif op == "*":
-        result = x * y
-    else:
-        result = _divide_reals(x, y)
+    ring = RING_OPERATIONS.get(op)
+    result: float = _divide_reals(x, y) if ring is None else ring(x, y)
     return ERROR if result == _INF else result
 
 
@@ -171,30 +170,30 @@ def logical_not(value: Value) -> Value:
     return (not test) if type(test) is bool else test
 
 
-def logical_and(left: Value, right: Value) -> Value:
-    """``left && right`` on the two truths (non-strict)."""
-    if left is False:
-        return False
+def _junction(left: Value, right: Value, decisive: bool) -> Value:
+    """``left || right`` (``decisive`` True) or ``left && right`` (False) on the two truths,
+    non-strict: a decisive or ERROR left is the answer, the other boolean gives ``right``; an
+    UNDEFINED left gives the decisive right, UNDEFINED for the other boolean, else ``right``."""
+    if left is decisive:
+        return decisive
     if left is ERROR:
         return ERROR
-    if left is True:
+    if left is (not decisive):
         return right
     # UNDEFINED
-    if right is False:
-        return False
-    return UNDEFINED if right is True else right
+    if right is decisive:
+        return decisive
+    return UNDEFINED if right is (not decisive) else right
+
+
+def logical_and(left: Value, right: Value) -> Value:
+    """``left && right`` on the two truths (non-strict)."""
+    return _junction(left, right, False)
 
 
 def logical_or(left: Value, right: Value) -> Value:
-    if left is True:
-        return True
-    if left is ERROR:
-        return ERROR
-    if left is False:
-        return right
-    if right is True:
-        return True
-    return UNDEFINED if right is False else right
+    """``left || right`` on the two truths (non-strict)."""
+    return _junction(left, right, True)
 
 
 def lower_ad(attributes: Mapping[str, object]) -> dict[str, Value]:

@@ -14,9 +14,11 @@ import numpy as np
 
 from glidein_ext.tq.service.matching.classad_parse import Node
 from glidein_ext.tq.service.matching.classad_values import (
+    COMPARISONS,
     ERROR,
     INT_MAX,
     INT_MIN,
+    RING_OPERATIONS,
     UNDEFINED,
     Ad,
     Special,
@@ -137,18 +139,7 @@ def _strict(op: str, a: Item, b: Item, n: int) -> Item:
         else:
             real = x.kind == "r" or y.kind == "r"
             left, right = _number(x, real), _number(y, real)
-        if op == "==":
-            val = left == right
-        elif op == "!=":
-            val = left != right
-        elif op == "<":
-            val = left < right
-        elif op == "<=":
-            val = left <= right
-        elif op == ">":
-            val = left > right
-        else:
-            val = left >= right
+        val = COMPARISONS[op](left, right)
         return _Col("b", np.broadcast_to(val, (n,)), st)
     return _arithmetic(op, x, y, st, n)
 
@@ -160,13 +151,10 @@ def _arithmetic(op: str, x: _Col, y: _Col, st: Array | None, n: int) -> Item:
     real = x.kind == "r" or y.kind == "r"
     left, right = _number(x, real), _number(y, real)
     error: Array | None = None
+    ring = RING_OPERATIONS.get(op)
     with np.errstate(all="ignore"):
-        if op == "+":
-            val = left + right
-        elif op == "-":
-            val = left - right
-        elif op == "*":
-            val = left * right
+        if ring is not None:
+            val = ring(left, right)
         elif real:
             val = left / right
         else:

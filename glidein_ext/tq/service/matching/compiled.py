@@ -33,6 +33,20 @@ Evaluator = Callable[[Ad, Ad], Value]  # (MY, TARGET) -> value
 # --- closures ---
 
 
+def _junction(decisive: bool, a: Evaluator, b: Evaluator) -> Evaluator:
+    """``a || b`` (``decisive`` True) or ``a && b`` (False): ``b`` is not evaluated where
+    ``a``'s truth decides (the decisive value, or ERROR)."""
+    combine = logical_or if decisive else logical_and
+
+    def junction(my: Ad, target: Ad) -> Value:
+        left = truth(a(my, target))
+        if left is decisive or left is ERROR:
+            return left
+        return combine(left, truth(b(my, target)))
+
+    return junction
+
+
 def _closure(node: Node) -> Evaluator:
     kind = node[0]
     if kind == "lit":
@@ -52,26 +66,8 @@ def _closure(node: Node) -> Evaluator:
         if node[1] == "-":
             return lambda my, target: negate(inner(my, target))
         return lambda my, target: logical_not(inner(my, target))
-    if kind == "and":
-        a, b = _closure(node[1]), _closure(node[2])
-
-        def conjunction(my: Ad, target: Ad) -> Value:
-            left = truth(a(my, target))
-            if left is False or left is ERROR:
-                return left
-            return logical_and(left, truth(b(my, target)))
-
-        return conjunction
-    if kind == "or":
-        a, b = _closure(node[1]), _closure(node[2])
-
-        def disjunction(my: Ad, target: Ad) -> Value:
-            left = truth(a(my, target))
-            if left is True or left is ERROR:
-                return left
-            return logical_or(left, truth(b(my, target)))
-
-        return disjunction
+    if kind in ("and", "or"):
+        return _junction(kind == "or", _closure(node[1]), _closure(node[2]))
     if kind == "cond":
         test, yes, no = _closure(node[1]), _closure(node[2]), _closure(node[3])
 
