@@ -10,7 +10,6 @@ ads, escapes, ...): the caller evaluates that with classad2.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 from glidein_ext.tq.service.matching.classad_values import ERROR, INT_MAX, UNDEFINED
@@ -62,10 +61,15 @@ _TOKEN = re.compile(
 _NAME_CHAR = re.compile(r"[A-Za-z0-9_.]")
 _COMPARE = frozenset({"==", "!=", "=?=", "=!="})
 _RELATION = frozenset({"<", "<=", ">", ">="})
-_ADDITIVE = frozenset({"+", "-"})
-_MULTIPLICATIVE = frozenset({"*", "/"})
-_OR = frozenset({"||"})
-_AND = frozenset({"&&"})
+# The binary operators by precedence, lowest first; all left-associative.
+_PRECEDENCE = (
+    frozenset({"||"}),
+    frozenset({"&&"}),
+    _COMPARE,
+    _RELATION,
+    frozenset({"+", "-"}),
+    frozenset({"*", "/"}),
+)
 _JUNCTIONS = {"||": "or", "&&": "and"}  # their nodes: ("or", a, b), ("and", a, b)
 
 
@@ -113,7 +117,7 @@ class _Parser:
         return node
 
     def cond(self) -> Node:
-        test = self.disjunction()
+        test = self.binary()
         if self.peek() == ("op", "?"):
             self.take()
             if self.peek() == ("op", ":"):
@@ -123,33 +127,19 @@ class _Parser:
             return ("cond", test, yes, self.cond())
         return test
 
-    def binary(self, operand: Callable[[], Node], ops: frozenset[str]) -> Node:
-        """``operand (op operand)*`` for one precedence level's ``ops``, left-associative."""
-        node = operand()
+    def binary(self, level: int = 0) -> Node:
+        """``operand (op operand)*`` for the ``level``-th of ``_PRECEDENCE``, left-associative;
+        each operand is the next level's (after the last, a unary expression)."""
+        if level == len(_PRECEDENCE):
+            return self.unary()
+        ops = _PRECEDENCE[level]
+        node = self.binary(level + 1)
         while self.peek()[0] == "op" and self.peek()[1] in ops:
             op = self.take()[1]
-            right = operand()
+            right = self.binary(level + 1)
             junction = _JUNCTIONS.get(op)
             node = (junction, node, right) if junction else ("bin", op, node, right)
         return node
-
-    def disjunction(self) -> Node:
-        return self.binary(self.conjunction, _OR)
-
-    def conjunction(self) -> Node:
-        return self.binary(self.equality, _AND)
-
-    def equality(self) -> Node:
-        return self.binary(self.relation, _COMPARE)
-
-    def relation(self) -> Node:
-        return self.binary(self.additive, _RELATION)
-
-    def additive(self) -> Node:
-        return self.binary(self.multiplicative, _ADDITIVE)
-
-    def multiplicative(self) -> Node:
-        return self.binary(self.unary, _MULTIPLICATIVE)
 
     def unary(self) -> Node:
         if self.peek() in (("op", "-"), ("op", "!")):

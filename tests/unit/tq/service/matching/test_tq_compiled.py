@@ -22,12 +22,6 @@ from glidein_ext.tq.service.matching.classad_values import (
 )
 from glidein_ext.tq.service.matching.compiled import compile_expr
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _matchmaking() -> None:
-    classads.matchmaking_semantics()  # bare names as the Task Queue's process resolves them
-
-
 NAMES = ["a", "B", "Cpus", "site"]
 SCALARS = st.one_of(
     st.booleans(),

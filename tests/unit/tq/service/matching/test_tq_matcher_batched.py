@@ -25,12 +25,6 @@ from glidein_ext.tq.service.matching.match_groups import pilot_ad, task_ad
 from glidein_ext.tq.service.matching.matcher import Matcher
 from tests.unit.tq.service.matching.test_tq_compiled import TRICKY, _same
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _matchmaking() -> None:
-    classads.matchmaking_semantics()  # bare names as the Task Queue's process resolves them
-
-
 HOLE = "{}"
 NAMES = ["a", "B", "Cpus", "Memory", "RequestCpus", "Site"]
 LITERALS = st.one_of(
