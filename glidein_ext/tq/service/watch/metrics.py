@@ -142,10 +142,7 @@ class StateCollector(Collector):
         info.add_metric([__version__], 1)
         yield info
         found = self.gauges()
-        unfinished: dict[str, int] = {}
-        for (workflow, state), n in found.tasks.items():
-            if state in _UNFINISHED:
-                unfinished[workflow] = unfinished.get(workflow, 0) + n
+        unfinished = _weights(found.tasks, _UNFINISHED)
         running = _kept(unfinished)
         tasks = GaugeMetricFamily(
             f"{PREFIX}_tasks",
@@ -153,23 +150,15 @@ class StateCollector(Collector):
             f"ones beyond the {MAX_LABELS} with most unfinished tasks) and state.",
             labels=["workflow", "state"],
         )
-        for (workflow, state), n in _folded(found.tasks, running, FINISHED, unfinished):
-            tasks.add_metric([workflow, state], n)
-        yield tasks
-        live: dict[str, int] = {}
-        for (site, state), n in found.pilots.items():
-            if state in _LIVE:
-                live[site] = live.get(site, 0) + n
-        sites = _kept(live)
+        yield _with_series(tasks, _folded(found.tasks, running, FINISHED, unfinished))
+        sites = _kept(_weights(found.pilots, _LIVE))
         pilots = GaugeMetricFamily(
             f"{PREFIX}_pilots",
             "Pilots by site and state (inactive: submitted, not registered yet; "
             f"{OTHER}: sites without a live pilot or beyond the {MAX_LABELS} with most).",
             labels=["site", "state"],
         )
-        for (site, state), n in _folded(found.pilots, sites):
-            pilots.add_metric([site, state], n)
-        yield pilots
+        yield _with_series(pilots, _folded(found.pilots, sites))
         yield from self._masters([m for m in found.masters if m["site"] in sites])
         yield from self._run(sites)
         done = CounterMetricFamily(
@@ -178,9 +167,7 @@ class StateCollector(Collector):
             f"{OTHER}: sites without a live pilot or beyond the {MAX_LABELS} with most).",
             labels=["site", "result"],
         )
-        for (site, result), n in _folded(self.completions(), sites):
-            done.add_metric([site, result], n)
-        yield done
+        yield _with_series(done, _folded(self.completions(), sites))
         yield from self._loops()
         warnings = GaugeMetricFamily(
             f"{PREFIX}_warnings", "Stuck-work warnings holding now, by kind.", labels=["kind"]
@@ -289,6 +276,24 @@ class StateCollector(Collector):
         yield errors
         yield stuck
         yield last_ok
+
+
+def _weights(values: dict[tuple[str, str], int], states: frozenset[str]) -> dict[str, int]:
+    """The sum of ``values`` by (label, state) over ``states``, by label."""
+    weights: dict[str, int] = {}
+    for (label, state), n in values.items():
+        if state in states:
+            weights[label] = weights.get(label, 0) + n
+    return weights
+
+
+def _with_series(
+    family: GaugeMetricFamily | CounterMetricFamily, rows: list[tuple[tuple[str, str], Any]]
+) -> Metric:
+    """``family`` with a series for each ((label, second label), value) of ``rows``."""
+    for labels, value in rows:
+        family.add_metric(list(labels), value)
+    return family
 
 
 def _kept(weights: dict[str, int]) -> frozenset[str]:
