@@ -20,12 +20,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.types import DecoratedCallable
 from starlette.concurrency import run_in_threadpool
 
 from glidein_ext.errors import TaskQueueError, tq_http_status
@@ -195,24 +197,17 @@ class _Owners:
         return self.owner(pilot_id) == who.credential_id
 
 
+@dataclass
 class _PilotCalls:
     """The pilots' three hot calls, one handler each: the FastAPI routes run them, and the fast
     path (``tq.service.api.fastpath``) runs them for a well-formed call (caller, pilot id or None,
     validated body)."""
 
-    def __init__(
-        self,
-        store: Store,
-        settings: TqSettings,
-        costly: CostlyEvaluator,
-        board: OfferBoard,
-        owners: _Owners,
-    ) -> None:
-        self.store = store
-        self.settings = settings
-        self.costly = costly
-        self.board = board
-        self.owners = owners
+    store: Store
+    settings: TqSettings
+    costly: CostlyEvaluator
+    board: OfferBoard
+    owners: _Owners
 
     async def register(self, who: Principal, _pilot_id: int | None, body: Any) -> Response:
         registration = s.message(body, Registration)
@@ -266,6 +261,15 @@ def create_app(
     owners = _Owners(store)
     mine = [Depends(owners.own_pilot)]
 
+    def pilot_call(call: str, answer: type) -> Callable[[DecoratedCallable], DecoratedCallable]:
+        """The route of a registered pilot's ``call``, which only its own credential makes."""
+        return app.post(
+            f"{API}/pilots/{{pilot_id}}/{call}",
+            dependencies=mine,
+            responses=errors,
+            response_model=answer,
+        )
+
     _translate_errors(app)
 
     # The pilots' hot calls, run by the FastAPI routes below and, when well formed, by the
@@ -313,35 +317,20 @@ def create_app(
         A credential registers at its own site only."""
         return await calls.register(who, None, body)
 
-    @app.post(
-        f"{API}/pilots/{{pilot_id}}/request",
-        dependencies=mine,
-        responses=errors,
-        response_model=s.TaskResponse,
-    )
+    @pilot_call("request", s.TaskResponse)
     async def request(pilot_id: PilotId, body: s.TaskRequest) -> Response:
         """Ask for a task (Hasham 2011 §IV-E); ``task`` is null when nothing fits now.  With
         ``wait``, nothing fits: the request stands as an offer an urgent task is pushed to (Lee 2003
         4.2.3, ``tq.service.pool.courier``), answered when one is or when the wait ends."""
         return await calls.take(Principal(pilot=True), pilot_id, body)
 
-    @app.post(
-        f"{API}/pilots/{{pilot_id}}/heartbeat",
-        dependencies=mine,
-        responses=errors,
-        response_model=s.HeartbeatResponse,
-    )
+    @pilot_call("heartbeat", s.HeartbeatResponse)
     async def heartbeat(pilot_id: PilotId, body: s.HeartbeatRequest) -> Response:
         """I am alive (Hasham 2011 §IV-D); answers the other live pilots on the same host."""
         cached = s.message(body, Heartbeat).cached
         return s.wire(await unblocked(store, store.heartbeat, pilot_id, cached))
 
-    @app.post(
-        f"{API}/pilots/{{pilot_id}}/complete",
-        dependencies=mine,
-        responses=errors,
-        response_model=s.CompleteResponse,
-    )
+    @pilot_call("complete", s.CompleteResponse)
     async def complete(pilot_id: PilotId, body: s.CompleteRequest) -> Response:
         """A task ended; idempotent per (task, attempt)."""
         return await calls.complete(Principal(pilot=True), pilot_id, body)

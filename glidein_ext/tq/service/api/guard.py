@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from glidein_ext.errors import TaskQueueError
@@ -42,20 +43,14 @@ async def _answer(
     await send({"type": "http.response.body", "body": body})
 
 
+@dataclass
 class RequestGuard:
     """Token first, then the body within ``max_body`` bytes, for every path under ``prefix``."""
 
-    def __init__(
-        self,
-        app: Asgi,
-        identify: Callable[[bytes], Principal | Refusal],
-        max_body: int,
-        prefix: str,
-    ) -> None:
-        self.app = app
-        self.identify = identify
-        self.max_body = max_body
-        self.prefix = prefix
+    app: Asgi
+    identify: Callable[[bytes], Principal | Refusal]
+    max_body: int
+    prefix: str
 
     def _caller(self, headers: Sequence[tuple[bytes, bytes]]) -> Principal | Refusal:
         given = b""

@@ -19,12 +19,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import FastAPI, Path
 from fastapi.params import Depends
 from fastapi.responses import Response
+from fastapi.types import DecoratedCallable
 from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -170,6 +171,14 @@ def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
 
     forbidden: dict[int | str, dict[str, Any]] = {403: {"description": "not this caller's"}}
 
+    def master_call(call: str, answer: type) -> Callable[[DecoratedCallable], DecoratedCallable]:
+        """The route of the site's master's ``call``, which a stale master's epoch fails."""
+        return app.post(
+            f"{API}/sites/{{site}}/{call}",
+            responses={**conflict, **forbidden},
+            response_model=answer,
+        )
+
     @app.post(f"{API}/sites/{{site}}/master", responses=forbidden, response_model=ClaimAnswer)
     async def claim(site: SiteName, body: ClaimRequest, who: Pilot) -> Response:
         """Claim the site's master role (Delgado Peris 2014 §III.B): granted with a new epoch only
@@ -179,11 +188,7 @@ def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
         answer = await unblocked(store, store.claim_master, site, claim)
         return wire(answer)
 
-    @app.post(
-        f"{API}/sites/{{site}}/sync",
-        responses={**conflict, **forbidden},
-        response_model=SiteSyncAnswer,
-    )
+    @master_call("sync", SiteSyncAnswer)
     async def sync(site: SiteName, body: SyncRequest, who: Pilot) -> Response:
         """The master's bulk call: completions, dead workers, undelivered tasks, runnable
         tasks of the site (``want``); also the site's heartbeat."""
@@ -208,11 +213,7 @@ def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
                 answer = dataclasses.replace(answer, seen=True)
         return wire(answer)
 
-    @app.post(
-        f"{API}/sites/{{site}}/assign",
-        responses={**conflict, **forbidden},
-        response_model=SiteAssignAnswer,
-    )
+    @master_call("assign", SiteAssignAnswer)
     async def assign(site: SiteName, body: AssignRequest, who: Pilot) -> Response:
         """The master's assignments of a round; each task taken atomically."""
         call = message(body, SiteAssign)
