@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, CursorResult, Engine
@@ -39,6 +39,9 @@ from glidein_ext.tq.models import (
 from glidein_ext.tq.service import tables as t
 from glidein_ext.tq.service.matching.matcher import Matcher
 from glidein_ext.tq.service.store.statements import row_by_id
+
+if TYPE_CHECKING:
+    pass
 
 ACTIVE = (PilotState.IDLE.value, PilotState.BUSY.value)
 CHUNK = 500  # values per IN (...) clause
@@ -73,6 +76,16 @@ class Tx:
     def committed(self) -> None:
         for action in self._after:
             action()
+
+
+class CoreOptions(TypedDict, total=False):
+    """``StoreCore``'s keyword arguments, as ``Store`` takes them on (defaults: ``StoreCore``'s)."""
+
+    wait_for_data: float
+    heartbeat_timeout: float
+    heartbeat_interval: int
+    default_architecture: Architecture
+    clock: Callable[[], float]
 
 
 class StoreCore:

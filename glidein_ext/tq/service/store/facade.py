@@ -13,8 +13,8 @@ notification leaves something to re-read).
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Engine
 
@@ -42,7 +42,7 @@ from glidein_ext.tq.service.matching.matcher import Matcher
 from glidein_ext.tq.service.store.bookkeeping import MonitorBookkeeping
 from glidein_ext.tq.service.store.claim import MasterClaim
 from glidein_ext.tq.service.store.completions import Completions
-from glidein_ext.tq.service.store.core import SkippedRow, StoreCore
+from glidein_ext.tq.service.store.core import CoreOptions, SkippedRow, StoreCore
 from glidein_ext.tq.service.store.credentials import CredentialStore
 from glidein_ext.tq.service.store.master import MasterCalls
 from glidein_ext.tq.service.store.pilots import PilotProtocol
@@ -52,6 +52,9 @@ from glidein_ext.tq.service.store.views import StatusViews, TaskRow
 from glidein_ext.tq.service.store.workflows import WorkflowSubmission
 from glidein_ext.tq.workflow import WorkflowDef
 
+if TYPE_CHECKING:
+    from typing import Unpack
+
 
 class Store:
     """The TQ state machine over a database; every public method is one transaction."""
@@ -60,23 +63,13 @@ class Store:
         self,
         engine: Engine,
         *,
-        wait_for_data: float = 60.0,
-        heartbeat_timeout: float = 120.0,
-        heartbeat_interval: int = 30,
-        default_architecture: Architecture = Architecture.PRE_DHT,
-        clock: Callable[[], float] = time.time,
         architectures: Mapping[str, Architecture] | None = None,
         master_timeout: float = 60.0,
         counters: RunCounters | None = None,
+        **options: Unpack[CoreOptions],
     ) -> None:
-        core = StoreCore(
-            engine,
-            wait_for_data=wait_for_data,
-            heartbeat_timeout=heartbeat_timeout,
-            heartbeat_interval=heartbeat_interval,
-            default_architecture=default_architecture,
-            clock=clock,
-        )
+        """``options``: the shared state's (``StoreCore``: timings, default architecture, clock)."""
+        core = StoreCore(engine, **options)
         self._core = core
         self._pilots = PilotProtocol(core)
         self._completions = Completions(core)
