@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.tq.test_tq_master_kill import master_first
+from tests.support.tq_master_runs import master_first, masters, wait_for_a_second_master
 
 pytestmark = pytest.mark.heavy  # real processes: with the other heavy tests (tests/conftest.py)
 
@@ -22,19 +22,14 @@ def test_a_leaving_master_hands_the_role_on_at_once(tmp_path: Path) -> None:
         operator = site.operator
         first = site.run_workflow("w1", 0.1, sleep=0.2)
         assert first["tasks_done"] >= first["tasks"]
-        (master,) = operator.call("GET", "/api/v1/counters")["masters"]["T2_XX_Test"]
+        (master,) = masters(operator)
         assert (master["pilot_id"], master["epoch"]) == (1, 1)
         left_at = time.monotonic()
         site.procs[0].send_signal(signal.SIGTERM)  # the master leaves, as a drained pilot does
         assert site.procs[0].wait(timeout=60) == 0
-        while True:
-            masters = operator.call("GET", "/api/v1/counters")["masters"]["T2_XX_Test"]
-            if len(masters) > 1:
-                break
-            # A minute is the master timeout: a resigned role is taken long before.
-            assert time.monotonic() - left_at < 20, site.logs()
-            time.sleep(0.2)
-        assert (masters[-1]["pilot_id"], masters[-1]["epoch"]) == (2, 2), masters
+        # A minute is the master timeout: a resigned role is taken long before.
+        granted = wait_for_a_second_master(site, since=left_at, within=20)
+        assert (granted[-1]["pilot_id"], granted[-1]["epoch"]) == (2, 2), granted
         assert "the master of epoch 1 leaves" in site.logs(tail=200_000)
         second = site.run_workflow("w2", 0.1, sleep=0.2)  # under the new master (new files)
         assert second["tasks_done"] >= second["tasks"]

@@ -15,7 +15,15 @@ from pathlib import Path
 import pytest
 
 from glidein_ext.testbed.site_runs import SITE
-from tests.integration.tq.test_tq_master_kill import CHAINS, _workflow, master_first
+from tests.support.tq_master_runs import (
+    CHAINS,
+    chains_workflow,
+    master_first,
+    masters,
+    wait_for_a_second_master,
+    wait_for_runs,
+    wait_for_the_chains,
+)
 
 # CPU-heavy: runs in one xdist worker with the other heavy tests (tests/conftest.py).
 pytestmark = pytest.mark.heavy
@@ -26,34 +34,22 @@ def test_a_frozen_master_is_superseded_and_no_completion_is_lost(tmp_path: Path)
     # pilot 1, alone in its process: the master, frozen below
     with master_first(tmp_path, 31, tq_args=("--master-timeout", "4")) as site:
         operator = site.operator
-        answer = operator.submit(_workflow(runs))
-        deadline = time.monotonic() + 60
-        while not runs.exists() or len(runs.read_text().split()) < 35:
-            assert time.monotonic() < deadline, site.logs()
-            time.sleep(0.05)
+        answer = operator.submit(chains_workflow(runs))
+        wait_for_runs(site, runs, 35)
         master = site.procs[0]
         master.send_signal(signal.SIGSTOP)  # completions reach it, unsynced, as it freezes
         stopped_at = time.monotonic()
         try:
-            while len(operator.call("GET", "/api/v1/counters")["masters"][SITE]) < 2:
-                assert time.monotonic() - stopped_at < 40, site.logs()
-                time.sleep(0.2)
+            wait_for_a_second_master(site, since=stopped_at, within=40)
         finally:
             master.send_signal(signal.SIGCONT)  # it wakes holding what it acknowledged
-        deadline = time.monotonic() + 150
-        while True:
-            status = operator.status()
-            (workflow,) = [w for w in status.workflows if w.id == answer.workflow_id]
-            if workflow.tasks["done"] + workflow.tasks["failed"] == 2 * CHAINS:
-                break
-            assert time.monotonic() < deadline, f"{workflow.tasks}\n{site.logs()}"
-            time.sleep(0.3)
+        workflow = wait_for_the_chains(site, answer.workflow_id, within=150)
         assert workflow.tasks["done"] == 2 * CHAINS
         deadline = time.monotonic() + 30
         while operator.status().pilots.get(SITE, {}).get("busy", 0):
             assert time.monotonic() < deadline, f"{operator.status().pilots}\n{site.logs()}"
             time.sleep(0.3)
-        masters = operator.call("GET", "/api/v1/counters")["masters"][SITE]
+        granted = masters(operator)
         ran = runs.read_text().split()
-    assert masters[0]["pilot_id"] == 1 and masters[1]["epoch"] == 2
+    assert granted[0]["pilot_id"] == 1 and granted[1]["epoch"] == 2
     assert sorted(ran) == sorted(set(ran)) and len(ran) == 2 * CHAINS  # each task ran once
