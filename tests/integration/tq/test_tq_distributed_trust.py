@@ -29,17 +29,6 @@ SITE = "T2_XX_Test"
 LONG = {"command": "sleep 300"}  # tasks that run for the whole test
 
 
-def _poll(what: str, check: Callable[[], Any], timeout: float = 180.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
 class _Pilots:
     """``pilot run`` processes this test owns (killed at the end)."""
 
@@ -97,7 +86,9 @@ def _tasks(server: TqServer) -> dict[str, int]:
     return {state: n for state, n in workflow.tasks.items() if n}
 
 
-def test_revoked_pilots_of_a_distributed_site_leave(tmp_path: Path) -> None:
+def test_revoked_pilots_of_a_distributed_site_leave(
+    tmp_path: Path, wait_until: Callable[..., Any]
+) -> None:
     with TqServer(
         tmp_path / "tq", args=["--architecture", "distributed", "--master-timeout", "6"]
     ) as server:
@@ -112,19 +103,23 @@ def test_revoked_pilots_of_a_distributed_site_leave(tmp_path: Path) -> None:
         operator.submit({"tasks": [{"name": f"t{i}", **LONG} for i in range(2)]})
         with _pilots(server, tmp_path / "pilots") as pilots:
             pilots.start("master", token_file=files[0])
-            _poll("the master", lambda: server.operator().status().pilots.get(SITE))
+            wait_until(lambda: server.operator().status().pilots.get(SITE), 180, "the master")
             pilots.start("w1", token_file=files[1])
             pilots.start("w2", token_file=files[2])
-            _poll("both workers busy", _busy(server, 2))
+            wait_until(_busy(server, 2), 180, "both workers busy")
             # A worker's credential: the Task Queue ends it, the master tells it to leave.
             ended = operator.revoke_credential(issued[1].id)
             assert len(ended) == 1
-            _poll("the revoked worker's exit", lambda: pilots.procs["w1"].poll() is not None, 60)
+            wait_until(
+                lambda: pilots.procs["w1"].poll() is not None, 60, "the revoked worker's exit"
+            )
             assert "stopping" in pilots.log("w1")
             assert pilots.procs["w2"].poll() is None and pilots.procs["master"].poll() is None
             # The master's own credential: refused at its next call, it leaves.
             operator.revoke_credential(issued[0].id)
-            _poll("the revoked master's exit", lambda: pilots.procs["master"].poll() is not None)
+            wait_until(
+                lambda: pilots.procs["master"].poll() is not None, 180, "the revoked master's exit"
+            )
             warnings = pilots.log("master").count("WARNING")
             assert warnings < 10, pilots.log("master")[-3000:]
             assert pilots.procs["w2"].poll() is None  # untouched: still runs its task
@@ -147,12 +142,14 @@ async def _rogue(key: bytes, dht_id: str, master: tuple[str, int], forged: list[
     return answers
 
 
-def test_a_pilot_cannot_speak_for_the_others_to_its_master(tmp_path: Path) -> None:
+def test_a_pilot_cannot_speak_for_the_others_to_its_master(
+    tmp_path: Path, wait_until: Callable[..., Any]
+) -> None:
     with TqServer(tmp_path / "tq", args=["--architecture", "distributed"]) as server:
         server.operator().submit({"tasks": [{"name": f"t{i}", **LONG} for i in range(2)]})
         with _pilots(server, tmp_path / "pilots") as pilots:
             pilots.start("site", "--pilots", "3")
-            _poll("two busy pilots", _busy(server, 2))
+            wait_until(_busy(server, 2), 180, "two busy pilots")
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
                 sock.bind(("127.0.0.1", 0))
                 address = f"127.0.0.1:{sock.getsockname()[1]}"

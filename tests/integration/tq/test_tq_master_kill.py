@@ -10,15 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.tq_master_runs import (
-    CHAINS,
-    chains_workflow,
-    master_first,
-    masters,
-    wait_for_a_second_master,
-    wait_for_runs,
-    wait_for_the_chains,
-)
+from tests.support import tq_master_runs as master_runs
 
 # CPU-heavy: runs in one xdist worker with the other heavy tests (tests/conftest.py).
 pytestmark = pytest.mark.heavy
@@ -26,25 +18,26 @@ pytestmark = pytest.mark.heavy
 
 def test_killing_the_master_elects_another_and_loses_nothing(tmp_path: Path) -> None:
     runs = tmp_path / "runs.log"
-    with master_first(tmp_path, 31, tq_args=("--master-timeout", "4")) as site:
+    with master_runs.master_first(tmp_path, 31, tq_args=("--master-timeout", "4")) as site:
         operator = site.operator
-        (first,) = masters(operator)
+        (first,) = master_runs.masters(operator)
         assert (first["pilot_id"], first["epoch"]) == (1, 1)
-        answer = operator.submit(chains_workflow(runs))
-        wait_for_runs(site, runs, 35)
+        answer = operator.submit(master_runs.chains_workflow(runs))
+        master_runs.wait_for_runs(site, runs, 35)
         killed_at, killed = time.time(), time.monotonic()
         site.procs[0].send_signal(signal.SIGKILL)  # the master, mid-run
         site.procs[0].wait()
-        new = wait_for_a_second_master(site, since=killed, within=30)[-1]
+        new = master_runs.wait_for_a_second_master(site, since=killed, within=30)[-1]
         assert new["epoch"] == 2 and new["pilot_id"] == 2  # the lowest-id live pilot
         assert new["at"] - killed_at < 10.0, f"a new master after {new['at'] - killed_at:.1f} s"
         print(f"new master {new} after {new['at'] - killed_at:.1f} s")
-        workflow = wait_for_the_chains(site, answer.workflow_id, within=120)
-        assert workflow.tasks["done"] == 2 * CHAINS
+        workflow = master_runs.wait_for_the_chains(site, answer.workflow_id, within=120)
+        assert workflow.tasks["done"] == 2 * master_runs.CHAINS
         ran = runs.read_text().split()
         se = site.se_dir / "store" / "kill"
         outputs = {p.name: p.read_text() for p in (se / "step1").iterdir()}
-    assert sorted(ran) == sorted(set(ran)) and len(ran) == 2 * CHAINS  # each task ran once
-    assert len(outputs) == CHAINS
-    for i in range(CHAINS):  # each chain's output carries both steps, in order
+    # each task ran once
+    assert sorted(ran) == sorted(set(ran)) and len(ran) == 2 * master_runs.CHAINS
+    assert len(outputs) == master_runs.CHAINS
+    for i in range(master_runs.CHAINS):  # each chain's output carries both steps, in order
         assert outputs[f"f{i:03d}.dat"] == f"k-s1-{i:03d}\nk-s0-{i:03d}\n"

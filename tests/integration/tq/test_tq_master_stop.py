@@ -15,15 +15,7 @@ from pathlib import Path
 import pytest
 
 from glidein_ext.testbed.site_runs import SITE
-from tests.support.tq_master_runs import (
-    CHAINS,
-    chains_workflow,
-    master_first,
-    masters,
-    wait_for_a_second_master,
-    wait_for_runs,
-    wait_for_the_chains,
-)
+from tests.support import tq_master_runs as master_runs
 
 # CPU-heavy: runs in one xdist worker with the other heavy tests (tests/conftest.py).
 pytestmark = pytest.mark.heavy
@@ -32,24 +24,25 @@ pytestmark = pytest.mark.heavy
 def test_a_frozen_master_is_superseded_and_no_completion_is_lost(tmp_path: Path) -> None:
     runs = tmp_path / "runs.log"
     # pilot 1, alone in its process: the master, frozen below
-    with master_first(tmp_path, 31, tq_args=("--master-timeout", "4")) as site:
+    with master_runs.master_first(tmp_path, 31, tq_args=("--master-timeout", "4")) as site:
         operator = site.operator
-        answer = operator.submit(chains_workflow(runs))
-        wait_for_runs(site, runs, 35)
+        answer = operator.submit(master_runs.chains_workflow(runs))
+        master_runs.wait_for_runs(site, runs, 35)
         master = site.procs[0]
         master.send_signal(signal.SIGSTOP)  # completions reach it, unsynced, as it freezes
         stopped_at = time.monotonic()
         try:
-            wait_for_a_second_master(site, since=stopped_at, within=40)
+            master_runs.wait_for_a_second_master(site, since=stopped_at, within=40)
         finally:
             master.send_signal(signal.SIGCONT)  # it wakes holding what it acknowledged
-        workflow = wait_for_the_chains(site, answer.workflow_id, within=150)
-        assert workflow.tasks["done"] == 2 * CHAINS
+        workflow = master_runs.wait_for_the_chains(site, answer.workflow_id, within=150)
+        assert workflow.tasks["done"] == 2 * master_runs.CHAINS
         deadline = time.monotonic() + 30
         while operator.status().pilots.get(SITE, {}).get("busy", 0):
             assert time.monotonic() < deadline, f"{operator.status().pilots}\n{site.logs()}"
             time.sleep(0.3)
-        granted = masters(operator)
+        granted = master_runs.masters(operator)
         ran = runs.read_text().split()
     assert granted[0]["pilot_id"] == 1 and granted[1]["epoch"] == 2
-    assert sorted(ran) == sorted(set(ran)) and len(ran) == 2 * CHAINS  # each task ran once
+    # each task ran once
+    assert sorted(ran) == sorted(set(ran)) and len(ran) == 2 * master_runs.CHAINS
