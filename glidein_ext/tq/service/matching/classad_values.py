@@ -170,10 +170,12 @@ def logical_not(value: Value) -> Value:
     return (not test) if type(test) is bool else test
 
 
-def _junction(left: Value, right: Value, decisive: bool) -> Value:
-    """``left || right`` (``decisive`` True) or ``left && right`` (False) on the two truths,
-    non-strict: a decisive or ERROR left is the answer, the other boolean gives ``right``; an
-    UNDEFINED left gives the decisive right, UNDEFINED for the other boolean, else ``right``."""
+def logical_junction(left: Value, right: Value, disjunction: bool) -> Value:
+    """``left || right`` (``disjunction``) or ``left && right`` on the two truths, non-strict:
+    a decisive left (true for ``||``, false for ``&&``) or ERROR is the answer, the other
+    boolean gives ``right``; an UNDEFINED left gives a decisive right, UNDEFINED for the other
+    boolean, else ``right``."""
+    decisive = disjunction
     if left is decisive:
         return decisive
     if left is ERROR:
@@ -184,16 +186,6 @@ def _junction(left: Value, right: Value, decisive: bool) -> Value:
     if right is decisive:
         return decisive
     return UNDEFINED if right is (not decisive) else right
-
-
-def logical_and(left: Value, right: Value) -> Value:
-    """``left && right`` on the two truths (non-strict)."""
-    return _junction(left, right, False)
-
-
-def logical_or(left: Value, right: Value) -> Value:
-    """``left || right`` on the two truths (non-strict)."""
-    return _junction(left, right, True)
 
 
 def lower_ad(attributes: Mapping[str, object]) -> dict[str, Value]:

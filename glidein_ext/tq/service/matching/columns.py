@@ -26,9 +26,8 @@ from glidein_ext.tq.service.matching.classad_values import (
     arithmetic,
     compare,
     identical,
-    logical_and,
+    logical_junction,
     logical_not,
-    logical_or,
     matches,
     negate,
     rank_value,
@@ -305,7 +304,7 @@ def evaluate(
         b = evaluate(node[2], columns, target, n, rows)
         if not isinstance(a, _Col) and not isinstance(b, _Col):
             left, right = truth(a), truth(b)
-            return logical_and(left, right) if kind == "and" else logical_or(left, right)
+            return logical_junction(left, right, kind == "or")
         table = _AND if kind == "and" else _OR
         code = table[_code(a), _code(b)]
         return _from_code(np.broadcast_to(code, (n,)))

@@ -21,9 +21,8 @@ from glidein_ext.tq.service.matching.classad_values import (
     arithmetic,
     compare,
     identical,
-    logical_and,
+    logical_junction,
     logical_not,
-    logical_or,
     negate,
     truth,
 )
@@ -33,16 +32,16 @@ Evaluator = Callable[[Ad, Ad], Value]  # (MY, TARGET) -> value
 # --- closures ---
 
 
-def _junction(decisive: bool, a: Evaluator, b: Evaluator) -> Evaluator:
-    """``a || b`` (``decisive`` True) or ``a && b`` (False): ``b`` is not evaluated where
-    ``a``'s truth decides (the decisive value, or ERROR)."""
-    combine = logical_or if decisive else logical_and
+def _junction(disjunction: bool, a: Evaluator, b: Evaluator) -> Evaluator:
+    """``a || b`` (``disjunction``) or ``a && b``: ``b`` is not evaluated where ``a``'s truth
+    decides (true for ``||``, false for ``&&``; or ERROR)."""
+    decisive = disjunction
 
     def junction(my: Ad, target: Ad) -> Value:
         left = truth(a(my, target))
         if left is decisive or left is ERROR:
             return left
-        return combine(left, truth(b(my, target)))
+        return logical_junction(left, truth(b(my, target)), disjunction)
 
     return junction
 
