@@ -22,6 +22,7 @@ import sqlalchemy as sa
 import yaml
 
 from glidein_ext.errors import StaleMasterError
+from glidein_ext.sandbox.pool import wait_for
 from glidein_ext.testbed.tq_server import TqServer
 from glidein_ext.tq.client.protocol import (
     Claim,
@@ -38,7 +39,6 @@ from glidein_ext.tq.service.pool.notify import PoolListener, libpq_url, named_ur
 from glidein_ext.tq.service.store import Store
 from glidein_ext.tq.workflow import parse_workflow
 from tests.support.postgres import pg_server, pg_url
-from tests.support.waiting import wait_until
 
 # CPU-heavy: runs in one xdist worker with the other heavy tests (tests/conftest.py).
 pytestmark = pytest.mark.heavy
@@ -400,7 +400,7 @@ def test_a_masters_long_poll_at_one_instance_is_answered_by_a_submission_through
     waiting.start()
     # B took the poll: its first look counted as the master's call (``master_seen``), and found
     # nothing runnable, so it waits (a submission from now on wakes it).
-    wait_until(lambda: master_seen() != synced, 20, "the long poll reached B")
+    wait_for(lambda: master_seen() != synced, 20, "the long poll to reach B", interval=0.05)
     engine.dispose()
     assert waiting.is_alive()  # nothing runnable: it waits at B
     submitted = time.monotonic()
