@@ -23,6 +23,7 @@ from glidein_ext.glidein.jobtable import load_table
 from glidein_ext.glidein.jobtimes import resolve_job_times
 from glidein_ext.glidein.pilotad import PILOT_AD_SCHEMA, PilotAdInputs, RunningJob, compute_pilot_ad
 from glidein_ext.sandbox.pool import CondorSandbox, Glidein, wait_for
+from glidein_ext.sandbox.site import VoJob, vo_job_submit
 
 pytestmark = pytest.mark.condor
 
@@ -31,23 +32,8 @@ RUNNING, IDLE, COMPLETED = JobStatus.RUNNING, JobStatus.IDLE, JobStatus.COMPLETE
 
 def job_submit(glidein: str, jobs: list[tuple[int, int, int, int]], tag: str) -> str:
     """Submit text for sleep jobs: (seconds, cpus, estimated minutes, max minutes) each."""
-    rows = "\n".join(f"  {s}, {c}, {e}, {m}" for s, c, e, m in jobs)
-    return f"""\
-executable = /bin/sleep
-arguments = $(secs)
-request_cpus = $(cpus)
-request_memory = 64
-request_disk = 1024
-should_transfer_files = NO
-+MaxWallTimeMins = $(maxm)
-+EstimatedWallTimeMins = $(est)
-+GlideinExtTest = "{tag}"
-requirements = TARGET.GLIDEIN_ExtName =?= "{glidein}"
-log = {tag}.log
-queue secs, cpus, est, maxm from (
-{rows}
-)
-"""
+    sleeps = [VoJob(*job) for job in jobs]
+    return vo_job_submit(tag, glidein, sleeps, tag_attribute="GlideinExtTest")
 
 
 def slot_attr(box: CondorSandbox, glidein: str, attr: str) -> list[Any]:
