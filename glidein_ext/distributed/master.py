@@ -126,6 +126,15 @@ class MasterRole:
         self._timer: asyncio.TimerHandle | None = None
         self._finished: asyncio.Event | None = None  # the core's ms.Finished came
         self._ended: asyncio.Event | None = None  # set when :meth:`run` returns
+        # The instructions carried out by a task of their own: a call, a broadcast, a send.
+        self._spawned: dict[type[Any], Callable[[Any], Coroutine[Any, Any, None]]] = {
+            ms.CallSync: self._sync,
+            ms.CallAssign: self._assign,
+            ms.Broadcast: self._broadcast,
+            ms.Solve: self._solve,
+            ms.Deliver: self._deliver,
+            ms.Probe: self._probe,
+        }
 
     # --- the core's state, for the worker and the tests ----------------------------------------
 
@@ -253,18 +262,9 @@ class MasterRole:
 
     def _carry(self, instruction: ms.Instruction) -> None:
         """Carry one of the core's instructions out (a call, a send: a task owned here)."""
-        if isinstance(instruction, ms.CallSync):
-            self._spawn(self._sync(instruction))
-        elif isinstance(instruction, ms.CallAssign):
-            self._spawn(self._assign(instruction))
-        elif isinstance(instruction, ms.Broadcast):
-            self._spawn(self._broadcast(instruction))
-        elif isinstance(instruction, ms.Solve):
-            self._spawn(self._solve(instruction))
-        elif isinstance(instruction, ms.Deliver):
-            self._spawn(self._deliver(instruction))
-        elif isinstance(instruction, ms.Probe):
-            self._spawn(self._probe(instruction))
+        start = self._spawned.get(type(instruction))
+        if start is not None:
+            self._spawn(start(instruction))
         elif isinstance(instruction, ms.SendEnd):
             body = [instruction.reason]
             self._spawn(

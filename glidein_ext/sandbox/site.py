@@ -348,11 +348,13 @@ def running_glideins(site: CondorSandbox, glideins: Sequence[SiteGlidein]) -> se
 
 @dataclass(frozen=True)
 class VoJob:
-    """A VO user's sleep job for one glidein: seconds, CPUs, estimated minutes."""
+    """A VO user's sleep job for one glidein: seconds, CPUs, estimated minutes, and its own
+    MaxWallTimeMins (None: the submission's)."""
 
     seconds: int
     cpus: int = 1
     estimate_min: int = 1
+    max_wall_min: int | None = None
 
 
 def vo_job_submit(
@@ -363,9 +365,15 @@ def vo_job_submit(
     tag_attribute: str = "GlideinExtVoJob",
     max_wall_min: int = 60,
 ) -> str:
-    """Submit text for sleep jobs pinned to one glidein, each with its runtime estimate, marked
-    ``<tag_attribute> = "<tag>"`` to find them again (pure)."""
-    rows = "\n".join(f"  {j.seconds}, {j.cpus}, {j.estimate_min}" for j in jobs)
+    """Submit text for sleep jobs pinned to one glidein, each with its runtime estimate and
+    limit (``max_wall_min`` where a job names none), marked ``<tag_attribute> = "<tag>"`` to find
+    them again (pure)."""
+
+    def row(job: VoJob) -> str:
+        limit = max_wall_min if job.max_wall_min is None else job.max_wall_min
+        return f"  {job.seconds}, {job.cpus}, {job.estimate_min}, {limit}"
+
+    rows = "\n".join(row(j) for j in jobs)
     return f"""\
 executable = /bin/sleep
 arguments = $(secs)
@@ -374,11 +382,11 @@ request_memory = 64
 request_disk = 1024
 should_transfer_files = NO
 +EstimatedWallTimeMins = $(est)
-+MaxWallTimeMins = {max_wall_min}
++MaxWallTimeMins = $(maxm)
 +{tag_attribute} = "{tag}"
 requirements = TARGET.GLIDEIN_ExtName =?= "{glidein}"
 log = {tag}.log
-queue secs, cpus, est from (
+queue secs, cpus, est, maxm from (
 {rows}
 )
 """

@@ -15,7 +15,7 @@ pair; a hand-out costs a LAN message.
 from __future__ import annotations
 
 import math
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +91,15 @@ class SiteMaster:
         self.workers: dict[int, SimWorker] = {}
         self._timer = 0  # the number of the timer armed last (an older one is void)
         self._stopped = False  # the workflow ended: the master makes no more calls
+        # The instructions carried out by a simulated process of their own.
+        self._processes: dict[type[Any], Callable[[Any], Generator[Any, Any, None]]] = {
+            ms.CallSync: self._sync,
+            ms.CallAssign: self._assign,
+            ms.Broadcast: self._broadcast,
+            ms.Solve: self._solve,
+            ms.Deliver: self.run_task,
+            ms.Probe: self._probe,
+        }
 
     # --- events in, instructions out ---
 
@@ -102,18 +111,9 @@ class SiteMaster:
 
     def _carry(self, instruction: ms.Instruction) -> None:
         env = self.ctx.env
-        if isinstance(instruction, ms.CallSync):
-            env.process(self._sync(instruction))
-        elif isinstance(instruction, ms.CallAssign):
-            env.process(self._assign(instruction))
-        elif isinstance(instruction, ms.Broadcast):
-            env.process(self._broadcast(instruction))
-        elif isinstance(instruction, ms.Solve):
-            env.process(self._solve(instruction))
-        elif isinstance(instruction, ms.Deliver):
-            env.process(self.run_task(instruction))
-        elif isinstance(instruction, ms.Probe):
-            env.process(self._probe(instruction))
+        process = self._processes.get(type(instruction))
+        if process is not None:
+            env.process(process(instruction))
         elif isinstance(instruction, ms.ArmTimer):
             self._timer += 1
             env.process(self._tick(self._timer, instruction.at))

@@ -68,6 +68,13 @@ def pslot_status(box: CondorSandbox, glidein: Glidein) -> dict[str, Any]:
     return ads[0] if ads else {}
 
 
+def write_site_ad(box: CondorSandbox, glidein: Glidein, flag: str, state: str, what: str) -> None:
+    """``glidein-ext site-ad write <flag>`` for the glidein; wait until its partitionable slot
+    is in ``state``."""
+    box.run("glidein-ext", "site-ad", "write", glidein.start_dir, flag)
+    wait_for(lambda: pslot_status(box, glidein).get("State") == state, 60, what, interval=0.5)
+
+
 @pytest.fixture
 def glidein(sandbox: CondorSandbox) -> Iterator[Glidein]:
     start_expr = frontend_match().get("start_expr")
@@ -122,12 +129,12 @@ def test_start_expr_and_idle_count_on_real_slot_ads(
 
     # The site asks the glidein to leave: it is retiring, its partitionable slot is in the
     # Owner state (not idle to the frontend), it starts nothing, and the running job goes on.
-    sandbox.run("glidein-ext", "site-ad", "write", glidein.start_dir, "--vacate")
-    wait_for(
-        lambda: pslot_status(sandbox, glidein).get("State") == "Owner",
-        60,
+    write_site_ad(
+        sandbox,
+        glidein,
+        "--vacate",
+        "Owner",
         "the retiring glidein's partitionable slot in the Owner state",
-        interval=0.5,
     )
     ads = slot_ads(sandbox, glidein)
     pslot = ads["pslot"]
@@ -140,12 +147,8 @@ def test_start_expr_and_idle_count_on_real_slot_ads(
     assert [j["JobStatus"] for j in sandbox.queue(f"ClusterId == {cluster}")] == [JobStatus.RUNNING]
 
     # The site cancels: the glidein is available again, and counted as idle again.
-    sandbox.run("glidein-ext", "site-ad", "write", glidein.start_dir, "--no-vacate")
-    wait_for(
-        lambda: pslot_status(sandbox, glidein).get("State") == "Unclaimed",
-        60,
-        "the partitionable slot Unclaimed again",
-        interval=0.5,
+    write_site_ad(
+        sandbox, glidein, "--no-vacate", "Unclaimed", "the partitionable slot Unclaimed again"
     )
     pslot = slot_ads(sandbox, glidein)["pslot"]
     assert pslot["GLIDEIN_RemainingUsableTime"] > 3000

@@ -24,15 +24,14 @@ import pytest
 from glidein_ext.adfile import read_ad
 from glidein_ext.glidein.pilotad import PILOT_AD_SCHEMA
 from tests.support.glideinwms import (
+    REPO,
+    SETUP_SCRIPT,
     build_factory_files,
     config_values,
     error_gen_calls,
     frontend_match,
     make_glidein_config,
 )
-
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "glidein-ext-setup.sh"
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +72,7 @@ def parse_xml(text: str) -> ET.Element:
 
 def script_settings() -> set[str]:
     """The glidein_config entries the custom script reads (cfg_get NAME)."""
-    return set(re.findall(r"cfg_get (GLIDEIN_EXT_[A-Z_]+)", SCRIPT.read_text()))
+    return set(re.findall(r"cfg_get (GLIDEIN_EXT_[A-Z_]+)", SETUP_SCRIPT.read_text()))
 
 
 def test_bundle_holds_the_package_its_dependencies_and_the_script(factory: Path) -> None:
@@ -81,7 +80,7 @@ def test_bundle_holds_the_package_its_dependencies_and_the_script(factory: Path)
         "glidein-ext-setup.sh",
         "glidein-ext.tar.gz",
     ]
-    assert (factory / "glidein-ext-setup.sh").read_bytes() == SCRIPT.read_bytes()
+    assert (factory / "glidein-ext-setup.sh").read_bytes() == SETUP_SCRIPT.read_bytes()
     with tarfile.open(factory / "glidein-ext.tar.gz") as tar:
         members = {m.name.removeprefix("./"): m for m in tar.getmembers()}
         listing = (tar.extractfile("./BUNDLE.txt") or pytest.fail("no BUNDLE.txt")).read()

@@ -23,6 +23,7 @@ from glidein_ext.glidein.jobtable import load_table
 from glidein_ext.glidein.jobtimes import resolve_job_times
 from glidein_ext.glidein.pilotad import PILOT_AD_SCHEMA, PilotAdInputs, RunningJob, compute_pilot_ad
 from glidein_ext.sandbox.pool import CondorSandbox, Glidein, wait_for
+from glidein_ext.sandbox.site import VoJob, vo_job_submit
 
 pytestmark = pytest.mark.condor
 
@@ -31,23 +32,8 @@ RUNNING, IDLE, COMPLETED = JobStatus.RUNNING, JobStatus.IDLE, JobStatus.COMPLETE
 
 def job_submit(glidein: str, jobs: list[tuple[int, int, int, int]], tag: str) -> str:
     """Submit text for sleep jobs: (seconds, cpus, estimated minutes, max minutes) each."""
-    rows = "\n".join(f"  {s}, {c}, {e}, {m}" for s, c, e, m in jobs)
-    return f"""\
-executable = /bin/sleep
-arguments = $(secs)
-request_cpus = $(cpus)
-request_memory = 64
-request_disk = 1024
-should_transfer_files = NO
-+MaxWallTimeMins = $(maxm)
-+EstimatedWallTimeMins = $(est)
-+GlideinExtTest = "{tag}"
-requirements = TARGET.GLIDEIN_ExtName =?= "{glidein}"
-log = {tag}.log
-queue secs, cpus, est, maxm from (
-{rows}
-)
-"""
+    sleeps = [VoJob(*job) for job in jobs]
+    return vo_job_submit(tag, glidein, sleeps, tag_attribute="GlideinExtTest")
 
 
 def slot_attr(box: CondorSandbox, glidein: str, attr: str) -> list[Any]:
@@ -58,8 +44,50 @@ def tagged_jobs(box: CondorSandbox, tag: str) -> list[dict[str, Any]]:
     return box.queue(f'GlideinExtTest == "{tag}"')
 
 
+def start_jobs(
+    box: CondorSandbox, glidein: Glidein, suffix: str, jobs: list[tuple[int, int, int, int]]
+) -> str:
+    """Submit ``jobs`` (as ``job_submit``) to ``glidein``, tagged ``<glidein>-<suffix>``, and wait
+    until every one runs; the tag."""
+    tag = f"{glidein.name}-{suffix}"
+    box.submit(glidein.start_dir, tag, job_submit(glidein.name, jobs, tag))
+    wait_for(
+        lambda: (found := tagged_jobs(box, tag)) and all(j["JobStatus"] == RUNNING for j in found),
+        90,
+        f"every job of {tag} running",
+    )
+    return tag
+
+
+def finish_jobs(
+    box: CondorSandbox, glidein: Glidein, suffix: str, jobs: list[tuple[int, int, int, int]]
+) -> None:
+    """Submit ``jobs`` to ``glidein``, tagged ``<glidein>-<suffix>``, and wait until one of them
+    ran to completion."""
+    tag = f"{glidein.name}-{suffix}"
+    box.submit(glidein.start_dir, tag, job_submit(glidein.name, jobs, tag))
+    wait_for(
+        lambda: any(j["JobStatus"] == COMPLETED for j in box.history(f'GlideinExtTest == "{tag}"')),
+        90,
+        f"a job of {tag} to run to completion",
+    )
+
+
 def site_ad_write(box: CondorSandbox, glidein: Glidein, *args: str) -> None:
     box.run("glidein-ext", "site-ad", "write", glidein.start_dir, *args)
+
+
+def request_vacate(box: CondorSandbox, glidein: Glidein, every_slot: bool = False) -> None:
+    """``site-ad write --vacate``; wait until condor_status shows GLIDEIN_RetireNow true on a
+    slot of the glidein (``every_slot``: on each)."""
+    site_ad_write(box, glidein, "--vacate")
+    shown = all if every_slot else any
+    wait_for(
+        lambda: (flags := slot_attr(box, glidein.name, "GLIDEIN_RetireNow")) and shown(flags),
+        20,
+        "GLIDEIN_RetireNow = true in condor_status",
+        interval=0.5,
+    )
 
 
 @pytest.fixture
@@ -106,17 +134,7 @@ def test_running_jobs_are_in_pilot_ad_and_heartbeat_advances(
     period = 5
     glidein = sandbox.start_glidein("g-jobs", 4, cron_period=period)
     started.append(glidein)
-    tag = f"{glidein.name}-jobs"
-    sandbox.submit(
-        glidein.start_dir, tag, job_submit(glidein.name, [(120, 2, 3, 10), (150, 1, 2, 20)], tag)
-    )
-    wait_for(
-        lambda: (
-            (jobs := tagged_jobs(sandbox, tag)) and all(j["JobStatus"] == RUNNING for j in jobs)
-        ),
-        90,
-        "both jobs running",
-    )
+    tag = start_jobs(sandbox, glidein, "jobs", [(120, 2, 3, 10), (150, 1, 2, 20)])
     wait_for(lambda: len(load_table(str(glidein.host_dir)).jobs) == 2, 30, "both job hooks")
 
     info = load_info(str(glidein.host_dir))
@@ -179,25 +197,9 @@ def test_vacate_request_drains_the_glidein(sandbox: CondorSandbox, started: list
     # A long cron period: only the wrapper's .site.ad watch can make the request take effect fast.
     glidein = sandbox.start_glidein("g-vacate", 4, cron_period=300)
     started.append(glidein)
-    tag = f"{glidein.name}-vacate"
-    sandbox.submit(
-        glidein.start_dir, tag, job_submit(glidein.name, [(45, 2, 1, 10), (30, 1, 1, 10)], tag)
-    )
-    wait_for(
-        lambda: (
-            (jobs := tagged_jobs(sandbox, tag)) and all(j["JobStatus"] == RUNNING for j in jobs)
-        ),
-        90,
-        "both jobs running",
-    )
+    tag = start_jobs(sandbox, glidein, "vacate", [(45, 2, 1, 10), (30, 1, 1, 10)])
     requested = time.monotonic()
-    site_ad_write(sandbox, glidein, "--vacate")
-    wait_for(
-        lambda: (flags := slot_attr(sandbox, glidein.name, "GLIDEIN_RetireNow")) and any(flags),
-        20,
-        "GLIDEIN_RetireNow = true in condor_status",
-        interval=0.5,
-    )
+    request_vacate(sandbox, glidein)
     took = time.monotonic() - requested
     assert took < 15, f"the vacate request took {took:.1f} s"
     assert (
@@ -208,7 +210,14 @@ def test_vacate_request_drains_the_glidein(sandbox: CondorSandbox, started: list
     # A new job for this glidein stays idle.
     late = f"{glidein.name}-vacate-late"
     sandbox.submit(glidein.start_dir, late, job_submit(glidein.name, [(5, 1, 1, 10)], late))
-    time.sleep(15)
+    # The negotiator looked for a match for it and found none (the schedd records the refusal
+    # in the job's ad), while the glidein still had a free core.
+    wait_for(
+        lambda: all("LastRejMatchTime" in j for j in tagged_jobs(sandbox, late)),
+        60,
+        "a negotiation cycle that found the late job no match",
+        interval=0.5,
+    )
     assert [j["JobStatus"] for j in tagged_jobs(sandbox, late)] == [IDLE]
 
     # The running jobs finish normally, then the glidein's daemons exit.
@@ -232,11 +241,7 @@ def test_payload_deadline_makes_htcondor_vacate_the_job_in_time(
         extra_args=["--max-vacate-time", "5", "--deadline-margin", "5"],
     )
     started.append(glidein)
-    tag = f"{glidein.name}-deadline"
-    sandbox.submit(glidein.start_dir, tag, job_submit(glidein.name, [(600, 1, 20, 60)], tag))
-    wait_for(
-        lambda: [j["JobStatus"] for j in tagged_jobs(sandbox, tag)] == [RUNNING], 90, "job running"
-    )
+    tag = start_jobs(sandbox, glidein, "deadline", [(600, 1, 20, 60)])
     deadline = int(time.time()) + 40
     site_ad_write(sandbox, glidein, "--vacate", "--deadline", str(deadline))
 
@@ -255,17 +260,12 @@ def test_payload_deadline_makes_htcondor_vacate_the_job_in_time(
 def test_cancelling_the_drain_resumes_work(sandbox: CondorSandbox, started: list[Glidein]) -> None:
     glidein = sandbox.start_glidein("g-cancel", 2, cron_period=300)
     started.append(glidein)
-    tag = f"{glidein.name}-cancel"
-    sandbox.submit(glidein.start_dir, tag, job_submit(glidein.name, [(90, 1, 2, 10)], tag))
-    wait_for(
-        lambda: [j["JobStatus"] for j in tagged_jobs(sandbox, tag)] == [RUNNING], 90, "job running"
-    )
+    tag = start_jobs(sandbox, glidein, "cancel", [(90, 1, 2, 10)])
 
     def retire_flags() -> list[Any]:
         return slot_attr(sandbox, glidein.name, "GLIDEIN_RetireNow")
 
-    site_ad_write(sandbox, glidein, "--vacate")
-    wait_for(lambda: any(retire_flags()), 20, "RetireNow true", interval=0.5)
+    request_vacate(sandbox, glidein)
     site_ad_write(sandbox, glidein, "--no-vacate")
     wait_for(
         lambda: (f := retire_flags()) and not any(f), 20, "RetireNow false again", interval=0.5
@@ -276,19 +276,10 @@ def test_cancelling_the_drain_resumes_work(sandbox: CondorSandbox, started: list
     )
 
     # New work starts again.
-    more = f"{glidein.name}-cancel-more"
-    sandbox.submit(glidein.start_dir, more, job_submit(glidein.name, [(5, 1, 1, 10)], more))
-    wait_for(
-        lambda: any(
-            j["JobStatus"] == COMPLETED for j in sandbox.history(f'GlideinExtTest == "{more}"')
-        ),
-        90,
-        "the new job to run to completion",
-    )
+    finish_jobs(sandbox, glidein, "cancel-more", [(5, 1, 1, 10)])
 
     # Removing the file cancels too.
-    site_ad_write(sandbox, glidein, "--vacate")
-    wait_for(lambda: any(retire_flags()), 20, "RetireNow true", interval=0.5)
+    request_vacate(sandbox, glidein)
     sandbox.run("rm", f"{glidein.start_dir}/.site.ad")
     wait_for(
         lambda: (f := retire_flags()) and not any(f), 20, "RetireNow false after rm", interval=0.5
@@ -347,15 +338,7 @@ def test_hostile_site_ads_are_never_obeyed_or_published(
     link_ad = wait_for(symlink_error, 20, "the symlink error", interval=0.5)
     assert link_ad["GLIDEIN_RetireNow"] is False
     # The glidein still works.
-    tag = f"{glidein.name}-hostile"
-    sandbox.submit(glidein.start_dir, tag, job_submit(glidein.name, [(2, 1, 1, 10)], tag))
-    wait_for(
-        lambda: any(
-            j["JobStatus"] == COMPLETED for j in sandbox.history(f'GlideinExtTest == "{tag}"')
-        ),
-        90,
-        "a job to run on the glidein",
-    )
+    finish_jobs(sandbox, glidein, "hostile", [(2, 1, 1, 10)])
     # SIGQUIT is forwarded as SIGQUIT: HTCondor's fast shutdown.
     glidein.process.send_signal(signal.SIGQUIT)
     glidein.wait(timeout=60)
@@ -373,19 +356,22 @@ def test_static_slots_leave_only_when_no_job_runs(
     glidein = sandbox.start_glidein("g-static", 2, cron_period=5, extra_args=["--static-slots"])
     started.append(glidein)
     assert len(sandbox.status(f'GLIDEIN_ExtName == "{glidein.name}"')) == 2
-    tag = f"{glidein.name}-static"
-    sandbox.submit(glidein.start_dir, tag, job_submit(glidein.name, [(30, 1, 1, 10)], tag))
+    tag = start_jobs(sandbox, glidein, "static", [(30, 1, 1, 10)])
+    request_vacate(sandbox, glidein, every_slot=True)
+    # The startd evaluates DAEMON_SHUTDOWN with each ad it sends: once both slots sent a newer
+    # one, it has weighed RetireNow against the running job.
+    constraint = f'GLIDEIN_ExtName == "{glidein.name}"'
+
+    def updates() -> dict[str, int]:
+        return {ad["Name"]: ad["UpdateSequenceNumber"] for ad in sandbox.status(constraint)}
+
+    retired = updates()
     wait_for(
-        lambda: [j["JobStatus"] for j in tagged_jobs(sandbox, tag)] == [RUNNING], 90, "job running"
-    )
-    site_ad_write(sandbox, glidein, "--vacate")
-    wait_for(
-        lambda: (f := slot_attr(sandbox, glidein.name, "GLIDEIN_RetireNow")) and all(f),
-        20,
-        "RetireNow on both slots",
+        lambda: all(n > retired.get(name, n) for name, n in updates().items()),
+        30,
+        "a newer ad from both slots",
         interval=0.5,
     )
-    time.sleep(8)
     assert glidein.running(), "the startd left while a job still ran"
     assert [j["JobStatus"] for j in tagged_jobs(sandbox, tag)] == [RUNNING]
     assert glidein.wait(timeout=120) == 0

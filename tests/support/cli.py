@@ -1,4 +1,5 @@
-"""``glidein-ext`` as a process, for the tests that drive its command line end to end."""
+"""``glidein-ext`` for the tests that drive its command line: in this process (``run_main``), or
+as a process end to end (``run_cli``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
+import pytest
+
+from glidein_ext.cli import main
 from glidein_ext.testbed.tq_server import OPERATOR
 
 
@@ -32,3 +36,15 @@ def run_cli(
     )
     assert "Traceback" not in done.stderr, done.stderr
     return done
+
+
+def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """``glidein-ext ARGV`` in this process: its exit code, and what it wrote to stdout and
+    stderr."""
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err

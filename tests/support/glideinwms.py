@@ -38,6 +38,7 @@ echo "--" >> "$(dirname "$0")/error_gen.calls"
 
 
 REPO = Path(__file__).resolve().parents[2]
+SETUP_SCRIPT = REPO / "scripts" / "glidein-ext-setup.sh"  # the glideinWMS custom script
 
 
 def build_factory_files(out: Path) -> Path:

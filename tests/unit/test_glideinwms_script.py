@@ -11,14 +11,13 @@ from glidein_ext.adfile import read_ad
 from glidein_ext.glidein.info import load_info
 from glidein_ext.glidein.pilotad import PILOT_AD_SCHEMA
 from tests.support.glideinwms import (
+    REPO,
+    SETUP_SCRIPT,
     condor_vars,
     config_values,
     error_gen_calls,
     make_glidein_config,
 )
-
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "glidein-ext-setup.sh"
 
 
 def bundle(tmp_path: Path) -> Path:
@@ -31,7 +30,7 @@ def bundle(tmp_path: Path) -> Path:
 
 def run_script(config: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["bash", str(SCRIPT), str(config), "main"],
+        ["bash", str(SETUP_SCRIPT), str(config), "main"],
         capture_output=True,
         text=True,
         timeout=60,

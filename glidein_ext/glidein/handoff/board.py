@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from glidein_ext.glidein.handoff.core import (
     EndKind,
@@ -32,6 +32,8 @@ from glidein_ext.glidein.handoff.core import (
 from glidein_ext.procs import pid_alive
 
 log = logging.getLogger("glidein_ext.agent")
+
+T = TypeVar("T")
 
 STOP_GRACE = 15.0  # seconds a stopping agent still waits for a job the startd has
 
@@ -84,11 +86,15 @@ class Board:
     def closed(self) -> bool:
         return self.core.closed
 
-    def offer(self, handoff: HandedTask) -> bool:
+    def _change(self, change: Callable[[float], T]) -> T:
+        """``change(now)`` applied to the core under the lock; whoever waits on it is woken."""
         with self.cond:
-            accepted = self.core.offer(handoff, self.clock())
+            result = change(self.clock())
             self.cond.notify_all()
-            return accepted
+            return result
+
+    def offer(self, handoff: HandedTask) -> bool:
+        return self._change(lambda now: self.core.offer(handoff, now))
 
     def default_memory(self) -> int:
         """MB per CPU of the glidein's slot (0 before the first fetch)."""
@@ -167,14 +173,10 @@ class Board:
             return self.core.starter_of(key)
 
     def replied(self, key: Key, accepted: bool) -> None:
-        with self.cond:
-            self.core.replied(key, accepted, self.clock())
-            self.cond.notify_all()
+        self._change(lambda now: self.core.replied(key, accepted, now))
 
     def prepared(self, key: Key, starter: int) -> bool:
-        with self.cond:
-            ok = self.core.prepared(key, starter, self.clock())
-            self.cond.notify_all()
+        ok = self._change(lambda now: self.core.prepared(key, starter, now))
         if ok:
             log.info("task %s started by the startd (starter %d)", key[0], starter)
         return ok
@@ -184,9 +186,7 @@ class Board:
             self.core.evicting(key)
 
     def exited(self, key: Key, reason: str, exit_code: int | None, signal: int | None) -> None:
-        with self.cond:
-            self.core.exited(key, reason, exit_code, signal, self.clock())
-            self.cond.notify_all()
+        self._change(lambda now: self.core.exited(key, reason, exit_code, signal, now))
 
     def killed(self, key: Key, why: str) -> None:
         with self.cond:
@@ -194,10 +194,7 @@ class Board:
 
     def close(self, why: str) -> list[Key]:
         """No more tasks: lanes stop asking, offered tasks are cancelled."""
-        with self.cond:
-            cancelled = self.core.close(why, self.clock())
-            self.cond.notify_all()
-            return cancelled
+        return self._change(lambda now: self.core.close(why, now))
 
     def busy(self) -> int:
         """Tasks the startd has (handed, accepted, running)."""

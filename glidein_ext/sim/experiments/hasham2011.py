@@ -136,30 +136,23 @@ def storage_report(results: list[tuple[Job, SimResult]], out: Path, costs: CostM
     write_csv(out / "runs.csv", rows)
     summary = aggregate(rows, ("workflow", "condition", "scheme"))
     write_csv(out / "summary.csv", summary)
-    conditions = list(CONDITIONS)
-    for stem, metric, ylabel in (
-        ("fig8_stage_in", "stage_in_mean", "stage-in time per job (s)"),
-        ("fig9_turnaround", "turnaround", "workflow turnaround (s)"),
+    # Figs. 8-9: W1 across the storage conditions; Figs. 10-11: the workflows under d3f3.
+    conditions, workflows = list(CONDITIONS), list(WORKFLOWS)
+    for first, shown, axis, xs, where in (
+        (8, "W1", "condition", conditions, {"workflow": "w1"}),
+        (10, "d3f3", "workflow", workflows, {"condition": "d3f3"}),
     ):
-        bars(
-            out / f"{stem}.png",
-            f"Hasham 2011 {stem.split('_')[0]}: W1, {ylabel}",
-            ylabel,
-            conditions,
-            _pairs(summary, "condition", conditions, {"workflow": "w1"}, metric),
-        )
-    workflows = list(WORKFLOWS)
-    for stem, metric, ylabel in (
-        ("fig10_stage_in", "stage_in_mean", "stage-in time per job (s)"),
-        ("fig11_turnaround", "turnaround", "workflow turnaround (s)"),
-    ):
-        bars(
-            out / f"{stem}.png",
-            f"Hasham 2011 {stem.split('_')[0]}: d3f3, {ylabel}",
-            ylabel,
-            workflows,
-            _pairs(summary, "workflow", workflows, {"condition": "d3f3"}, metric),
-        )
+        for fig, stem, metric, ylabel in (
+            (first, "stage_in", "stage_in_mean", "stage-in time per job (s)"),
+            (first + 1, "turnaround", "turnaround", "workflow turnaround (s)"),
+        ):
+            bars(
+                out / f"fig{fig}_{stem}.png",
+                f"Hasham 2011 fig{fig}: {shown}, {ylabel}",
+                ylabel,
+                xs,
+                _pairs(summary, axis, xs, where, metric),
+            )
     by = {(r["workflow"], r["condition"], r["scheme"]): r for r in summary}
     notes = []
     found = [by.get(("w1", c, "C1"), {}).get("turnaround") for c in ("d3f1", "d2f2", "d3f3")]

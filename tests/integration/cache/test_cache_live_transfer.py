@@ -15,7 +15,7 @@ import pytest
 
 import glidein_ext
 from glidein_ext.cache.store import CacheStore
-from glidein_ext.cli import main
+from tests.support.cli import run_main
 
 # A pilot mid-transfer: half the file written into tmp/, then it waits for a line on stdin.
 PILOT = """
@@ -52,22 +52,13 @@ def pilot(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
     proc.wait(timeout=30)
 
 
-def _evict_all(root: Path, capsys: pytest.CaptureFixture[str]) -> int:
-    try:
-        main(["cache", "evict", str(root), "--all"])
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    finally:
-        capsys.readouterr()
-    return 0
-
-
 def test_cache_evict_leaves_a_live_pilots_transfer_alone(
     tmp_path: Path, pilot: subprocess.Popen[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     (partial,) = os.listdir(tmp_path / "tmp")
     assert partial.startswith(f"{pilot.pid}-")
-    assert _evict_all(tmp_path, capsys) == 0
+    code, _, _ = run_main(["cache", "evict", str(tmp_path), "--all"], capsys)
+    assert code == 0
     CacheStore(tmp_path, 100, fsync=False)  # a restarted pilot's open, too
     assert os.listdir(tmp_path / "tmp") == [partial]
 

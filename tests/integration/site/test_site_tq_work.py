@@ -357,6 +357,15 @@ def test_pilot_manager_glideins_run_a_workflow_through_fetch_work(stack: Stack) 
     assert overlaps, by_glidein
 
 
+def _site_job_ended(stack: Stack, glidein: SiteGlidein, timeout: float, what: str) -> Any:
+    """The glidein's site job once it completed (its ad, from the site pool's history)."""
+    return wait_for(
+        lambda: (j := site_job(stack.box, glidein)) and j["JobStatus"] == JobStatus.COMPLETED and j,
+        timeout,
+        what,
+    )
+
+
 def _started(log: str) -> set[int]:
     """Tasks the glidein's startd started (PREPARE_JOB), from its agent's log."""
     return {int(t) for t in re.findall(r"task (\d+) started by the startd", log)}
@@ -399,11 +408,7 @@ def test_vacated_glidein_finishes_its_task_fetches_nothing_and_leaves(stack: Sta
     before = {c[0] for c in stack.completions(workflow) if c[2] in ids}
     assert held, "the victim's task ended before the drain began: make the tasks longer"
     # Its site job ends, exit 0 (the glidein drained: its task finished, its agent left).
-    ended = wait_for(
-        lambda: (j := site_job(stack.box, victim)) and j["JobStatus"] == JobStatus.COMPLETED and j,
-        90,
-        "the victim's site job to end",
-    )
+    ended = _site_job_ended(stack, victim, 90, "the victim's site job to end")
     assert ended["ExitCode"] == 0
     lanes = stack.pilots(victim_batch)
     assert lanes and all(state == "gone" for _, state, _ in lanes), lanes  # it left the TQ
@@ -451,11 +456,7 @@ def test_deadline_evicts_the_task_which_the_tq_requeues_elsewhere(stack: Stack) 
     # HTCondor ends the task's claim before the deadline (retirement ends at deadline - margin).
     wait_for(lambda: not stack.vo.status(slot), 40, "the task vacated", interval=0.5)
     assert time.time() < deadline, "the task outlived the glidein's deadline"
-    ended = wait_for(
-        lambda: (j := site_job(stack.box, glidein)) and j["JobStatus"] == JobStatus.COMPLETED and j,
-        60,
-        "the glidein with the deadline to end",
-    )
+    ended = _site_job_ended(stack, glidein, 60, "the glidein with the deadline to end")
     assert ended["ExitCode"] == 0
     # HTCondor vacated the task before the deadline (its JOB_EXIT said "evict"), not reported
     # as a failure: the Task Queue requeued it.

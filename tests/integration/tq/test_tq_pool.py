@@ -22,6 +22,7 @@ import sqlalchemy as sa
 import yaml
 
 from glidein_ext.errors import StaleMasterError
+from glidein_ext.sandbox.pool import wait_for
 from glidein_ext.testbed.tq_server import TqServer
 from glidein_ext.tq.client.protocol import (
     Claim,
@@ -370,7 +371,7 @@ def _loop_passes(server: TqServer) -> int:
 
 
 def test_a_masters_long_poll_at_one_instance_is_answered_by_a_submission_through_another(
-    pool: Callable[..., list[TqServer]],
+    pool: Callable[..., list[TqServer]], pg_url: str
 ) -> None:
     """The long poll (``tq.service.site_waits``) is woken by what the pool's notifications bring:
     a workflow submitted through A reaches a master waiting at B within a second or two, not at
@@ -387,9 +388,20 @@ def test_a_masters_long_poll_at_one_instance_is_answered_by_a_submission_through
         call = SiteSync(master.pilot_id, master.epoch, want=4, wait=30.0)
         got.append(master_client.sync("S", call))
 
+    engine = make_engine(pg_url)
+
+    def master_seen() -> float | None:
+        query = sa.text("SELECT master_seen FROM site_state WHERE site = 'S'")
+        with engine.connect() as conn:
+            return conn.execute(query).scalar_one_or_none()
+
+    synced = master_seen()
     waiting = threading.Thread(target=poll)
     waiting.start()
-    time.sleep(1.0)
+    # B took the poll: its first look counted as the master's call (``master_seen``), and found
+    # nothing runnable, so it waits (a submission from now on wakes it).
+    wait_for(lambda: master_seen() != synced, 20, "the long poll to reach B", interval=0.05)
+    engine.dispose()
     assert waiting.is_alive()  # nothing runnable: it waits at B
     submitted = time.monotonic()
     a.operator(timeout=10).submit({"name": "w", "tasks": [{"name": "t", "command": "true"}]})

@@ -7,38 +7,22 @@ from pathlib import Path
 import pytest
 
 from glidein_ext.cache.store import CacheStore
-from glidein_ext.cli import main
 from glidein_ext.escape import shown
+from tests.support.cli import run_main
 
 CATALOG = str(Path(__file__).resolve().parents[2] / "data" / "T1_CH_CERN_storage.xml")
 
 
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(argv)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+def tfc(
+    capsys: pytest.CaptureFixture[str], command: str, protocol: str, *args: str
+) -> tuple[int, str, str]:
+    """``glidein-ext tfc COMMAND`` on the CERN catalog with ``--protocol PROTOCOL``."""
+    return run_main(["tfc", command, "--catalog", CATALOG, "--protocol", protocol, *args], capsys)
 
 
 def test_lfn2pfn_prints_one_pfn_per_lfn(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(
-        [
-            "tfc",
-            "lfn2pfn",
-            "--catalog",
-            CATALOG,
-            "--protocol",
-            "srmv2",
-            "--destination",
-            "T2_CH_CERN",
-            "/store/data/a",
-            "/store/user/u/b",
-        ],
-        capsys,
-    )
+    names = ["/store/data/a", "/store/user/u/b"]
+    code, out, _ = tfc(capsys, "lfn2pfn", "srmv2", "--destination", "T2_CH_CERN", *names)
     assert code == 0
     assert out.splitlines() == [
         "srm://srm-eoscms.cern.ch:8443/srm/v2/server?SFN=/castor/cern.ch/cms/store/data/a",
@@ -47,37 +31,22 @@ def test_lfn2pfn_prints_one_pfn_per_lfn(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_unmatched_name_is_an_error_line_and_nonzero(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(
-        ["tfc", "lfn2pfn", "--catalog", CATALOG, "--protocol", "nosuch", "/store/a"], capsys
-    )
+    code, out, err = tfc(capsys, "lfn2pfn", "nosuch", "/store/a")
     assert code == 1 and out == ""
     assert (
         err.strip() == "glidein-ext: error: no lfn-to-pfn rule of protocol nosuch matches /store/a"
     )
-    code, _, err = run(
-        ["tfc", "pfn2lfn", "--catalog", CATALOG, "--protocol", "direct", "/x"], capsys
-    )
+    code, _, err = tfc(capsys, "pfn2lfn", "direct", "/x")
     assert code == 1 and "no pfn-to-lfn rule" in err and "Traceback" not in err
 
 
 def test_pfn2lfn_with_protocol_list(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(
-        [
-            "tfc",
-            "pfn2lfn",
-            "--catalog",
-            CATALOG,
-            "--protocol",
-            "nosuch,rfio",
-            "rfio:/castor/cern.ch/cms/store/x",
-        ],
-        capsys,
-    )
+    code, out, _ = tfc(capsys, "pfn2lfn", "nosuch,rfio", "rfio:/castor/cern.ch/cms/store/x")
     assert code == 0 and out == "/store/x\n"
 
 
 def test_missing_catalog_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(
+    code, _, err = run_main(
         ["tfc", "lfn2pfn", "--catalog", str(tmp_path / "none.xml"), "--protocol", "p", "/store/a"],
         capsys,
     )
@@ -90,20 +59,20 @@ def test_cache_ls_and_evict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     store.insert_bytes("/store/b", b"b" * 20)
     store.insert_bytes("/store/c", b"c" * 30)
     store.pin("/store/a")
-    code, out, _ = run(["cache", "ls", str(tmp_path)], capsys)
+    code, out, _ = run_main(["cache", "ls", str(tmp_path)], capsys)
     assert code == 0
     lines = out.splitlines()
     assert lines[-1] == "3 files, 60 bytes"
     assert "pinned" in lines[0] and lines[0].endswith("/store/a")
-    code, out, _ = run(["cache", "evict", str(tmp_path), "--free", "15"], capsys)
+    code, out, _ = run_main(["cache", "evict", str(tmp_path), "--free", "15"], capsys)
     assert code == 0 and out == "evicted /store/b\n"  # a is pinned, b is next LRU
-    code, _, err = run(["cache", "evict", str(tmp_path), "/store/a"], capsys)
+    code, _, err = run_main(["cache", "evict", str(tmp_path), "/store/a"], capsys)
     assert code == 1 and "in use by a running job" in err
-    code, _, err = run(["cache", "evict", str(tmp_path)], capsys)
+    code, _, err = run_main(["cache", "evict", str(tmp_path)], capsys)
     assert code == 2 and "exactly one" in err
-    code, out, _ = run(["cache", "evict", str(tmp_path), "--all"], capsys)
+    code, out, _ = run_main(["cache", "evict", str(tmp_path), "--all"], capsys)
     assert out == "evicted /store/c\n"
-    code, _, err = run(["cache", "ls", str(tmp_path / "nope")], capsys)
+    code, _, err = run_main(["cache", "ls", str(tmp_path / "nope")], capsys)
     assert code == 1 and "not a cache directory" in err
 
 
@@ -123,7 +92,7 @@ def test_cache_ls_prints_control_characters_escaped(
     store = CacheStore(tmp_path, 10_000, fsync=False)
     for lfn in FORGED:
         store.insert_bytes(lfn, b"x")
-    code, out, _ = run(["cache", "ls", str(tmp_path)], capsys)
+    code, out, _ = run_main(["cache", "ls", str(tmp_path)], capsys)
     assert code == 0
     lines = out.split("\n")
     assert lines[-2:] == [f"{len(FORGED)} files, {len(FORGED)} bytes", ""]
@@ -133,7 +102,7 @@ def test_cache_ls_prints_control_characters_escaped(
     assert "\\x1b[2K\\x1b[1Ahidden" in out and "\\u202egnp.exe" in out and "\\u2028" in out
     assert "/store/back\\\\nslash" in listed
     assert not any(ch in out for ch in "\r\x1b\u202e\u2028")
-    code, out, _ = run(["cache", "evict", str(tmp_path), "--all"], capsys)
+    code, out, _ = run_main(["cache", "evict", str(tmp_path), "--all"], capsys)
     assert code == 0 and len(out.splitlines()) == len(FORGED)
     assert "evicted /store/c\\x1b[2K\\x1b[1Ahidden" in out.splitlines()
 

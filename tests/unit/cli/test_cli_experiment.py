@@ -9,22 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from glidein_ext.cli import main
 from glidein_ext.sim.experiments import EXPERIMENTS, OLD_NAMES, find
+from tests.support.cli import run_main
 
 
-def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
+def quick(experiment: str, out: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
+    """``glidein-ext experiment EXPERIMENT --quick --reference-costs --out OUT``, which must
+    succeed: its stdout and stderr."""
+    args = ["experiment", experiment, "--quick", "--reference-costs", "--out", str(out)]
+    code, stdout, stderr = run_main(args, capsys)
+    assert code == 0, stdout + stderr
+    return stdout, stderr
 
 
 def test_list_names_every_experiment_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(["experiment", "--list"], capsys)
+    code, out, _ = run_main(["experiment", "--list"], capsys)
     assert code == 0
     names = [line.split()[0] for line in out.splitlines()]
     assert "dht-scaling" in names and "tq-cache" in names
@@ -51,7 +50,7 @@ def test_the_old_names_still_name_their_experiments() -> None:
 def test_bad_names_and_options_are_one_line_and_exit_2(
     args: list[str], says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = _run(args, capsys)
+    code, _, err = run_main(args, capsys)
     assert code == 2
     lines = [line for line in err.splitlines() if line.strip()]
     assert says in err
@@ -63,9 +62,7 @@ def test_a_quick_experiment_writes_its_tables(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "cache"
-    args = ["experiment", "tq-cache", "--quick", "--reference-costs", "--out", str(out)]
-    code, stdout, _ = _run(args, capsys)
-    assert code == 0, stdout
+    stdout, _ = quick("tq-cache", out, capsys)
     with (out / "summary.csv").open(encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     assert {(r["workflow"], r["scheme"]) for r in rows} == {
@@ -84,7 +81,7 @@ def test_without_matplotlib_the_command_names_the_extra(
         return None if name == "matplotlib" else real(name, package)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    code, _, err = _run(["experiment", "tq-cache", "--out", str(tmp_path / "x")], capsys)
+    code, _, err = run_main(["experiment", "tq-cache", "--out", str(tmp_path / "x")], capsys)
     assert code != 0
     assert "'.[experiments]' in a glidein-ext checkout" in err and "Traceback" not in err
     assert len([line for line in err.splitlines() if line.strip()]) == 1
@@ -131,9 +128,7 @@ def test_notes_list_the_runs_parameters_and_every_target_met_or_missed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "gs"
-    args = ["experiment", "grid-scale", "--quick", "--reference-costs", "--out", str(out)]
-    code, _, err = _run(args, capsys)
-    assert code == 0, err
+    quick("grid-scale", out, capsys)
     notes = (out / "notes.txt").read_text().splitlines()
     assert notes[0].startswith("Experiment grid-scale: --quick, --seed 0, 3 run(s)")
     assert "the reference calibration" in notes[0]

@@ -4,28 +4,20 @@ and the docs, and `site victims` gives its reasons in human time."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 from glidein_ext.cli.site import propagate
 from glidein_ext.site.propagate import DEFAULT_STALE_AFTER
+from tests.support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "glidein_ext", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    return done
+    return run_cli(*args, env=os.environ)
 
 
 def test_controller_exits_non_zero_when_its_only_cycle_failed() -> None:

@@ -30,6 +30,7 @@ from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.protocol import (
     Completion,
     CompletionAnswer,
+    Pair,
     Placed,
     Refused,
     SiteAssign,
@@ -76,11 +77,21 @@ class _Node:
 
 
 class _Client:
+    """The Task Queue: ``TASKS`` runnable; every call recorded."""
+
+    TASKS: tuple[int, ...] = (40, 41)
+
+    def __init__(self) -> None:
+        self.syncs: list[SiteSync] = []
+        self.assigns: list[SiteAssign] = []
+
     def sync(self, site: str, call: SiteSync) -> SiteSyncAnswer:
-        offers = tuple(TaskOffer(t, f"t{t}", "true", (), (), 60) for t in (40, 41))
-        return SiteSyncAnswer(offers[: call.want], (), 2)
+        self.syncs.append(call)
+        offers = tuple(TaskOffer(t, f"t{t}", "true", (), (), 60) for t in self.TASKS)
+        return SiteSyncAnswer(offers[: call.want], (), len(self.TASKS))
 
     def assign(self, site: str, call: SiteAssign) -> SiteAssignAnswer:
+        self.assigns.append(call)
         return SiteAssignAnswer(tuple(Placed(p.task_id, p.pilot_id, 1) for p in call.pairs))
 
 
@@ -179,22 +190,16 @@ def test_each_refused_pair_is_logged_once_and_the_log_is_rate_limited(
 class _SuccessorClient(_Client):
     """Names task t+10 as the successor of each placed task t; counts the calls."""
 
-    def __init__(self) -> None:
-        self.syncs: list[SiteSync] = []
-        self.assigns: list[SiteAssign] = []
-
-    def sync(self, site: str, call: SiteSync) -> SiteSyncAnswer:
-        self.syncs.append(call)
-        return super().sync(site, call)
-
     def assign(self, site: str, call: SiteAssign) -> SiteAssignAnswer:
         self.assigns.append(call)
-        placed = tuple(
-            Placed(p.task_id, p.pilot_id, 1, (TaskOffer(p.task_id + 10, "s", "true", (), (), 60),))
-            for p in call.pairs
-        )
+        placed = tuple(self.placed(p) for p in call.pairs)
         return SiteAssignAnswer(
             placed, (), tuple(CompletionAnswer(True, False, "done") for _ in call.completions)
+        )
+
+    def placed(self, pair: Pair) -> Placed:
+        return Placed(
+            pair.task_id, pair.pilot_id, 1, (TaskOffer(pair.task_id + 10, "s", "true", (), (), 60),)
         )
 
 
@@ -224,18 +229,11 @@ def test_a_round_of_successors_makes_no_sync_and_its_assign_carries_the_completi
 class _MergeClient(_SuccessorClient):
     """Names merge 60, which reads the outputs of 40 and 41, with each of them."""
 
-    def assign(self, site: str, call: SiteAssign) -> SiteAssignAnswer:
-        self.assigns.append(call)
+    def placed(self, pair: Pair) -> Placed:
+        if pair.task_id not in (40, 41):
+            return Placed(pair.task_id, pair.pilot_id, 1)
         merge = TaskOffer(60, "m", "true", ("/f40", "/f41"), (), 60)
-        placed = tuple(
-            Placed(p.task_id, p.pilot_id, 1, (merge,), False, ((81 - p.task_id,),))
-            if p.task_id in (40, 41)
-            else Placed(p.task_id, p.pilot_id, 1)
-            for p in call.pairs
-        )
-        return SiteAssignAnswer(
-            placed, (), tuple(CompletionAnswer(True, False, "done") for _ in call.completions)
-        )
+        return Placed(pair.task_id, pair.pilot_id, 1, (merge,), False, ((81 - pair.task_id,),))
 
 
 def test_a_merge_goes_to_the_maker_of_its_last_input_without_a_sync() -> None:
@@ -291,18 +289,7 @@ class _Workers(_Node):
 class _Counting(_Client):
     """The Task Queue: four runnable tasks; every call recorded."""
 
-    def __init__(self) -> None:
-        self.syncs: list[SiteSync] = []
-        self.assigns: list[SiteAssign] = []
-
-    def sync(self, site: str, call: SiteSync) -> SiteSyncAnswer:
-        self.syncs.append(call)
-        offers = tuple(TaskOffer(t, f"t{t}", "true", (), (), 60) for t in (40, 41, 42, 43))
-        return SiteSyncAnswer(offers[: call.want], (), 4)
-
-    def assign(self, site: str, call: SiteAssign) -> SiteAssignAnswer:
-        self.assigns.append(call)
-        return SiteAssignAnswer(tuple(Placed(p.task_id, p.pilot_id, 1) for p in call.pairs))
+    TASKS = (40, 41, 42, 43)
 
 
 def test_a_round_ranks_the_last_syncs_spare_offers_without_a_sync() -> None:

@@ -45,6 +45,16 @@ def of(out: Sequence[ms.Instruction], kind: type[InstructionT]) -> list[Instruct
     return [i for i in out if isinstance(i, kind)]
 
 
+def first_sync(state: ms.MasterState[TaskOffer], *early: ms.Event) -> ms.CallSync:
+    """Pilot 7 installed, then ``early``, the role started: the first round's sync."""
+    state.handle(ms.Installed(0.0, (pilot(7),)))
+    for event in early:
+        state.handle(event)
+    state.handle(ms.Started(0.0))
+    (sync,) = of(state.handle(ms.Tick(0.1)), ms.CallSync)
+    return sync
+
+
 def sealed(p: int, kind: str, body: Any) -> Any:
     return messages.seal(key(p), kind, p, EPOCH, body, WALL)
 
@@ -169,9 +179,7 @@ def test_completions_ride_the_next_call_and_are_then_synced() -> None:
 
 def test_a_stale_answer_steps_the_master_down() -> None:
     state = core()
-    state.handle(ms.Installed(0.0, (pilot(7),)))
-    state.handle(ms.Started(0.0))
-    (sync,) = of(state.handle(ms.Tick(0.1)), ms.CallSync)
+    sync = first_sync(state)
     out = state.handle(ms.CallFailed(0.2, sync.call, ms.Failure.STALE, "pilot 2 is the master"))
     assert out == [ms.StepDown("pilot 2 is the master"), ms.Finished(False)]
     assert not state.active
@@ -185,9 +193,7 @@ def test_a_stale_answer_steps_the_master_down() -> None:
 
 def test_a_refused_credential_ends_the_role() -> None:
     state = core()
-    state.handle(ms.Installed(0.0, (pilot(7),)))
-    state.handle(ms.Started(0.0))
-    (sync,) = of(state.handle(ms.Tick(0.1)), ms.CallSync)
+    sync = first_sync(state)
     out = state.handle(ms.CallFailed(0.2, sync.call, ms.Failure.REFUSED, "revoked"))
     (down,) = of(out, ms.StepDown)
     assert down.reason == "the Task Queue refuses this pilot: revoked"
@@ -196,10 +202,7 @@ def test_a_refused_credential_ends_the_role() -> None:
 
 def test_an_error_keeps_the_report_for_the_next_call() -> None:
     state = core()
-    state.handle(ms.Installed(0.0, (pilot(7),)))
-    state.handle(ms.LocalDone(0.0, 1, Completion(41, 1, 0)))
-    state.handle(ms.Started(0.0))
-    (sync,) = of(state.handle(ms.Tick(0.1)), ms.CallSync)
+    sync = first_sync(state, ms.LocalDone(0.0, 1, Completion(41, 1, 0)))
     assert [c.task_id for _, c in sync.report.completions] == [41]
     state.handle(ms.CallFailed(0.2, sync.call, ms.Failure.ERROR, "away"))
     assert [c.task_id for _, c in [(p, c) for _, p, c in state.book.pending()]] == [41]
