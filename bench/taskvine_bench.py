@@ -43,7 +43,6 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -64,7 +63,9 @@ from glidein_ext.testbed.vine_compare import (
 
 ROOT = Path(__file__).resolve().parent.parent
 SETUP = ROOT / "scripts" / "taskvine-chroot"
-CHROOT = Path(os.environ.get("GLIDEIN_EXT_TASKVINE_CHROOT", "/var/cache/glidein-ext/taskvine-trixie"))
+CHROOT = Path(
+    os.environ.get("GLIDEIN_EXT_TASKVINE_CHROOT", "/var/cache/glidein-ext/taskvine-trixie")
+)
 MANAGER = Path(__file__).resolve().parent / "taskvine_manager.py"
 ARCHITECTURES = ("pre-dht", "centralized", "distributed")
 RUN_TIMEOUT = 600.0
@@ -94,11 +95,8 @@ def taskvine_ready() -> str | None:
 
 
 def _in_chroot(*command: str) -> list[str]:
-    return ["env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8"] + [
-        "chroot",
-        str(CHROOT),
-        *command,
-    ]
+    clean = ["env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8"]
+    return [*clean, "chroot", str(CHROOT), *command]
 
 
 @contextlib.contextmanager
@@ -125,7 +123,10 @@ def _stop(procs: Sequence[subprocess.Popen[bytes]]) -> None:
 
 def run_taskvine(workload: str, numbers: Sequence[int], workers: int) -> dict[str, Any]:
     """One TaskVine run (bench/taskvine_manager.py): its result, with the bytes it moved."""
-    with _mounted(), tempfile.TemporaryDirectory(prefix="taskvine-bench-", dir=CHROOT / "tmp") as tmp:
+    with (
+        _mounted(),
+        tempfile.TemporaryDirectory(prefix="taskvine-bench-", dir=CHROOT / "tmp") as tmp,
+    ):
         inside = "/tmp/" + Path(tmp).name
         shutil.copy(MANAGER, Path(tmp) / MANAGER.name)
         args = [workload, *map(str, numbers), str(workers)]
@@ -319,4 +320,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

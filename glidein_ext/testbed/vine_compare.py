@@ -1,5 +1,5 @@
-"""The pure parts of bench/taskvine_bench.py: TaskVine's transaction log read for the bytes it moved,
-the workloads as this project's workflows, the goal's verdict per line and the table.
+"""The pure parts of bench/taskvine_bench.py: TaskVine's transaction log read for the bytes it
+moved, the workloads as this project's workflows, the goal's verdict per line and the table.
 
 TaskVine (Sly-Delgado et al. 2023) writes one transaction per event to
 ``vine-run-info/<run>/vine-logs/transactions``: ``CACHE_UPDATE`` when a file lands in a worker's
