@@ -21,7 +21,9 @@ Workloads, both systems, ``--workers`` single-core workers:
            inputs come from another pilot's cache over HTTP at centralized and distributed sites
            (the site DHT says who has them: docs/architectures.md), from the SE at a pre-DHT
            site, and every output is also staged out to the SE (a directory here): the centre
-           column counts those copies and the SE reads.
+           column counts those copies and the SE reads.  Then again without an SE at
+           centralized and distributed sites ("no-SE": outputs stay in the pilots' caches, as
+           TaskVine's temp files stay at the workers; a pilot without an SE stages nothing out).
 Ours: one ``tq serve --architecture A`` and one ``glidein-ext pilot run --pilots N`` (each pilot
 its own simulated host, so no hard links), a fresh pair per architecture and workload, pilots
 polling every 0.5 s (at most 1 s) while idle.  At a distributed site the master runs in that
@@ -216,7 +218,12 @@ def _unfinished(database: str, workflow_id: int) -> tuple[int, int, float | None
 
 
 def ours_line(
-    directory: Path, architecture: str, workload: str, workflow: dict[str, Any], workers: int
+    directory: Path,
+    architecture: str,
+    workload: str,
+    workflow: dict[str, Any],
+    workers: int,
+    with_se: bool = True,
 ) -> tuple[Line, dict[str, Any]]:
     """One run of ours: its line and the workflow's counters."""
     from glidein_ext.testbed.site_runs import SiteRun
@@ -227,6 +234,7 @@ def ours_line(
         workers,
         processes=1,
         pilot_args=["--poll", "0.5", "--poll-max", "1", "--cache-max-space", "2G"],
+        with_se=with_se,
     ) as site:
         assert site.server is not None and site.server.process is not None
         pid, database = site.server.process.pid, site.server.database
@@ -283,28 +291,33 @@ def main() -> None:
                 args.workers,
             )
             lines.append(line)
-        for arch in architectures:
+        data_runs = [(arch, True) for arch in architectures]
+        data_runs += [(arch, False) for arch in architectures if arch != "pre-dht"]
+        for arch, with_se in data_runs:
             line, counters = ours_line(
-                Path(tmp) / f"{arch}-data",
+                Path(tmp) / f"{arch}-data-{with_se}",
                 arch,
                 "data",
                 data_workflow("data", *data_numbers),
                 args.workers,
+                with_se,
             )
-            moved = ours_moved(counters.get("inputs") or {}, args.producers, args.mib * MIB, 0)
             origins = counters.get("inputs") or {}
+            stage_outs = args.producers if with_se else 0
+            moved = ours_moved(origins, stage_outs, args.mib * MIB, 0)
             note = "inputs " + " ".join(f"{k}={v}" for k, v in sorted(origins.items()) if v)
+            note += "; every output also to the SE" if with_se else "; no SE"
             lines.append(
                 Line(
                     line.system,
-                    arch,
+                    arch if with_se else f"{arch} no-SE",
                     "data",
                     line.tasks,
                     line.failed,
                     line.seconds,
                     line.cpu,
                     moved,
-                    note + "; every output also to the SE",
+                    note,
                 )
             )
     print(

@@ -165,7 +165,7 @@ def table(lines: Sequence[Line]) -> str:
         line.workload: line for line in lines if line.system == TASKVINE and not line.failed
     }
     head = (
-        f"{'system':<11} {'architecture':<12} {'workload':<8} {'tasks':>5} {'tasks/s':>8} "
+        f"{'system':<11} {'architecture':<17} {'workload':<8} {'tasks':>5} {'tasks/s':>8} "
         f"{'CPU ms/task':>11} {'turnaround s':>12} {'peer MiB':>8} {'centre MiB':>10}  "
         "ahead of TaskVine"
     )
@@ -173,7 +173,7 @@ def table(lines: Sequence[Line]) -> str:
     for line in lines:
         moved = line.moved
         rows.append(
-            f"{line.system:<11} {line.architecture:<12} {line.workload:<8} {line.tasks:>5} "
+            f"{line.system:<11} {line.architecture:<17} {line.workload:<8} {line.tasks:>5} "
             f"{line.rate:>8.1f} {line.cpu_ms_per_task:>11.2f} {line.seconds:>12.1f} "
             f"{_mib(moved.peer if moved else None):>8} "
             f"{_mib(moved.centre if moved else None):>10}  "
