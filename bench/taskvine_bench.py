@@ -9,6 +9,7 @@ python3-workqueue's ``ndcctools.taskvine``, python3-cloudpickle) in a chroot of 
 or a debootstrap; cached) and ``mount`` readies (/proc, /dev; unmounted at the end).  The
 manager (bench/taskvine_manager.py with the chroot's python3) and the workers (``vine_worker
 --cores 1``) run in it and talk over 127.0.0.1 (the chroot shares the network namespace).
+Without root, or when the setup fails, the TaskVine lines are left out and the output says why.
 
 Workloads, both systems, ``--workers`` single-core workers:
   trivial  ``--tasks`` tasks of ``/bin/true``: tasks per second from the first submit to the last
