@@ -486,8 +486,10 @@ class PilotAgent:
             except TaskQueueRequestError as exc:  # the TQ refused the report: it will not change
                 log.error("the Task Queue refused the report of task %s: %s", task.task_id, exc)
             if self.tracks_files:
-                cache.forget_reported()  # the TQ added the outputs (pre-DHT): send the whole list
-                self.report_cache(pilot_id)
+                if completion.outputs:  # the TQ added them (pre-DHT): send the whole list
+                    cache.forget_reported()
+                if cache.changes() is not None:  # else the TQ's list is the cache's already
+                    self.report_cache(pilot_id)
             if self.lost.is_set():
                 break
             ran += 1

@@ -7,7 +7,8 @@ a real subprocess writing real files), waits until every pilot registered, then 
 one at a time (``run_workflow``: submit, wait until every task ended) and reads the Task Queue's
 counters.  ``first_alone`` starts one pilot in a process of its own before the others: it
 registers first, so it is the master of a distributed site (the master-kill test kills it).
-``sites``: the sites the processes belong to, in turn (one Task Queue, one SE for all).
+``sites``: the sites the processes belong to, in turn (one Task Queue, one SE for all);
+``with_se=False``: pilots without an SE (outputs stay in their caches, inputs come from them).
 ``rows`` and ``table`` turn counters into the comparison table.
 """
 
@@ -48,6 +49,7 @@ class SiteRun(Running):
     first_alone: bool = False
     sites: Sequence[str] = (SITE,)
     register_timeout: float = 120.0
+    with_se: bool = True
     server: TqServer | None = None
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
@@ -99,7 +101,8 @@ class SiteRun(Running):
             *(sys.executable, "-m", "glidein_ext", "pilot", "run"),
             *("--tq", self.server.url, "--site", self.sites[index % len(self.sites)]),
             *("--workdir", str(workdir)),
-            *("--se-dir", str(self.se_dir), "--min-free-mb", "1", "--host", f"wn{index}"),
+            *(("--se-dir", str(self.se_dir)) if self.with_se else ()),
+            *("--min-free-mb", "1", "--host", f"wn{index}"),
             *("--pilots", str(count), "--poll", "1", "--poll-max", "4"),
             *("--cache-min-threshold", "0"),
             *("--cache-max-space", "200M", "-v"),

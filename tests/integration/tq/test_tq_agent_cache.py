@@ -108,3 +108,54 @@ def test_small_cache_evicts_lru_and_the_tq_forgets_the_file(
     )
     log = pilots.log("p1")
     assert "removed the last link of /store/o0.dat" in log, log
+
+
+def _requests(client: TqClient, name: str) -> dict[str, int]:
+    counters = client.call("GET", "/api/v1/counters")
+    (found,) = [w for w in counters["workflows"] if w["name"] == name]
+    return dict(found["requests"])
+
+
+def test_a_cache_report_follows_a_task_only_when_the_cache_changed(
+    tq_server: Callable[..., TqServer],
+    pilots: Any,
+    wait_until: Callable[..., Any],
+    cached_file: CachedFile,
+) -> None:
+    """Pre-DHT: a task that leaves the cache as the Task Queue knows it costs a request and a
+    completion, no heartbeat; one whose output evicts another is reported at once, long before
+    the next periodic heartbeat (10 minutes here)."""
+    server = tq_server(heartbeat_interval="600", stuck_silent_after="1200")
+    client = server.operator()
+    pilots.start(
+        server.url,
+        "p1",
+        "--max-idle",
+        "60",
+        "--cache-max-space",
+        "3000",
+        "--cache-min-threshold",
+        "500",
+        host="wn1",
+    )
+    trivial = {"name": "trivial", "tasks": [{"name": f"t{i}", "command": "true"} for i in range(8)]}
+    client.submit(trivial)
+    wait_until(lambda: all_done(client, "trivial", 8), 60, "the trivial tasks")
+    requests = _requests(client, "trivial")
+    assert (requests["request"], requests["complete"], requests.get("heartbeat")) == (8, 8, None)
+    outputs = [f"/store/o{i}.dat" for i in range(3)]
+    for i, lfn in enumerate(outputs):  # one workflow each, so they run in this order
+        client.submit(
+            {"name": f"w{i}", "tasks": [{"name": "t", "command": WRITE, "outputs": [lfn]}]}
+        )
+        wait_until(lambda i=i: _done(client, f"w{i}"), 30, f"task t{i}")
+    assert cached_file(pilots.tmp_path / "pilots" / "p1", outputs[2]).stat().st_size == 1200
+    wait_until(
+        lambda: _tq_cached(server.database, "wn1") == sorted(outputs[1:]),
+        15,
+        "the Task Queue to learn of the eviction from the report after the task",
+    )
+
+
+def all_done(client: TqClient, name: str, count: int) -> bool:
+    return any(wf.name == name and wf.tasks["done"] == count for wf in client.status().workflows)
