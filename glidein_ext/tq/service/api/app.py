@@ -368,6 +368,7 @@ def create_app(
         """Workflows with tasks by state; pilots by site and state."""
         return s.wire(store.status())
 
-    install_sites(app, store, operator)  # Delgado Peris 2014: the master's calls, the counters
+    # Delgado Peris 2014: the master's calls, the counters
+    install_sites(app, store, operator, costly)
     install_credentials(app, store, operator)  # per-pilot credentials (tq.client.credentials)
     return app
