@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import gc
 import json
 import multiprocessing
 import pickle
@@ -34,7 +35,19 @@ Parsed = tuple[str, Any]
 
 
 def parse_body(raw: bytes) -> Parsed:
-    """In the worker process: the body decoded and parsed, as described by ``Parsed``."""
+    """In the worker process: the body decoded and parsed, as described by ``Parsed``; the
+    garbage collector off meanwhile (its full collections cost a third of the parse; the body's
+    objects are freed by their reference counts)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse(raw)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _parse(raw: bytes) -> Parsed:
     try:
         body = json.loads(raw)
     except ValueError:  # not JSON, or not UTF-8
