@@ -46,8 +46,9 @@ def healthz(port: int) -> float:
     return time.perf_counter() - start
 
 
-def submit(port: int, tasks: int) -> tuple[int, float]:
-    """POST a ``tasks``-task workflow: (the tasks the answer counts, seconds it took)."""
+def workflow_body(tasks: int) -> bytes:
+    """A ``tasks``-task workflow, encoded (before the probes start: encoding it holds this
+    process's GIL, and the probes' clocks would count it)."""
     workflow = {
         "name": "large",
         "tasks": [
@@ -55,7 +56,11 @@ def submit(port: int, tasks: int) -> tuple[int, float]:
             for i in range(tasks)
         ],
     }
-    body = json.dumps(workflow).encode()
+    return json.dumps(workflow).encode()
+
+
+def submit(port: int, body: bytes) -> tuple[int, float]:
+    """POST an encoded workflow: (the tasks the answer counts, seconds it took)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     start = time.perf_counter()
     try:
@@ -98,7 +103,8 @@ def run(tasks: int, idle: int) -> tuple[list[float], list[float], float]:
             baseline.append(healthz(port))
             time.sleep(INTERVAL)
         answered: list[tuple[int, float]] = []
-        thread = threading.Thread(target=lambda: answered.append(submit(port, tasks)))
+        body = workflow_body(tasks)
+        thread = threading.Thread(target=lambda: answered.append(submit(port, body)))
         thread.start()
         during = []
         while thread.is_alive():
