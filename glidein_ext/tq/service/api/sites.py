@@ -164,12 +164,6 @@ def acts_for(store: Store, who: Principal, site: str, pilot_id: int) -> None:
     check_pilot(who, pilot_id, owner)
 
 
-def site_pilots(store: Store, site: str) -> list[int]:
-    """The site's pilots the matcher holds (its live ones)."""
-    matcher = store.matcher
-    return [p for p in matcher.pilot_ids() if (info := matcher.pilot(p)) and info.site == site]
-
-
 def install(
     app: FastAPI, store: Store, operator: Sequence[Depends], costly: CostlyEvaluator
 ) -> None:
@@ -206,7 +200,7 @@ def install(
         acts_for(store, who, site, call.pilot_id)
         number, seen = waits.begin(site), waits.generation
         if call.want:
-            await costly.settle_pilots(site_pilots(store, site), store.clock())
+            await costly.settle_site(site, store.clock())
         answer = await unblocked(store, store.sync, site, call)
         deadline = time.monotonic() + call.wait
         waited = False
@@ -215,7 +209,7 @@ def install(
             if not await waits.wait(site, number, left, seen):
                 break
             seen = waits.generation
-            await costly.settle_pilots(site_pilots(store, site), store.clock())
+            await costly.settle_site(site, store.clock())
             tasks, queued = await unblocked(store, store.offers, site, call.want)
             answer = dataclasses.replace(answer, tasks=tasks, queued=queued)
         # The master (and its pilots) seen again: the poll counts as a call -- unless a newer
