@@ -252,6 +252,7 @@ def build_app(
             if monitor is not None:
                 monitor.leader.close()
             app.state.costly.close()  # tq.service.matching.costly's worker process
+            app.state.submission_parser.close()  # tq.service.api.large_submit's
 
     app.router.lifespan_context = lifespan
     return app

@@ -30,7 +30,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.types import DecoratedCallable
 from starlette.concurrency import run_in_threadpool
 
-from glidein_ext.errors import TaskQueueError, tq_http_status
+from glidein_ext.errors import TaskQueueError, WorkflowError, tq_http_status
 from glidein_ext.tq.client import protocol as p
 from glidein_ext.tq.client.limits import INT64_MAX
 from glidein_ext.tq.client.protocol import (
@@ -47,15 +47,17 @@ from glidein_ext.tq.service.api.auth import Authenticator, Principal, check_pilo
 from glidein_ext.tq.service.api.credentials import install as install_credentials
 from glidein_ext.tq.service.api.fastpath import FastCall, PilotFastPath
 from glidein_ext.tq.service.api.guard import RequestGuard
+from glidein_ext.tq.service.api.large_submit import LARGE, SubmissionParser, workflow_of
 from glidein_ext.tq.service.api.sites import install as install_sites
 from glidein_ext.tq.service.api.unblocked import unblocked
 from glidein_ext.tq.service.api.wlcg_tokens import load_verifier
+from glidein_ext.tq.service.cpu_bound import cpu_bound_job
 from glidein_ext.tq.service.loops import WatchedLoop
 from glidein_ext.tq.service.matching.costly import CostlyEvaluator
 from glidein_ext.tq.service.pool.courier import OfferBoard
 from glidein_ext.tq.service.settings import TqSettings
 from glidein_ext.tq.service.store import Store
-from glidein_ext.tq.workflow import parse_workflow
+from glidein_ext.tq.workflow import WorkflowDef, parse_workflow
 
 PilotId = Annotated[int, Path(ge=1, le=INT64_MAX)]
 
@@ -139,21 +141,51 @@ _WORKFLOW_BODY: dict[str, Any] = {
 
 def _submit_now(store: Store, board: OfferBoard, raw: bytes) -> p.SubmitAnswer:
     """A submission decoded, parsed, validated and stored in the calling thread (a worker
-    thread: a 100,000-task workflow takes seconds, the store's transaction under its lock
-    included), as FastAPI would refuse a body that is not a JSON object (422)."""
+    thread: the store's transaction under its lock), as FastAPI would refuse a body that is not
+    a JSON object (422).  A large one is parsed in a worker process instead
+    (``tq.service.api.large_submit``)."""
     try:
         body = json.loads(raw)
     except ValueError as exc:  # not JSON, or not UTF-8
-        error = {"type": "json_invalid", "loc": ("body",), "msg": "JSON decode error", "input": {}}
-        raise RequestValidationError([error]) from exc
+        raise _not_an_object("json_invalid") from exc
     if not isinstance(body, dict):
+        raise _not_an_object("dict_type")
+    return _store(store, board, parse_workflow(body))
+
+
+def _not_an_object(kind: str) -> RequestValidationError:
+    """FastAPI's 422 for a body that is not JSON (``json_invalid``) or not an object."""
+    if kind == "json_invalid":
+        error = {"type": "json_invalid", "loc": ("body",), "msg": "JSON decode error", "input": {}}
+    else:
         error = {"type": "dict_type", "loc": ("body",), "msg": "Input should be a valid dictionary"}
-        raise RequestValidationError([error])
-    workflow = parse_workflow(body)
+    return RequestValidationError([error])
+
+
+def _store(store: Store, board: OfferBoard, workflow: WorkflowDef) -> p.SubmitAnswer:
     workflow_id = store.submit(workflow)
     # Lee 2003 4.2.3: urgent tasks with nothing to wait for go to standing offers at once
     board.push(board.urgent(t.priority for t in workflow.tasks if not t.after))
     return p.SubmitAnswer(workflow_id=workflow_id, tasks=len(workflow.tasks))
+
+
+def _store_parsed(store: Store, board: OfferBoard, parsed: Any) -> p.SubmitAnswer:
+    """A large submission, parsed in the worker process, stored in the calling thread as a
+    CPU-bound job (``tq.service.cpu_bound``: the garbage collector paused meanwhile)."""
+    with cpu_bound_job():
+        return _store(store, board, workflow_of(parsed))
+
+
+async def _submit_large(
+    parser: SubmissionParser, store: Store, board: OfferBoard, raw: bytes
+) -> p.SubmitAnswer:
+    """A large submission parsed in ``parser``'s worker process, then stored in a thread."""
+    kind, parsed = await parser.parse(raw)
+    if kind == "workflow":
+        raise WorkflowError(*parsed)
+    if kind != "ok":
+        raise _not_an_object(kind)
+    return await run_in_threadpool(_store_parsed, store, board, parsed)
 
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -254,6 +286,8 @@ def create_app(
     # regexp and its kin: evaluated in a worker process within a time budget, never on the
     # event loop (tq.service.matching.costly); whoever runs the app closes it (app.state.costly)
     costly = app.state.costly = CostlyEvaluator(store.matcher)
+    # large submissions: parsed in a worker process (tq.service.api.large_submit), closed likewise
+    parser = app.state.submission_parser = SubmissionParser()
 
     operator = [Depends(operator_access)]
     errors = _ERRORS
@@ -350,6 +384,8 @@ def create_app(
     async def submit(request: Request) -> p.SubmitAnswer:
         """Submit a workflow (the JSON form of a workflow file); all of it or nothing."""
         raw = await request.body()
+        if len(raw) >= LARGE:
+            return await _submit_large(parser, store, board, raw)
         return await run_in_threadpool(_submit_now, store, board, raw)
 
     @app.get(f"{API}/status", dependencies=operator, responses=errors, response_model=p.Status)
@@ -357,6 +393,7 @@ def create_app(
         """Workflows with tasks by state; pilots by site and state."""
         return s.wire(store.status())
 
-    install_sites(app, store, operator)  # Delgado Peris 2014: the master's calls, the counters
+    # Delgado Peris 2014: the master's calls, the counters
+    install_sites(app, store, operator, costly)
     install_credentials(app, store, operator)  # per-pilot credentials (tq.client.credentials)
     return app

@@ -10,6 +10,10 @@ on the Task Queue API by ``app.create_app`` (``install``).
 
 A ``sync`` with ``wait`` is a long poll (``tq.service.site_waits``).
 Every pilot request is counted by kind as it arrives (a middleware), whatever its answer.
+Before a master's ``sync`` (with ``want``) or ``assign`` reaches the store, the pairs of its
+site's pilots with costly expressions are settled in the costly expressions' worker
+(``tq.service.matching.costly``, one request's budget for all of them): the store never
+evaluates them under its lock (``tq.service.store.offers``).
 A master's call with a credential must be of the site's credential and name one of its own pilots
 (``tq.service.api.auth``: 403, nothing changed); the epoch rule (409) comes after.
 """
@@ -54,6 +58,7 @@ from glidein_ext.tq.service.api.schemas import (
 )
 from glidein_ext.tq.service.api.unblocked import unblocked
 from glidein_ext.tq.service.counters import RunCounters, request_kind
+from glidein_ext.tq.service.matching.costly import CostlyEvaluator
 from glidein_ext.tq.service.site_waits import MAX_WAIT, SiteWaits
 from glidein_ext.tq.service.store import Store
 
@@ -160,8 +165,12 @@ def acts_for(store: Store, who: Principal, site: str, pilot_id: int) -> None:
     check_pilot(who, pilot_id, owner)
 
 
-def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
-    """Add the master's calls, the counters and the request-counting middleware to ``app``."""
+def install(
+    app: FastAPI, store: Store, operator: Sequence[Depends], costly: CostlyEvaluator
+) -> None:
+    """Add the master's calls, the counters and the request-counting middleware to ``app``;
+    ``costly`` settles the pairs with costly expressions of the pilots a master's call matches
+    (``tq.service.matching.costly``), before the call reaches the store."""
 
     app.add_middleware(RequestCounter, counters=store.counters)
     waits = app.state.site_waits = SiteWaits()  # the masters' long polls
@@ -195,6 +204,8 @@ def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
         call = message(body, SiteSync)
         acts_for(store, who, site, call.pilot_id)
         number, seen = waits.begin(site), waits.generation
+        if call.want:
+            await costly.settle_site(site, store.clock())
         answer = await unblocked(store, store.sync, site, call)
         deadline = time.monotonic() + call.wait
         waited = False
@@ -203,7 +214,8 @@ def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
             if not await waits.wait(site, number, left, seen):
                 break
             seen = waits.generation
-            tasks, queued = store.offers(site, call.want)
+            await costly.settle_site(site, store.clock())
+            tasks, queued = await unblocked(store, store.offers, site, call.want)
             answer = dataclasses.replace(answer, tasks=tasks, queued=queued)
         # The master (and its pilots) seen again: the poll counts as a call -- unless a newer
         # call of the site ended it (that one counts), or its pilot is no more the master.
@@ -219,6 +231,8 @@ def install(app: FastAPI, store: Store, operator: Sequence[Depends]) -> None:
         call = message(body, SiteAssign)
         acts_for(store, who, site, call.pilot_id)
         waits.begin(site)
+        pilots = dict.fromkeys(pair.pilot_id for pair in call.pairs)
+        await costly.settle_pilots(pilots, store.clock())
         return wire(await unblocked(store, store.assign, site, call))
 
     @app.get(f"{API}/counters", dependencies=list(operator))

@@ -7,7 +7,9 @@ the event loop.  An expression calling regexp or its kin (``tq.client.limits.cos
 group *costly*; the service's matcher (``Matcher.defer_costly``) never evaluates a pair of a pilot
 and a group of which either side is costly: it skips such a pair until it has a verdict.  Before a
 pilot's request is matched, the API hands the pilot's unsettled costly pairs to ``CostlyEvaluator``
-(``settle``), which evaluates them one at a time in a worker process, waiting in its own thread:
+(``settle``; a distributed site's master's ``sync`` and ``assign``: its site's pilots',
+``settle_site`` and ``settle_pilots``), which evaluates them one at a time in a worker process,
+waiting in its own thread:
 
 - a pair that takes more than ``pair_budget`` seconds does not match (the worker is killed and
   started again), and after ``strikes`` such pairs the pilot's other costly pairs do not match
@@ -25,6 +27,7 @@ import logging
 import multiprocessing
 import threading
 import time
+from collections.abc import Iterable
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -102,6 +105,38 @@ class CostlyEvaluator:
             return 0
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._thread, self.settle_now, pilot_id, now)
+
+    async def settle_pilots(self, pilot_ids: Iterable[int], now: float) -> int:
+        """``settle`` for several pilots (those a distributed site's master assigns), within one
+        ``request_budget`` for all of them, in the evaluator's thread; how many pairs were
+        settled."""
+        ids = list(pilot_ids)
+        if not ids:
+            return 0
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, self._settle_several, ids, now)
+
+    async def settle_site(self, site: str, now: float) -> int:
+        """``settle_pilots`` for the matcher's pilots of ``site`` (a distributed site whose
+        master asks for its offers), chosen in the evaluator's thread too."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, self._settle_site, site, now)
+
+    def _settle_site(self, site: str, now: float) -> int:
+        matcher = self.matcher
+        ids = [p for p in matcher.pilot_ids() if (i := matcher.pilot(p)) and i.site == site]
+        return self._settle_several(ids, now)
+
+    def _settle_several(self, pilot_ids: list[int], now: float) -> int:
+        waiting = [p for p in pilot_ids if self.matcher.pending_costly(p, now, limit=1)]
+        deadline = time.monotonic() + self.request_budget
+        settled = 0
+        for pilot_id in waiting:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            settled += self.settle_now(pilot_id, now, budget=left)
+        return settled
 
     def settle_now(
         self,

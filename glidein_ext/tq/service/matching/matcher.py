@@ -303,6 +303,10 @@ class Matcher:
                 break
         return found
 
+    def settled(self, pilot_id: int, key: str) -> Verdict | None:
+        """The verdict found for a pair (a costly one's by ``settle``), or None: none yet."""
+        return self._verdicts.get((pilot_id, key))
+
     def settle(self, pilot_id: int, key: str, verdict: Verdict) -> None:
         """A costly pair's verdict, found elsewhere (``pending_costly``)."""
         if pilot_id in self._pilots and key in self._groups:

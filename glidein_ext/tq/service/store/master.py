@@ -108,7 +108,8 @@ class MasterCalls:
         # successors its pairs name), as sync records them.
         results = self._complete(tx, site, call.completions, shared)
         taken, refused = self._take(conn, site, call.pairs, now, shared)
-        found = successors(conn, {placed.task_id: pilot for placed, pilot in taken}, now)
+        went_to = {item.task_id: pilot for item, pilot in taken}
+        found = successors(conn, went_to, now, self.core.matcher)
         accepted = [Placed(p.task_id, p.pilot_id, p.attempt, *found[p.task_id]) for p, _ in taken]
 
         def placed() -> None:
@@ -158,7 +159,7 @@ class MasterCalls:
                 state = "unknown" if task is None else task.state
                 refuse("task", f"task {pair.task_id} is {state}, not queued")
                 continue
-            why = mismatch(spec_of(task), pilot_info(pilot), now)
+            why = mismatch(spec_of(task), pilot_info(pilot), now, matcher=self.core.matcher)
             if why is not None:
                 refuse("match", f"task {pair.task_id} and pilot {pair.pilot_id}: {why}")
                 continue

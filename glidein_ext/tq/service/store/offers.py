@@ -7,6 +7,13 @@ were made at several sites goes to the one holding most of them (the rest are re
 and to the others when it would wait while their matching pilots are idle; the tasks whose inputs
 an idle pilot of the site made come first.  A pair is checked as the pre-DHT matcher checks it
 (``tq.service.matching.matcher``): resources, life, then HTCondor's match both ways (``mismatch``).
+
+A pair of which either side calls a costly function (regexp and its kin, eval:
+``tq.client.limits.costly_calls``) is never evaluated here, under the store's lock: with the
+service's matcher deferring them (``Matcher.defer_costly``), its verdict is the one the costly
+expressions' worker found (``tq.service.matching.costly``, within the pilot's budgets; the API
+settles the site's pilots' pairs before the master's call reaches the store), and a pair without
+one does not match for now, as in the pre-DHT matcher.
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ from glidein_ext.sched.offers import Made, Member, Runnable, choose_offers
 from glidein_ext.tq.client.protocol import TaskOffer
 from glidein_ext.tq.models import Architecture, MatchSpec, PilotInfo, PilotState, TaskState
 from glidein_ext.tq.service import tables as t
-from glidein_ext.tq.service.matching.match_groups import pilot_ad, task_ad
+from glidein_ext.tq.service.matching.match_groups import costly, pilot_ad, task_ad
+from glidein_ext.tq.service.matching.matcher import Matcher
 from glidein_ext.tq.service.store.core import ACTIVE, CHUNK, StoreCore, pilot_info, spec_of
 from glidein_ext.tq.service.store.sites import SiteCoordination
 
@@ -70,7 +78,7 @@ class SiteOffers:
         members = [Member(p.id, p.site, p.state == idle) for p in pilots if distributed[p.site]]
         now = self.core.clock()
         hold = self.core.matcher.wait_for_data
-        fits = _Fits(conn, now)
+        fits = _Fits(conn, now, self.core.matcher)
         chosen = choose_offers(site, want, queued, made, members, fits, now, hold)
         if not chosen.task_ids:
             return [], chosen.runnable
@@ -113,25 +121,32 @@ class SiteOffers:
 
 class _Fits:
     """``matches(pilot_id, spec_json)`` for ``choose_offers``: the pair checked both ways, ads
-    built once per call."""
+    built once per call; a costly pair as ``matcher`` settled it (module docstring)."""
 
-    def __init__(self, conn: Connection, now: float) -> None:
+    def __init__(self, conn: Connection, now: float, matcher: Matcher) -> None:
         self._conn = conn
         self._now = now
-        self._pilots: dict[int, tuple[PilotInfo, Any]] = {}
-        self._tasks: dict[str, tuple[MatchSpec, Any]] = {}
+        self._matcher = matcher
+        self._pilots: dict[int, tuple[PilotInfo, Any, bool]] = {}
+        self._tasks: dict[str, tuple[MatchSpec, Any, bool]] = {}
 
     def __call__(self, pilot_id: int, group: Any) -> bool:
         pilot = self._pilots.get(pilot_id)
         if pilot is None:
             row = self._conn.execute(sa.select(t.pilots).where(t.pilots.c.id == pilot_id)).one()
             info = pilot_info(row)
-            pilot = self._pilots[pilot_id] = (info, pilot_ad(info))
+            pilot = (info, pilot_ad(info), costly(info.requirements, info.rank))
+            self._pilots[pilot_id] = pilot
         task = self._tasks.get(group)
         if task is None:
             spec = _spec_from_json(group)
-            task = self._tasks[group] = (spec, task_ad(spec))
-        return mismatch(task[0], pilot[0], self._now, task[1], pilot[1]) is None
+            task = self._tasks[group] = (spec, task_ad(spec), costly(spec.requirements, spec.rank))
+        spec, info = task[0], pilot[0]
+        if resources_mismatch(spec, info, self._now) is not None:
+            return False
+        if self._matcher.defer_costly and (task[2] or pilot[2]):
+            return costly_mismatch(self._matcher, spec, info) is None
+        return ads_mismatch(spec, info, task[1], pilot[1]) is None
 
 
 def _spec_from_json(text: str) -> MatchSpec:
@@ -141,11 +156,31 @@ def _spec_from_json(text: str) -> MatchSpec:
 
 
 def mismatch(
-    spec: MatchSpec, pilot: PilotInfo, now: float, task_ad_: Any = None, pilot_ad_: Any = None
+    spec: MatchSpec,
+    pilot: PilotInfo,
+    now: float,
+    task_ad_: Any = None,
+    pilot_ad_: Any = None,
+    matcher: Matcher | None = None,
 ) -> str | None:
     """Why this task may not run on this pilot (one short line), or None: its resources and life
     (``MaxRunTime`` within the pilot's remaining life), then HTCondor's match both ways (the
-    pre-DHT matcher's check, ``tq.service.matching.matcher``)."""
+    pre-DHT matcher's check, ``tq.service.matching.matcher``); a costly pair as ``matcher``
+    settled it when it defers them (module docstring)."""
+    why = resources_mismatch(spec, pilot, now)
+    if why is not None:
+        return why
+    if (
+        matcher is not None
+        and matcher.defer_costly
+        and costly(spec.requirements, spec.rank, pilot.requirements, pilot.rank)
+    ):
+        return costly_mismatch(matcher, spec, pilot)
+    return ads_mismatch(spec, pilot, task_ad_, pilot_ad_)
+
+
+def resources_mismatch(spec: MatchSpec, pilot: PilotInfo, now: float) -> str | None:
+    """Why the task does not fit the pilot's resources or remaining life, or None."""
     if spec.request_cpus > pilot.cpus:
         return f"the task asks for {spec.request_cpus} CPUs, the pilot has {pilot.cpus}"
     if spec.request_memory > pilot.memory:
@@ -155,6 +190,24 @@ def mismatch(
     remaining = pilot.remaining(now)
     if spec.max_runtime > remaining:
         return f"the task's MaxRunTime {spec.max_runtime} s outlives the pilot ({remaining:.0f} s)"
+    return None
+
+
+def costly_mismatch(matcher: Matcher, spec: MatchSpec, pilot: PilotInfo) -> str | None:
+    """A costly pair's verdict as ``matcher`` holds it (never evaluated here): None if it
+    matched, why not otherwise (no verdict yet: no match for now)."""
+    verdict = matcher.settled(pilot.pilot_id, spec.key())
+    if verdict is None:
+        return "a costly expression (regexp and its kin) of the pair is not evaluated yet"
+    if not verdict.matched:
+        return "the Requirements are not met (costly expressions, evaluated apart)"
+    return None
+
+
+def ads_mismatch(
+    spec: MatchSpec, pilot: PilotInfo, task_ad_: Any = None, pilot_ad_: Any = None
+) -> str | None:
+    """HTCondor's match both ways, evaluated here: why not, or None."""
     task = task_ad(spec) if task_ad_ is None else task_ad_
     worker = pilot_ad(pilot) if pilot_ad_ is None else pilot_ad_
     if not worker.matches(task):  # the task's Requirements, with the pilot as TARGET

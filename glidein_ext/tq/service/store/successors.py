@@ -30,6 +30,7 @@ from glidein_ext.tq.client.protocol import TaskOffer
 from glidein_ext.tq.models import MatchSpec, TaskState
 from glidein_ext.tq.service import tables as t
 from glidein_ext.tq.service.matching.match_groups import pilot_ad, task_ad
+from glidein_ext.tq.service.matching.matcher import Matcher
 from glidein_ext.tq.service.store.core import chunks, pilot_info, spec_of
 from glidein_ext.tq.service.store.offers import mismatch, offer_of
 
@@ -110,10 +111,14 @@ def _read(conn: Connection, ids: list[int]) -> _Graph:
     return graph
 
 
-def successors(conn: Connection, placed: Mapping[int, Any], now: float) -> dict[int, Found]:
+def successors(
+    conn: Connection, placed: Mapping[int, Any], now: float, matcher: Matcher | None = None
+) -> dict[int, Found]:
     """For each placed task (its id -> the row of the pilot it went to): its successors, best
     first as the offers order them (priority, then age), whether it feeds more, and what else
-    each successor needs."""
+    each successor needs.  A costly pair (``offers.mismatch`` with ``matcher``) is never
+    evaluated here: a waiting task has no verdict yet, so it is not named, and ``more`` is
+    true."""
     ids = sorted(placed)
     if not ids:
         return {}
@@ -143,7 +148,7 @@ def successors(conn: Connection, placed: Mapping[int, Any], now: float) -> dict[
                     spec = spec_of(row)
                     specs[row.spec] = (spec, task_ad(spec))
                 spec, ad = specs[row.spec]
-                fits = mismatch(spec, info, now, ad, worker) is None
+                fits = mismatch(spec, info, now, ad, worker, matcher) is None
             if fits and len(offers) < MAX_SUCCESSORS:
                 offers.append(offer_of(row, spec))
                 needs.append(rest)
