@@ -384,8 +384,9 @@ class PeerClient:
     ) -> Path:
         """Fetch ``lfn`` as ``connections`` ranges at once, each checked against the request.
 
-        Connection 0 takes segments until none is left; another connection that the server
-        turns away (503: its transfer slots are busy) puts its segment back and stops.
+        Each connection takes segments until none is left; one that the server turns away (503:
+        its transfer slots are busy) puts its segment back and stops, and the others take it.
+        Segments left when every connection stopped make the fetch fail with that 503.
         """
         size = expected.size
         per_connection = -(-size // self.connections)
@@ -395,7 +396,7 @@ class PeerClient:
         stop = threading.Event()
         errors: list[BaseException] = []
 
-        def pull(number: int, sink: ChunkWriter) -> None:
+        def pull(sink: ChunkWriter) -> None:
             try:
                 while not stop.is_set():
                     with lock:
@@ -403,21 +404,19 @@ class PeerClient:
                             return
                         first, length = pending.pop()
                     if not self._range_into(address, lfn, sink, (first, length, size), where, stop):
-                        if number == 0:
-                            raise TransferError(f"{where}: HTTP 503 Service Unavailable")
                         with lock:
                             pending.append((first, length))
                         return
             except BaseException as exc:  # noqa: BLE001 - handed to the fetching thread
-                stop.set()
                 with lock:
-                    errors.append(exc)
+                    errors.append(exc)  # before stop: the first error is the cause, not a stop
+                stop.set()
 
         with store.writer(lfn, size) as out:
             count = min(self.connections, len(pending))
             with self._chunk_writer(out, count) as sink:
                 pullers = [
-                    threading.Thread(target=pull, args=(i, sink), name=f"peer-range-{i}")
+                    threading.Thread(target=pull, args=(sink,), name=f"peer-range-{i}")
                     for i in range(count)
                 ]
                 for puller in pullers:
@@ -426,6 +425,8 @@ class PeerClient:
                     puller.join()
                 if errors:
                     raise errors[0]
+                if pending:
+                    raise TransferError(f"{where}: HTTP 503 Service Unavailable")
                 got = _finish(sink, size, where)
             _check_written(out, expected, got, where)
         return store.path_of(lfn)
