@@ -39,6 +39,7 @@ from typing import Any, BinaryIO
 from glidein_ext.cache import peerauth
 from glidein_ext.cache.checksum import (
     FileMeta,
+    adler32_backend,
     adler32_handle,
     format_adler32,
     parse_adler32,
@@ -289,7 +290,8 @@ class PeerClient:
     ``connections`` range requests run at once for a file of at least two chunks (one
     connection: one plain ``GET``); ``checksum_threads`` threads sum and write the received
     chunks (:class:`~glidein_ext.cache.chunkwriter.ChunkWriter`) while the connections go on
-    receiving; ``chunk`` is the size of one received buffer.
+    receiving; ``chunk`` is the size of one received buffer.  ``fast_checksum``: ISA-L's adler32
+    where python-isal is installed (:func:`~glidein_ext.cache.checksum.adler32_backend`).
     """
 
     def __init__(
@@ -301,6 +303,7 @@ class PeerClient:
         connections: int = DEFAULT_CONNECTIONS,
         checksum_threads: int | None = None,
         chunk: int = READ_CHUNK,
+        fast_checksum: bool = True,
     ) -> None:
         threads = default_checksum_threads() if checksum_threads is None else checksum_threads
         if connections < 1 or threads < 1 or chunk < 1:
@@ -313,6 +316,7 @@ class PeerClient:
         self.connections = connections
         self.checksum_threads = threads
         self.chunk = chunk
+        self.checksum_name, self._adler32 = adler32_backend(fast_checksum)
 
     def _request(
         self, address: Address, method: str, lfn: str, headers: dict[str, str] | None = None
@@ -376,7 +380,11 @@ class PeerClient:
     def _chunk_writer(self, out: BinaryIO, connections: int) -> ChunkWriter:
         threads = self.checksum_threads
         return ChunkWriter(
-            out.fileno(), threads=threads, chunk=self.chunk, buffers=threads + connections + 1
+            out.fileno(),
+            threads=threads,
+            chunk=self.chunk,
+            buffers=threads + connections + 1,
+            adler32=self._adler32,
         )
 
     def _fetch_ranges(

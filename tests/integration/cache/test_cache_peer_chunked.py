@@ -63,19 +63,23 @@ def test_a_file_of_many_chunks_arrives_whole(
 
 @pytest.mark.parametrize("connections", [1, 3])
 @pytest.mark.parametrize("where", [0, CHUNK + 7, SIZE - 1])
+@pytest.mark.parametrize("fast", [True, False])
 def test_one_corrupted_byte_is_detected_and_the_file_not_kept(
     tmp_path: Path,
     serving: tuple[CacheStore, PeerServer],
     data: bytes,
     connections: int,
     where: int,
+    fast: bool,
 ) -> None:
     peer_store, server = serving
     with open(peer_store.path_of(LFN), "r+b") as handle:  # the peer's disk rots one byte
         handle.seek(where)
         handle.write(bytes([data[where] ^ 0x01]))
     mine = CacheStore(tmp_path / "mine", 64 * MB, fsync=False)
-    client = PeerClient(KEY, connections=connections, checksum_threads=2, chunk=CHUNK)
+    client = PeerClient(
+        KEY, connections=connections, checksum_threads=2, chunk=CHUNK, fast_checksum=fast
+    )
     with pytest.raises(TransferError, match=r"adler32 [0-9a-f]{8}, expected"):
         client.fetch(server.address, LFN, mine, FileMeta(len(data), zlib.adler32(data)))
     assert _nothing_kept(mine)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from glidein_ext.cache.checksum import (
     ADLER32_BASE,
     ADLER32_START,
+    adler32_backend,
     adler32_combine,
     adler32_of_pieces,
     plan_chunks,
@@ -106,3 +107,18 @@ def test_pieces_with_a_gap_an_overlap_or_a_short_end_are_refused() -> None:
         adler32_of_pieces(whole[:1], 100)
     with pytest.raises(ValueError, match="cover 100 bytes of 120"):
         adler32_of_pieces(whole, 120)
+
+
+def test_the_stdlib_backend_is_zlib() -> None:
+    assert adler32_backend(fast=False) == ("zlib", zlib.adler32)
+
+
+def test_the_fast_backend_gives_zlibs_values() -> None:
+    name, adler32 = adler32_backend()
+    if name == "zlib":
+        pytest.skip("python-isal is not installed: the fast backend is zlib itself")
+    data = os.urandom(3 * ADLER32_BASE + 99)
+    assert name == "isal"
+    assert adler32(data) == zlib.adler32(data)
+    assert adler32(memoryview(data)[5:], 12345) == zlib.adler32(data[5:], 12345)
+    assert adler32(b"") == ADLER32_START
