@@ -13,9 +13,12 @@ job falls back to the SE on failure.  Here:
 - at most ``max_transfers`` transfers run at once; more get ``503`` with ``Retry-After`` (the
   client then moves on to the next source);
 - the body is sent with ``socket.sendfile`` (zero copy);
-- the client streams into the cache's atomic writer, checks the size and adler32 against the
-  expected values (the catalog's or the SE's; the server's Digest when none is known), and
-  raises TransferError on any failure, so the caller falls back to the SE.
+- the client receives into buffers that worker threads sum (adler32, per chunk) and write at
+  their offsets into the cache's atomic writer, optionally over several range connections; the
+  chunks' sums are combined into the whole file's (zlib's adler32_combine), and the size and
+  adler32 are checked against the expected values (the catalog's or the SE's; the server's
+  Digest when none is known) before the file is renamed into the cache.  Any failure raises
+  TransferError, so the caller falls back to the next peer and the SE.
 """
 
 from __future__ import annotations
