@@ -366,7 +366,7 @@ class PeerClient:
                     f"{where}: offered size {length} bytes, expected {expected.size}"
                 )
             with store.writer(lfn, length) as out:
-                with self._chunk_writer(out, 1) as sink:
+                with self._chunk_writer(out, 1, length) as sink:
                     _receive(resp, sink, 0, length, where, threading.Event())
                     got = _finish(sink, length, where)
                 _check_written(out, expected, got, where)
@@ -380,8 +380,9 @@ class PeerClient:
                 raise TransferError(f"{where}: HTTP {resp.status} {resp.reason}")
             return _served_meta(resp.getheader("Digest"), _content_length(resp, where), where)
 
-    def _chunk_writer(self, out: BinaryIO, connections: int) -> ChunkWriter:
-        threads = self.checksum_threads
+    def _chunk_writer(self, out: BinaryIO, connections: int, size: int) -> ChunkWriter:
+        chunks = -(-size // self.chunk)
+        threads = max(1, min(self.checksum_threads, chunks))  # a small file: one thread
         return ChunkWriter(
             out.fileno(),
             threads=threads,
@@ -425,7 +426,7 @@ class PeerClient:
 
         with store.writer(lfn, size) as out:
             count = min(self.connections, len(pending))
-            with self._chunk_writer(out, count) as sink:
+            with self._chunk_writer(out, count, size) as sink:
                 pullers = [
                     threading.Thread(target=pull, args=(sink,), name=f"peer-range-{i}")
                     for i in range(count)
