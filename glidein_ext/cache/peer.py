@@ -65,9 +65,13 @@ Address = tuple[str, int]
 _DIGEST = re.compile(r"(?:^|,)\s*adler32=([0-9A-Fa-f]{8})\s*(?:,|$)")
 
 
-def default_checksum_threads() -> int:
-    """Threads summing and writing received chunks: one per core, at least 2 (the receiving
-    thread then never waits on a sum), at most 8."""
+def default_checksum_threads(backend: str) -> int:
+    """Threads summing and writing received chunks.  zlib releases the GIL while it sums: one
+    per core, at least 2 (the receiving thread then never waits on a sum), at most 8.  ISA-L
+    keeps the GIL (for a fifth of zlib's time): one, since a second only adds hand-offs of the
+    GIL (it used more CPU per MiB in every run of bench/cache_bench.py here)."""
+    if backend != "zlib":
+        return 1
     return max(2, min(8, os.cpu_count() or 1))
 
 
@@ -308,7 +312,12 @@ class PeerClient:
         chunk: int = READ_CHUNK,
         fast_checksum: bool = True,
     ) -> None:
-        threads = default_checksum_threads() if checksum_threads is None else checksum_threads
+        self.checksum_name, self._adler32 = adler32_backend(fast_checksum)
+        threads = (
+            default_checksum_threads(self.checksum_name)
+            if checksum_threads is None
+            else checksum_threads
+        )
         if connections < 1 or threads < 1 or chunk < 1:
             raise CacheError(
                 "a peer client needs at least 1 connection, 1 checksum thread and 1-byte chunks"
@@ -319,7 +328,6 @@ class PeerClient:
         self.connections = connections
         self.checksum_threads = threads
         self.chunk = chunk
-        self.checksum_name, self._adler32 = adler32_backend(fast_checksum)
 
     def _request(
         self, address: Address, method: str, lfn: str, headers: dict[str, str] | None = None
