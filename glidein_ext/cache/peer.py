@@ -68,10 +68,10 @@ _DIGEST = re.compile(r"(?:^|,)\s*adler32=([0-9A-Fa-f]{8})\s*(?:,|$)")
 def default_checksum_threads(backend: str) -> int:
     """Threads summing and writing received chunks.  zlib releases the GIL while it sums: one
     per core, at least 2 (the receiving thread then never waits on a sum), at most 8.  ISA-L
-    keeps the GIL (for a fifth of zlib's time): one, since a second only adds hand-offs of the
-    GIL (it used more CPU per MiB in every run of bench/cache_bench.py here)."""
+    keeps the GIL (for a fifth of zlib's time), so more sum threads cannot sum at once: 2, so
+    that one chunk's ``pwrite`` (which releases it) overlaps the next chunk's sum."""
     if backend != "zlib":
-        return 1
+        return 2
     return max(2, min(8, os.cpu_count() or 1))
 
 
