@@ -13,9 +13,12 @@ job falls back to the SE on failure.  Here:
 - at most ``max_transfers`` transfers run at once; more get ``503`` with ``Retry-After`` (the
   client then moves on to the next source);
 - the body is sent with ``socket.sendfile`` (zero copy);
-- the client streams into the cache's atomic writer, checks the size and adler32 against the
-  expected values (the catalog's or the SE's; the server's Digest when none is known), and
-  raises TransferError on any failure, so the caller falls back to the SE.
+- the client receives into buffers that worker threads sum (adler32, per chunk) and write at
+  their offsets into the cache's atomic writer, optionally over several range connections; the
+  chunks' sums are combined into the whole file's (zlib's adler32_combine), and the size and
+  adler32 are checked against the expected values (the catalog's or the SE's; the server's
+  Digest when none is known) before the file is renamed into the cache.  Any failure raises
+  TransferError, so the caller falls back to the next peer and the SE.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ import contextlib
 import http.client
 import logging
 import os
-import queue
 import re
 import socket
 import sys
@@ -39,13 +41,14 @@ from typing import Any, BinaryIO
 
 from glidein_ext.cache import peerauth
 from glidein_ext.cache.checksum import (
-    ADLER32_START,
     FileMeta,
-    adler32_bytes,
+    adler32_backend,
     adler32_handle,
     format_adler32,
     parse_adler32,
+    plan_chunks,
 )
+from glidein_ext.cache.chunkwriter import ChunkWriter
 from glidein_ext.cache.httprange import Unsatisfiable, parse_range
 from glidein_ext.cache.safeopen import open_beneath
 from glidein_ext.cache.store import CacheStore, check_lfn
@@ -56,10 +59,20 @@ log = logging.getLogger(__name__)
 PREFIX = "/cache"
 DEFAULT_MAX_TRANSFERS = 8
 DEFAULT_TIMEOUT = 30.0
-READ_CHUNK = 4 * 1024 * 1024
-PIPELINE_BUFFERS = 3
+READ_CHUNK = 1024 * 1024  # a received buffer: summed and written while still in the CPU's cache
+DEFAULT_CONNECTIONS = 1
 Address = tuple[str, int]
 _DIGEST = re.compile(r"(?:^|,)\s*adler32=([0-9A-Fa-f]{8})\s*(?:,|$)")
+
+
+def default_checksum_threads(backend: str) -> int:
+    """Threads summing and writing received chunks.  zlib releases the GIL while it sums: one
+    per core, at least 2 (the receiving thread then never waits on a sum), at most 8.  ISA-L
+    keeps the GIL (for a fifth of zlib's time), so more sum threads cannot sum at once: 2, so
+    that one chunk's ``pwrite`` (which releases it) overlaps the next chunk's sum."""
+    if backend != "zlib":
+        return 2
+    return max(2, min(8, os.cpu_count() or 1))
 
 
 def url_path(lfn: str) -> str:
@@ -279,7 +292,14 @@ class PeerServer:
 
 
 class PeerClient:
-    """Fetches files from peer file servers into a cache, checking size and adler32."""
+    """Fetches files from peer file servers into a cache, checking size and adler32.
+
+    ``connections`` range requests run at once for a file of at least two chunks (one
+    connection: one plain ``GET``); ``checksum_threads`` threads sum and write the received
+    chunks (:class:`~glidein_ext.cache.chunkwriter.ChunkWriter`) while the connections go on
+    receiving; ``chunk`` is the size of one received buffer.  ``fast_checksum``: ISA-L's adler32
+    where python-isal is installed (:func:`~glidein_ext.cache.checksum.adler32_backend`).
+    """
 
     def __init__(
         self,
@@ -287,10 +307,27 @@ class PeerClient:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         clock: Callable[[], float] = time.time,
+        connections: int = DEFAULT_CONNECTIONS,
+        checksum_threads: int | None = None,
+        chunk: int = READ_CHUNK,
+        fast_checksum: bool = True,
     ) -> None:
+        self.checksum_name, self._adler32 = adler32_backend(fast_checksum)
+        threads = (
+            default_checksum_threads(self.checksum_name)
+            if checksum_threads is None
+            else checksum_threads
+        )
+        if connections < 1 or threads < 1 or chunk < 1:
+            raise CacheError(
+                "a peer client needs at least 1 connection, 1 checksum thread and 1-byte chunks"
+            )
         self.key = key
         self.timeout = timeout
         self.clock = clock
+        self.connections = connections
+        self.checksum_threads = threads
+        self.chunk = chunk
 
     def _request(
         self, address: Address, method: str, lfn: str, headers: dict[str, str] | None = None
@@ -315,16 +352,21 @@ class PeerClient:
         store: CacheStore,
         expected: FileMeta | None = None,
     ) -> Path:
-        """Copy ``lfn`` from the peer at ``address`` into ``store``; verified or TransferError."""
+        """Copy ``lfn`` from the peer at ``address`` into ``store``; verified or TransferError.
+
+        The file appears in ``store`` only after its size and whole-file adler32 matched
+        ``expected`` (else the server's ``Digest``); otherwise nothing of it is kept.
+        """
         where = f"peer {address[0]}:{address[1]}: {lfn}"
+        if self.connections > 1 and expected is None:
+            expected = self._offered_meta(address, lfn, where)
+        if expected is not None and self.connections > 1 and expected.size >= 2 * self.chunk:
+            return self._fetch_ranges(address, lfn, store, expected, where)
         conn, resp = self._request(address, "GET", lfn)
         with contextlib.closing(conn):
             if resp.status != HTTPStatus.OK:
                 raise TransferError(f"{where}: HTTP {resp.status} {resp.reason}")
-            length_text = resp.getheader("Content-Length")
-            if length_text is None or not length_text.isdigit():
-                raise TransferError(f"{where}: no Content-Length")
-            length = int(length_text)
+            length = _content_length(resp, where)
             if expected is None:
                 expected = _served_meta(resp.getheader("Digest"), length, where)
             elif length != expected.size:
@@ -332,9 +374,112 @@ class PeerClient:
                     f"{where}: offered size {length} bytes, expected {expected.size}"
                 )
             with store.writer(lfn, length) as out:
-                got = _copy_body(resp, out.write, length, where)
-                expected.check(got.size, got.adler32, where)
+                with self._chunk_writer(out, 1, length) as sink:
+                    _receive(resp, sink, 0, length, where, threading.Event())
+                    got = _finish(sink, length, where)
+                _check_written(out, expected, got, where)
         return store.path_of(lfn)
+
+    def _offered_meta(self, address: Address, lfn: str, where: str) -> FileMeta:
+        """The size and the ``Digest`` the peer gives for ``lfn`` (a ``HEAD``)."""
+        conn, resp = self._request(address, "HEAD", lfn)
+        with contextlib.closing(conn):
+            if resp.status != HTTPStatus.OK:
+                raise TransferError(f"{where}: HTTP {resp.status} {resp.reason}")
+            return _served_meta(resp.getheader("Digest"), _content_length(resp, where), where)
+
+    def _chunk_writer(self, out: BinaryIO, connections: int, size: int) -> ChunkWriter:
+        chunks = -(-size // self.chunk)
+        threads = max(1, min(self.checksum_threads, chunks))  # a small file: one thread
+        return ChunkWriter(
+            out.fileno(),
+            threads=threads,
+            chunk=self.chunk,
+            buffers=threads + connections + 1,
+            adler32=self._adler32,
+        )
+
+    def _fetch_ranges(
+        self, address: Address, lfn: str, store: CacheStore, expected: FileMeta, where: str
+    ) -> Path:
+        """Fetch ``lfn`` as ``connections`` ranges at once, each checked against the request.
+
+        Each connection takes segments until none is left; one that the server turns away (503:
+        its transfer slots are busy) puts its segment back and stops, and the others take it.
+        Segments left when every connection stopped make the fetch fail with that 503.
+        """
+        size = expected.size
+        per_connection = -(-size // self.connections)
+        segment = -(-per_connection // self.chunk) * self.chunk
+        pending = list(reversed(plan_chunks(0, size, segment)))
+        lock = threading.Lock()
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def pull(sink: ChunkWriter) -> None:
+            try:
+                while not stop.is_set():
+                    with lock:
+                        if not pending:
+                            return
+                        first, length = pending.pop()
+                    if not self._range_into(address, lfn, sink, (first, length, size), where, stop):
+                        with lock:
+                            pending.append((first, length))
+                        return
+            except BaseException as exc:  # noqa: BLE001 - handed to the fetching thread
+                with lock:
+                    errors.append(exc)  # before stop: the first error is the cause, not a stop
+                stop.set()
+
+        with store.writer(lfn, size) as out:
+            count = min(self.connections, len(pending))
+            with self._chunk_writer(out, count, size) as sink:
+                pullers = [
+                    threading.Thread(target=pull, args=(sink,), name=f"peer-range-{i}")
+                    for i in range(count)
+                ]
+                for puller in pullers:
+                    puller.start()
+                for puller in pullers:
+                    puller.join()
+                if errors:
+                    raise errors[0]
+                if pending:
+                    raise TransferError(f"{where}: HTTP 503 Service Unavailable")
+                got = _finish(sink, size, where)
+            _check_written(out, expected, got, where)
+        return store.path_of(lfn)
+
+    def _range_into(
+        self,
+        address: Address,
+        lfn: str,
+        sink: ChunkWriter,
+        span: tuple[int, int, int],
+        where: str,
+        stop: threading.Event,
+    ) -> bool:
+        """Receive ``span`` = (first, length, file size): bytes ``first..first+length-1`` into
+        ``sink``; False if the peer said 503 (its transfer slots are busy)."""
+        first, length, size = span
+        last = first + length - 1
+        conn, resp = self._request(address, "GET", lfn, {"Range": f"bytes={first}-{last}"})
+        with contextlib.closing(conn):
+            if resp.status == HTTPStatus.SERVICE_UNAVAILABLE:
+                return False
+            if resp.status != HTTPStatus.PARTIAL_CONTENT:
+                raise TransferError(f"{where}: HTTP {resp.status} {resp.reason} to a range")
+            wanted = f"bytes {first}-{last}/{size}"
+            if resp.getheader("Content-Range") != wanted:
+                raise TransferError(
+                    f"{where}: asked for {wanted}, "
+                    f"answered Content-Range {resp.getheader('Content-Range')!r}"
+                )
+            if _content_length(resp, where) != length:
+                raise TransferError(f"{where}: Content-Length of {wanted} is not {length}")
+            _receive(resp, sink, first, length, where, stop)
+        return True
 
     def fetch_range(self, address: Address, lfn: str, first: int, last: int) -> bytes:
         """Bytes ``first..last`` (inclusive) of ``lfn`` from the peer (a 206 answer)."""
@@ -350,6 +495,13 @@ class PeerClient:
             return body
 
 
+def _content_length(resp: http.client.HTTPResponse, where: str) -> int:
+    text = resp.getheader("Content-Length")
+    if text is None or not text.isdigit():
+        raise TransferError(f"{where}: no Content-Length")
+    return int(text)
+
+
 def _served_meta(digest: str | None, length: int, where: str) -> FileMeta:
     match = _DIGEST.search(digest or "")
     if match is None:
@@ -357,45 +509,56 @@ def _served_meta(digest: str | None, length: int, where: str) -> FileMeta:
     return FileMeta(length, parse_adler32(match.group(1)))
 
 
-def _copy_body(
-    resp: http.client.HTTPResponse, write: Callable[[memoryview], object], length: int, where: str
-) -> FileMeta:
-    """Receive ``length`` bytes into ``write``; adler32 runs on a helper thread meanwhile.
+def _receive(
+    resp: http.client.HTTPResponse,
+    sink: ChunkWriter,
+    first: int,
+    length: int,
+    where: str,
+    stop: threading.Event,
+) -> None:
+    """Receive the ``length`` bytes of ``resp``'s body (bytes ``first..`` of the file) into the
+    sink's buffers, handing each full one to be summed and written.  A broken or short
+    transfer is a TransferError; a write error of the sink (OSError) passes through."""
+    received = 0
+    while received < length:
+        if stop.is_set():
+            raise TransferError(f"{where}: transfer stopped after {first + received} bytes")
+        buf = sink.take()
+        view = memoryview(buf)
+        want = min(len(buf), length - received)
+        filled = 0
+        try:
+            while filled < want:
+                try:
+                    n = resp.readinto(view[filled:want])
+                except (OSError, http.client.HTTPException) as exc:
+                    raise TransferError(
+                        f"{where}: transfer broken after {first + received + filled} bytes: {exc}"
+                    ) from exc
+                if not n:
+                    raise TransferError(
+                        f"{where}: transfer broken after {first + received + filled} bytes: "
+                        f"the peer closed the connection ({first + length} expected)"
+                    )
+                filled += n
+        except BaseException:
+            view.release()
+            sink.give_back(buf)
+            raise
+        view.release()
+        sink.submit(buf, first + received, filled)
+        received += filled
 
-    zlib releases the GIL while it sums a large buffer, so on two cores the checksum overlaps
-    the receiving and writing; buffers circulate through ``free`` and ``full`` queues.
-    """
-    free: queue.Queue[bytearray] = queue.Queue()
-    full: queue.Queue[tuple[bytearray, int] | None] = queue.Queue()
-    for _ in range(PIPELINE_BUFFERS):
-        free.put(bytearray(READ_CHUNK))
-    result = [ADLER32_START]
 
-    def checksum() -> None:
-        value = ADLER32_START
-        while (item := full.get()) is not None:
-            buf, n = item
-            value = adler32_bytes(memoryview(buf)[:n], value)
-            free.put(buf)
-        result[0] = value
-
-    summer = threading.Thread(target=checksum, name="peer-adler32")
-    summer.start()
-    size = 0
+def _finish(sink: ChunkWriter, size: int, where: str) -> int:
     try:
-        while size < length:
-            buf = free.get()
-            view = memoryview(buf)
-            n = resp.readinto(view[: min(READ_CHUNK, length - size)])
-            if not n:
-                free.put(buf)
-                break
-            write(view[:n])
-            full.put((buf, n))
-            size += n
-    except (OSError, http.client.HTTPException) as exc:
-        raise TransferError(f"{where}: transfer broken after {size} bytes: {exc}") from exc
-    finally:
-        full.put(None)
-        summer.join()
-    return FileMeta(size, result[0])
+        return sink.finish(size)
+    except ValueError as exc:  # the chunks do not tile the file: never accept it
+        raise TransferError(f"{where}: {exc}") from exc
+
+
+def _check_written(out: BinaryIO, expected: FileMeta, adler32: int, where: str) -> None:
+    """The file written (its size on disk) and its adler32 against ``expected``."""
+    size = out.seek(0, os.SEEK_END)  # chunks were written at their offsets, not by write()
+    expected.check(size, adler32, where)
