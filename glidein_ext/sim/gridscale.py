@@ -51,8 +51,11 @@ database's own limit past four instances.
 
 from __future__ import annotations
 
+import functools
 import heapq
+import itertools
 import math
+import random
 import statistics
 from dataclasses import dataclass, replace
 from typing import Any
@@ -365,6 +368,55 @@ def batch(rate: float, window: float, full: int = 0) -> float:
     return min(waited, (full - 1) / rate) if full > 1 else waited
 
 
+@functools.lru_cache(maxsize=4096)
+def batch_waits(rate: float, window: float, full: int = 0, count: int = 1000) -> tuple[float, ...]:
+    """``count`` completions' waits for their round (``sched.rounds``), sorted: a Poisson stream
+    of ``rate`` (a fixed seed: the model stays a function of its inputs), batched as the round
+    book batches them: the round comes once no completion came for a ``window``, at most
+    ``MAX_BATCH`` windows after the batch's first, or once ``full`` completions came."""
+    if rate <= 0:
+        return (window,)
+    draw = random.Random(f"batch/{rate}/{window}")
+    times = list(itertools.accumulate(draw.expovariate(rate) for _ in range(count)))
+    waits: list[float] = []
+    first = 0
+    for index, at in enumerate(times):
+        nxt = times[index + 1] if index + 1 < count else math.inf
+        start = times[first]
+        cap = start + MAX_BATCH * window
+        due = min(at + window, cap)
+        if full > 1 and index - first + 1 >= full:
+            due = at
+        if nxt < due:
+            continue  # the batch goes on
+        waits.extend(due - times[i] for i in range(first, index + 1))
+        first = index + 1
+    return tuple(sorted(waits))
+
+
+def batch_median(rates: Any, weights: Any, window: float, full: int = 0) -> float:
+    """The median wait for a round of the completions of a site whose completion rate is
+    ``rates`` for a share ``weights`` of them (:func:`batch_waits`, rates rounded to 10 %)."""
+    mixed: dict[int | None, float] = {}
+    for rate, weight in zip(np.asarray(rates).tolist(), np.asarray(weights).tolist(), strict=True):
+        if weight > 0:
+            key = None if rate <= 0 else round(math.log(rate) / math.log(1.1))
+            mixed[key] = mixed.get(key, 0.0) + weight
+    if not mixed:
+        return window
+    pairs: list[tuple[float, float]] = []
+    for key, weight in mixed.items():
+        waits = batch_waits(0.0 if key is None else 1.1**key, window, full)
+        pairs += [(wait, weight / len(waits)) for wait in waits]
+    pairs.sort()
+    half = 0.5 * sum(weight for _, weight in pairs)
+    for wait, weight in pairs:
+        half -= weight
+        if half <= 0:
+            return wait
+    return pairs[-1][0]
+
+
 def rounds_per_s(rate: np.ndarray, window: float, full: int) -> np.ndarray:
     """A site's rounds a second at a completion ``rate`` (an array): each round carries the first
     completion and those that came in its batch (:func:`batch`)."""
@@ -408,6 +460,7 @@ def _distributed(scale: Scale, k: int, costs: CostModel) -> Estimate:
     publish = scale.files_per_task * 2 * (hops + 1) * scale.lan + scale.lan
     rate = service = 0.0
     delay = 2 * scale.round_window
+    gathered = scale.round_window
     assign = 0.0
     for _ in range(100):
         throughput = workers / (scale.runtime + delay)
@@ -450,12 +503,11 @@ def _distributed(scale: Scale, k: int, costs: CostModel) -> Estimate:
     burst = _distributed_burst(scale, k, costs, idle_load)
     step = delay if not saturated else 2 * scale.round_window
     begun = 0.0 if math.isinf(burst) else burst
-    run = turnaround(scale, workers, step, begun)
-    times, per_site_rate = completion_rate(scale, workers, step, begun)
-    spacing = float(times[1] - times[0]) if len(times) > 1 else 1.0
-    ran = float(np.sum(rounds_per_s(per_site_rate, scale.round_window, full))) * spacing
-    first_rounds = _burst_rounds(scale)
-    calls = sites * (ran + len(first_rounds) + 1 + run / heartbeat)
+    run, ran, waited = _whole_run(scale, workers, step, begun, full)
+    # The median delay: the completions' waits at their sites' rate when they come (the waves'),
+    # then the round, its assign and the hand-out, as in steady state.
+    median = delay if saturated else delay - gathered + waited
+    calls = sites * (ran + len(_burst_rounds(scale)) + 1 + run / heartbeat)
     return Estimate(
         "distributed",
         k,
@@ -463,11 +515,25 @@ def _distributed(scale: Scale, k: int, costs: CostModel) -> Estimate:
         rate,
         min(1.0, rate * service / k),
         calls / scale.tasks,
-        delay,
+        median,
         burst,
         min(1.0, idle_load),
         run,
     )
+
+
+def _whole_run(
+    scale: Scale, workers: int, delay: float, burst: float, full: int
+) -> tuple[float, float, float]:
+    """A distributed run from the submission on: its turnaround, each site's rounds (the
+    completions that free a worker, batched at their rate when they come) and the median wait
+    of those completions for their round."""
+    run = turnaround(scale, workers, delay, burst)
+    times, per_site_rate = completion_rate(scale, workers, delay, burst)
+    spacing = float(times[1] - times[0]) if len(times) > 1 else 1.0
+    rounds = float(np.sum(rounds_per_s(per_site_rate, scale.round_window, full))) * spacing
+    waited = batch_median(per_site_rate, per_site_rate, scale.round_window, full)
+    return run, rounds, waited
 
 
 def _reply_budget() -> int:
