@@ -100,6 +100,33 @@ def _validation_sizes(quick: bool) -> list[tuple[int, int]]:
     return [(200, 600)] if quick else [(200, 600), (1500, 5000)]
 
 
+# The event simulator's CPU time (one process, ``time.process_time``) on the 2-core development
+# machine (docs/results.md, "Grid scale"): (architecture, pilots, tasks, sites, seconds).
+SIMULATOR_MEASURED = (
+    ("pre-dht", 1500, 10_000, 2, 8.4),
+    ("pre-dht", 3000, 20_000, 2, 21.8),
+    ("distributed", 3000, 20_000, 2, 30.1),
+    ("distributed", 6000, 40_000, 4, 78.6),
+)
+
+
+def simulator_at_pool_size() -> str:
+    """Why the event simulator is not run at the pool's size: the largest runs measured, and
+    their growth (about 2.6 times the CPU for twice the pilots and tasks) carried to the pool's
+    size."""
+    arch, pilots, tasks, sites, seconds = SIMULATOR_MEASURED[-1]
+    growth = 2.6 ** math.log2(POOL.tasks / tasks)
+    return (
+        f"the event simulator at the pool's size ({POOL.pilots:,} pilots, {POOL.tasks:,} tasks): "
+        f"not run; its CPU time grows about 2.6-fold with twice the pilots and tasks (every "
+        f"heartbeat, poll and round is events; a sync lists every pilot and queued task), the "
+        f"largest measured, {arch} at {pilots:,} pilots, {tasks:,} tasks and {sites} sites, took "
+        f"{seconds:.0f} s of CPU on the 2-core development machine: about "
+        f"{seconds * growth / 3600:.1f} h at the pool's size, past a 30-minute budget; the model "
+        "answers, checked against the simulator above"
+    )
+
+
 INSTANCES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 
 
@@ -143,6 +170,7 @@ def gridscale_report(
     checks = validation_rows(results, costs)
     write_csv(out / "validation.csv", checks)
     notes += validation_notes(checks)
+    notes.append(simulator_at_pool_size())
     # 2. The model at the pool's size.
     grid = [
         _row(name, estimate(POOL.with_cost(cost), arch, k, costs))
