@@ -83,7 +83,7 @@ def validation_notes(checks: list[dict[str, Any]]) -> list[str]:
             for c in checks
             if (c["architecture"], c["pilots"], c["tasks"]) == (arch, pilots, tasks)
         ]
-        shown = ", ".join(f"{c['metric']} {_ratio(c['ratio'])} ({c['within_20pct']})" for c in mine)
+        shown = ", ".join(f"{c['metric']} {_ratio(c['ratio'])}: {c['within_20pct']}" for c in mine)
         lines.append(
             f"model / simulator, {arch} at {pilots:,} pilots and {tasks:,} tasks "
             f"(target: within {AGREEMENT:.0%}): {shown}"
@@ -122,8 +122,8 @@ def simulator_at_pool_size() -> str:
         f"heartbeat, poll and round is events; a sync lists every pilot and queued task), the "
         f"largest measured, {arch} at {pilots:,} pilots, {tasks:,} tasks and {sites} sites, took "
         f"{seconds:.0f} s of CPU on the 2-core development machine: about "
-        f"{seconds * growth / 3600:.1f} h at the pool's size, past a 30-minute budget; the model "
-        "answers, checked against the simulator above"
+        f"{seconds * growth / 3600:.1f} h at the pool's size (target 30 minutes: missed); the "
+        "model answers, checked against the simulator above"
     )
 
 
