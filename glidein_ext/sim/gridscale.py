@@ -576,7 +576,8 @@ def _burst_rounds(scale: Scale) -> list[tuple[float, float, float, bool]]:
 def _distributed_burst(scale: Scale, k: int, costs: CostModel, idle_load: float) -> float:
     """Each master's long poll answers at the submission, the sites' ``sync``s served in turn;
     then its rounds until every idle worker has a task, the first two at once, the later ones
-    after a quiet ``round_window`` (module docstring)."""
+    after a quiet ``round_window`` (module docstring); at least every site's calls of the burst
+    served one after the other."""
     if idle_load >= 1:
         return math.inf
     rounds = _burst_rounds(scale)
@@ -584,12 +585,15 @@ def _distributed_burst(scale: Scale, k: int, costs: CostModel, idle_load: float)
         return 0.0
     slower = 1 / (1 - idle_load)
     burst = scale.latency + scale.lan
+    served = 0.0  # one site's calls' service: every site's, in turn, bounds the burst below
     for number, (idle, entries, placed, synced) in enumerate(rounds):
         if synced:  # every site's sync, served in turn
             sync = scale.call_cost + scale.per_row * entries
+            served += sync
             burst += scale.sites * sync / k * slower + (0.0 if number == 0 else 2 * scale.latency)
         limit = reply_limit(max(1, round(idle)), _reply_budget())
         assign = scale.call_cost + scale.pair_cost() * placed
+        served += assign
         burst += (
             (scale.round_window if number >= 2 else 0.0)
             + _tree(scale, entries)
@@ -598,7 +602,7 @@ def _distributed_burst(scale: Scale, k: int, costs: CostModel, idle_load: float)
             + 2 * scale.latency
             + assign * slower
         )
-    return burst
+    return max(burst, 2 * scale.latency + scale.lan + scale.sites * served / k * slower)
 
 
 def estimate(scale: Scale, arch: str, instances: int, costs: CostModel = REFERENCE) -> Estimate:
