@@ -70,7 +70,12 @@ class CostModel:
         return cls(**json.loads(path.read_text(encoding="utf-8")))
 
 
-# One calibration of the 2-core development machine (``calibrate()``, rounded).
+# One calibration of the 2-core development machine (``calibrate()`` at an experiment's start-up,
+# rounded): what ``--reference-costs`` and the tests
+# use, so that their runs do not depend on the machine they run on.  The experiments in
+# docs/results.md used ``docs/results/calibration.json``, a later ``calibrate()`` on the same
+# machine (within 20 % of these: 27 µs against 30 µs an evaluation).  The Task Queue's own cost
+# per call is ``sim.config.TqCosts``; the pool's, at the grid's size, ``sim.gridscale.CALL_COSTS``.
 REFERENCE = CostModel(
     match_base=1.0e-5,
     per_eval=3.0e-5,

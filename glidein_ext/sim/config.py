@@ -94,9 +94,13 @@ class Grid:
 @dataclass(frozen=True)
 class TqCosts:
     """The Task Queue's service time per request: ``call`` for every request (HTTP, one
-    transaction: about 340 serialised calls a second, docs/tq.md's burst), ``per_row`` per row a
-    bulk call reads or writes (a submit takes about 0.1 s per 1,000 tasks), plus the matcher's
-    cost from ``sim.calibration`` for each request that matches."""
+    transaction: about 340 serialised calls a second, the 1,500-pilot burst of
+    ``bench/tq_bench.py`` when the simulator was written; the same bench measures 0.31-0.34 ms of
+    CPU a call on the 16-core machine today, docs/tq.md: kept at 3 ms so that the experiments'
+    results stay comparable across versions; ``sim.gridscale.CALL_COSTS`` carries today's),
+    ``per_row`` per row a bulk call reads or writes (a submit takes about 0.1 s per
+    1,000 tasks), plus the matcher's cost from ``sim.calibration`` for each request that
+    matches."""
 
     call: float = 0.003
     per_row: float = 0.0001

@@ -1,7 +1,8 @@
 """A simulated distributed site (Delgado Peris 2014 §III.B-C): the master's rounds are the
 product's own state machine (``distributed.master_state.MasterState``: the real
 ``sched.rounds.RoundBook``, TaskList fitting, rank matrix and assignment), fed with simulated
-events; each idle worker ranks with its real ``sched.ranking.Ranker``.
+events; each idle worker ranks with its real ``sched.ranking.Ranker`` (its answer found by
+``sim.ranks``, which scores only the entries that can make a worker's best ranks).
 
 This module is the core's simulated shell, as ``distributed.master.MasterRole`` is its asyncio
 one: it carries the core's instructions out with simulated costs and feeds back what came of
@@ -25,6 +26,7 @@ from glidein_ext.sched.ranking import InputFile, Ranker, TaskEntry, TaskSpec, Wo
 from glidein_ext.sched.tasklist import encode_reply
 from glidein_ext.sim.context import Context
 from glidein_ext.sim.pilots import dht_publish_time, execute
+from glidein_ext.sim.ranks import RoundRanks
 from glidein_ext.sim.taskqueue import Outcome
 from glidein_ext.sim.workload import SimTask
 from glidein_ext.tq.client.protocol import Refused, SitePilot
@@ -199,14 +201,14 @@ class SiteMaster:
 
     def _replies(self, shown: list[TaskEntry], limit: int) -> list[Any]:
         """Each worker's reply to the TaskList: busy, or idle with its best ``limit`` ranks."""
-        positions = [TaskEntry(i, e.spec, e.inputs) for i, e in enumerate(shown)]
+        tasklist = RoundRanks(shown)
         replies: list[Any] = []
         for pilot_id, worker in self.workers.items():
             if worker.current or not shown:
                 replies += encode_reply(pilot_id, worker.current, worker.last_done, None)
                 continue
             state = WorkerState(cached=frozenset(self.ctx.caches.cached(pilot_id)))
-            ranking = worker.ranker.rank(positions, state, limit=limit, spread=pilot_id)
+            ranking = tasklist.rank(worker.ranker, state, limit, pilot_id)
             replies += encode_reply(pilot_id, 0, worker.last_done, ranking)
         return replies
 

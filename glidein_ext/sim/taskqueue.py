@@ -86,6 +86,7 @@ class SimTaskQueue:
         self._ended: dict[int, Any] = {}  # site -> the event that ends its waiting call
         # site -> the tasks of its last offers that another site gets first (``Offers.shared``)
         self.shared: dict[int, frozenset[int]] = {}
+        self._members: dict[tuple[int, bool], Member] = {}
 
     # --- the server ---
 
@@ -248,7 +249,7 @@ class SimTaskQueue:
         working pilot and whether it is idle.  The simulated tasks have no Requirements of their
         own (every pilot matches every task)."""
         queued = [self._runnable[t] for t in self.queued]
-        members = [Member(p, str(s), p not in self.busy) for p, s in self.workers.items()]
+        members = [self._member(p, s, p not in self.busy) for p, s in self.workers.items()]
         chosen = choose_offers(
             str(site),
             want,
@@ -261,6 +262,15 @@ class SimTaskQueue:
         )
         self.shared[site] = chosen.shared
         return [self.tasks[t] for t in chosen.task_ids], chosen.runnable
+
+    def _member(self, pilot_id: int, site: int, idle: bool) -> Member:
+        """A working pilot as the offers see it (made once per pilot and state: a sync of a
+        large site lists every pilot of every site)."""
+        key = (pilot_id, idle)
+        found = self._members.get(key)
+        if found is None or found.site != str(site):
+            found = self._members[key] = Member(pilot_id, str(site), idle)
+        return found
 
     def sync(self, site: int, outcomes: list[tuple[int, Outcome]], want: int) -> Op:
         def op() -> tuple[Any, float]:
