@@ -85,6 +85,17 @@ def test_grid_scales_thresholds_are_labelled_and_its_bars_valued(
         written = [t.get_text() for t in ax.texts]
         assert any(label.startswith("target: ") for label in labels), labels
         assert any(text.startswith("target: ") for text in written), written
+        # a colour per cost, a line style per architecture: coinciding curves stay told apart
+        drawn = {line.get_label(): line for line in ax.get_lines() if ", " in line.get_label()}
+        assert len(drawn) == len(CALL_COSTS) * len(ARCHITECTURES)
+        for cost in CALL_COSTS:
+            assert len({drawn[f"{arch}, {cost}"].get_color() for arch in ARCHITECTURES}) == 1
+            styles = {drawn[f"{arch}, {cost}"].get_linestyle() for arch in ARCHITECTURES}
+            assert len(styles) == len(ARCHITECTURES)
+        for arch in ARCHITECTURES:
+            assert len({drawn[f"{arch}, {cost}"].get_color() for cost in CALL_COSTS}) == len(
+                CALL_COSTS
+            )
 
 
 def test_the_papers_values_carry_the_papers_names() -> None:
