@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pytest
 
@@ -22,11 +22,12 @@ def operator_env(**extra: str) -> dict[str, str]:
 
 
 def run_cli(
-    *args: str, env: Mapping[str, str], timeout: float = 60
+    *args: str, env: Mapping[str, str], timeout: float = 60, wrapper: Sequence[str] = ()
 ) -> subprocess.CompletedProcess[str]:
-    """``glidein-ext ARGS`` as a process: its exit code, stdout and stderr; never a traceback."""
+    """``glidein-ext ARGS`` as a process: its exit code, stdout and stderr; never a traceback.
+    ``wrapper``: a command that runs it (``setpriv ...``), the command line after it."""
     done = subprocess.run(
-        [sys.executable, "-m", "glidein_ext", *args],
+        [*wrapper, sys.executable, "-m", "glidein_ext", *args],
         check=False,
         env=dict(env),
         capture_output=True,

@@ -243,7 +243,10 @@ def _figures(out: Path, needed: Sequence[dict[str, Any]], grid: Sequence[dict[st
         (axes[0], "first_burst", "first burst (s)", FIRST_BURST_TARGET),
         (axes[1], "delay_median", "median inter-task delay (s)", DELAY_TARGET),
     )
-    styles = {"pre-dht": "-", "centralized": ":", "distributed": "--"}
+    # A colour per per-call cost, a line style and marker per architecture: pre-DHT's and
+    # centralized's curves coincide at every cost, so a colour each would hide one under the other.
+    styles = {"pre-dht": ("-", "o"), "centralized": (":", "x"), "distributed": ("--", ".")}
+    colors = {name: f"C{index}" for index, name in enumerate(CALL_COSTS)}
     goals = {
         "first_burst": "target: first burst < {:g} s",
         "delay_median": "target: median delay < {:g} s",
@@ -258,7 +261,16 @@ def _figures(out: Path, needed: Sequence[dict[str, Any]], grid: Sequence[dict[st
                 ]
                 if points:
                     xs, ys = zip(*points, strict=True)
-                    ax.plot(xs, ys, styles[arch], marker=".", label=f"{arch}, {name}")
+                    style, marker = styles[arch]
+                    ax.plot(
+                        xs,
+                        ys,
+                        linestyle=style,
+                        marker=marker,
+                        markersize=4,
+                        color=colors[name],
+                        label=f"{arch}, {name}",
+                    )
         ax.axhline(
             target,
             color="black",

@@ -92,7 +92,57 @@ def submission_report(
         "Hasham 2011 fig 7: running jobs, W3 (direct, pilots running, PilotMonitor)",
         [Panel("running jobs", lines)],
     )
-    return []
+    return submission_notes(aggregate(rows, ("submission",)))
+
+
+def submission_notes(summary: list[dict[str, Any]]) -> list[str]:
+    """Each mechanism's turnaround and first burst, then figure 7's shape as claims: pilots
+    already running start the step-0 jobs at once, the PilotMonitor later, direct submission
+    pays the grid's latencies at every step."""
+    by = {str(r["submission"]): r for r in summary}
+    turnaround = {name: by.get(name, {}).get("turnaround") for name, _ in MECHANISMS}
+    burst = {name: by.get(name, {}).get("first_burst") for name, _ in MECHANISMS}
+    notes = [
+        f"{name}: turnaround {_fmt(turnaround[name])} s, first burst "
+        + (
+            "none (no pilots: each job is submitted to the grid)"
+            if burst[name] is None
+            else f"{_fmt(burst[name])} s"
+        )
+        for name, _ in MECHANISMS
+        if name in by
+    ]
+    notes.append(
+        _claim(
+            "Hasham 2011 fig 7: pilots already running start the first jobs sooner than the "
+            "PilotMonitor (first burst)",
+            _below(burst["running"], burst["monitor"]),
+            f"{_fmt(burst['running'])} against {_fmt(burst['monitor'])} s",
+        )
+    )
+    notes.append(
+        _claim(
+            "Hasham 2011 fig 7: turnaround pilots running < PilotMonitor < direct submission",
+            _below(turnaround["running"], turnaround["monitor"])
+            and _below(turnaround["monitor"], turnaround["direct"]),
+            ", ".join(f"{_fmt(turnaround[name])} s" for name in ("running", "monitor", "direct")),
+        )
+    )
+    return notes
+
+
+def _below(low: Any, high: Any) -> bool:
+    return low is not None and high is not None and float(low) < float(high)
+
+
+def _less(value: Any, minus: Any) -> float | None:
+    """``value - minus``; None when either is missing."""
+    return None if value is None or minus is None else float(value) - float(minus)
+
+
+def _claim(text: str, holds: bool, numbers: str) -> str:
+    """One of the paper's statements checked against this run: holds or does not hold."""
+    return f"{text}: {'holds' if holds else 'does not hold'} here ({numbers})"
 
 
 # --- figures 8-11: stage-in time and turnaround under the SE conditions, cache or not ---
@@ -136,15 +186,22 @@ def storage_report(results: list[tuple[Job, SimResult]], out: Path, costs: CostM
     write_csv(out / "runs.csv", rows)
     summary = aggregate(rows, ("workflow", "condition", "scheme"))
     write_csv(out / "summary.csv", summary)
-    # Figs. 8-9: W1 across the storage conditions; Figs. 10-11: the workflows under d3f3.
+    storage_figures(summary, out)
+    return storage_notes(summary)
+
+
+def storage_figures(summary: list[dict[str, Any]], out: Path) -> None:
+    """Figs. 8-9: W1 across the storage conditions; Figs. 10-11: the workflows under d3f3.
+    The stage-in bars are valued: with the cache they are too short to read (under a second
+    against minutes without)."""
     conditions, workflows = list(CONDITIONS), list(WORKFLOWS)
     for first, shown, axis, xs, where in (
         (8, "W1", "condition", conditions, {"workflow": "w1"}),
         (10, "d3f3", "workflow", workflows, {"condition": "d3f3"}),
     ):
-        for fig, stem, metric, ylabel in (
-            (first, "stage_in", "stage_in_mean", "stage-in time per job (s)"),
-            (first + 1, "turnaround", "turnaround", "workflow turnaround (s)"),
+        for fig, stem, metric, ylabel, valued in (
+            (first, "stage_in", "stage_in_mean", "stage-in time per job (s)", True),
+            (first + 1, "turnaround", "turnaround", "workflow turnaround (s)", False),
         ):
             bars(
                 out / f"fig{fig}_{stem}.png",
@@ -152,18 +209,81 @@ def storage_report(results: list[tuple[Job, SimResult]], out: Path, costs: CostM
                 ylabel,
                 xs,
                 _pairs(summary, axis, xs, where, metric),
+                values=valued,
             )
+
+
+def storage_notes(summary: list[dict[str, Any]]) -> list[str]:
+    """W1's stage-in time and turnaround per condition, cache against none, then the paper's
+    statements on figures 8-11 (Hasham 2011 section V.B) as claims."""
     by = {(r["workflow"], r["condition"], r["scheme"]): r for r in summary}
+
+    def value(workflow: str, condition: str, scheme: str, metric: str) -> Any:
+        return by.get((workflow, condition, scheme), {}).get(metric)
+
     notes = []
-    found = [by.get(("w1", c, "C1"), {}).get("turnaround") for c in ("d3f1", "d2f2", "d3f3")]
-    cached = [float(v) for v in found if v is not None]
-    if len(cached) == 3:
-        holds = cached[0] < cached[1] and cached[0] < cached[2]
+    for condition in CONDITIONS:
+        shown = [
+            f"{label} {_fmt(value('w1', condition, scheme, metric))} s"
+            for metric, what in (("stage_in_mean", "stage-in"), ("turnaround", "turnaround"))
+            for scheme, label in (("C1", f"{what} cache"), ("none", f"{what} no cache"))
+        ]
+        notes.append(f"w1 {condition}: {', '.join(shown)}")
+    for workflow in ("w2", "w3"):
         notes.append(
-            "Hasham 2011: W1 turnaround under d3f1 below d2f2 and d3f3 (failures cost more than "
-            f"delays): {'holds' if holds else 'does not hold'} here "
-            f"({', '.join(_fmt(v) for v in cached)} s)"
+            f"{workflow} d3f3: turnaround cache {_fmt(value(workflow, 'd3f3', 'C1', 'turnaround'))}"
+            f" s, no cache {_fmt(value(workflow, 'd3f3', 'none', 'turnaround'))} s"
         )
+    stage_in = {
+        (c, scheme): value("w1", c, scheme, "stage_in_mean")
+        for c in CONDITIONS
+        for scheme in ("C1", "none")
+    }
+    notes.append(
+        _claim(
+            "Hasham 2011 fig 8: the cache shortens W1's stage-in under every condition",
+            all(_below(stage_in[(c, "C1")], stage_in[(c, "none")]) for c in CONDITIONS),
+            ", ".join(
+                f"{c} {_fmt(stage_in[(c, 'C1')])} against {_fmt(stage_in[(c, 'none')])} s"
+                for c in CONDITIONS
+            ),
+        )
+    )
+    notes.append(
+        _claim(
+            "Hasham 2011 fig 8: the stage-in grows with the SE's delay only without the cache "
+            "(without: d1f1 < d2f2 < d3f1, d3f3; with: every condition below d1f1's without)",
+            _below(stage_in[("d1f1", "none")], stage_in[("d2f2", "none")])
+            and _below(stage_in[("d2f2", "none")], stage_in[("d3f1", "none")])
+            and _below(stage_in[("d2f2", "none")], stage_in[("d3f3", "none")])
+            and all(_below(stage_in[(c, "C1")], stage_in[("d1f1", "none")]) for c in CONDITIONS),
+            "without: "
+            + ", ".join(f"{_fmt(stage_in[(c, 'none')])}" for c in CONDITIONS)
+            + " s; with: "
+            + ", ".join(f"{_fmt(stage_in[(c, 'C1')])}" for c in CONDITIONS)
+            + " s",
+        )
+    )
+    cached = {c: value("w1", c, "C1", "turnaround") for c in ("d3f1", "d2f2", "d3f3")}
+    notes.append(
+        _claim(
+            "Hasham 2011 fig 9: W1's turnaround under d3f1 below d2f2 and d3f3 (failures cost "
+            "more than delays)",
+            _below(cached["d3f1"], cached["d2f2"]) and _below(cached["d3f1"], cached["d3f3"]),
+            ", ".join(f"{c} {_fmt(v)} s" for c, v in cached.items()),
+        )
+    )
+    gain = {
+        w: _less(value(w, "d3f3", "none", "turnaround"), value(w, "d3f3", "C1", "turnaround"))
+        for w in WORKFLOWS
+    }
+    notes.append(
+        _claim(
+            "Hasham 2011 figs 10, 11: under d3f3 the cache saves W2 and W3 less turnaround than W1",
+            _below(gain["w2"], gain["w1"]) and _below(gain["w3"], gain["w1"]),
+            ", ".join(f"{w.upper()} {_fmt(g)} s" for w, g in gain.items()),
+        )
+    )
     return notes
 
 
@@ -203,12 +323,59 @@ def cache_report(results: list[tuple[Job, SimResult]], out: Path, costs: CostMod
         series,
         [Reference("Hasham 2011: C2 at most ~50% for W2, W3", 0.5, "C1")],
     )
+    return cache_notes(summary)
+
+
+def cache_notes(summary: list[dict[str, Any]]) -> list[str]:
+    """The cache hit ratio per workflow and scheme, then the paper's statements on figure 12
+    (Hasham 2011 section V.C) as claims."""
     by = {(r["workflow"], r["scheme"]): r["cache_hit"] for r in summary}
-    return [
+    notes = [
         f"{w}: C1 {_fmt(by.get((w, 'C1')))}, C2 {_fmt(by.get((w, 'C2')))}, "
         f"C3 {_fmt(by.get((w, 'C3')))}"
         for w in WORKFLOWS
     ]
+
+    def hit(w: str, scheme: str) -> str:
+        return f"{w.upper()} {scheme} {_fmt(by.get((w, scheme)))}"
+
+    w1 = (by.get(("w1", "C1")), by.get(("w1", "C2")))
+    notes.append(
+        _claim(
+            "Hasham 2011 fig 12: W1 hits as often with C1 as with C2 (one-to-one, waitForData)",
+            None not in w1 and abs(float(w1[0] or 0) - float(w1[1] or 0)) < 1e-9,
+            f"{hit('w1', 'C1')}, {hit('w1', 'C2')}",
+        )
+    )
+    notes.append(
+        _claim(
+            "Hasham 2011 fig 12: without waitForData (C3) the ratio drops, every workflow",
+            all(_below(by.get((w, "C3")), by.get((w, "C1"))) for w in WORKFLOWS),
+            ", ".join(f"{hit(w, 'C3')} against C1 {_fmt(by.get((w, 'C1')))}" for w in WORKFLOWS),
+        )
+    )
+    notes.append(
+        _claim(
+            "Hasham 2011 fig 12: C2 reaches at most 50% for W2 and W3",
+            all(
+                by.get((w, "C2")) is not None and float(by[(w, "C2")]) <= 0.5 + 1e-9
+                for w in ("w2", "w3")
+            ),
+            f"{hit('w2', 'C2')}, {hit('w3', 'C2')}",
+        )
+    )
+    notes.append(
+        _claim(
+            "Hasham 2011 fig 12: C1 (a host's pilots share) at least C2 for W2 and W3",
+            all(
+                None not in (by.get((w, "C1")), by.get((w, "C2")))
+                and float(by[(w, "C1")]) >= float(by[(w, "C2")]) - 1e-9
+                for w in ("w2", "w3")
+            ),
+            ", ".join(f"{hit(w, 'C1')} against C2 {_fmt(by.get((w, 'C2')))}" for w in ("w2", "w3")),
+        )
+    )
+    return notes
 
 
 # --- the whole grid: W x condition x cache x submission ---

@@ -79,7 +79,7 @@ def bars(
         drawn = ax.bar(xs, heights, width, yerr=errors, capsize=2, label=name)
         if values:
             labels = ["none" if m is None else f"{m:,.3g}" for m in means]
-            ax.bar_label(drawn, labels=labels, fontsize=6, padding=1)
+            ax.bar_label(drawn, labels=labels, fontsize=7, padding=1)
             for x, m in zip(xs, means, strict=True):
                 if m is None:  # no bar to write on: at the axis
                     ax.annotate(
@@ -88,7 +88,7 @@ def bars(
                         xycoords=("data", "axes fraction"),
                         ha="center",
                         va="bottom",
-                        fontsize=6,
+                        fontsize=7,
                     )
     for ref in references:
         ax.axhline(ref.value, linestyle="--", linewidth=1, color=ref.color, label=ref.label)

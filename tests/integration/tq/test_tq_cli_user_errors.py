@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -22,7 +23,12 @@ from glidein_ext.tq.service.server import check_sqlite_file
 from tests.support.cli import operator_env, run_cli
 
 NOWHERE = "http://127.0.0.1:9"  # no Task Queue listens there
-AS_ROOT = os.geteuid() == 0  # root reads and writes any file whatever its mode
+# Root reads and writes any file whatever its mode (the capabilities CAP_DAC_OVERRIDE and
+# CAP_DAC_READ_SEARCH): as root, the tests of a file's mode run the command without them, still
+# root and the file's owner, so the mode applies as it does to an ordinary user's own file.
+AS_ROOT = os.geteuid() == 0
+DAC_CAPS = "-dac_override,-dac_read_search"
+WITHOUT_ROOT_POWERS = ("setpriv", f"--bounding-set={DAC_CAPS}", f"--inh-caps={DAC_CAPS}", "--")
 
 
 def _one_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -32,8 +38,21 @@ def _one_line(done: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-def _serve(database: Path) -> subprocess.CompletedProcess[str]:
-    return run_cli("tq", "serve", "--database", str(database), "--port", "0", env=operator_env())
+def _serve(database: Path, wrapper: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    serve = ("tq", "serve", "--database", str(database), "--port", "0")
+    return run_cli(*serve, env=operator_env(), wrapper=wrapper)
+
+
+@pytest.fixture
+def file_modes_apply() -> tuple[str, ...]:
+    """The wrapper under which a file's mode binds the command: none for an ordinary user;
+    for root, ``setpriv`` dropping the capabilities that override it (the test below checks
+    that root then cannot read a file of mode 000)."""
+    if not AS_ROOT:
+        return ()
+    if shutil.which("setpriv") is None:
+        pytest.skip("as root, the mode tests need setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
+    return WITHOUT_ROOT_POWERS
 
 
 @pytest.fixture
@@ -57,22 +76,43 @@ def test_serve_on_a_directory_says_it_is_a_directory(tmp_path: Path) -> None:
     assert "sqlite3" not in line and "sqlalche" not in line
 
 
-@pytest.mark.skipif(AS_ROOT, reason="root reads a file of mode 000")
-def test_serve_on_an_unreadable_database_names_it(locked_away: Path) -> None:
+def test_serve_on_an_unreadable_database_names_it(
+    locked_away: Path, file_modes_apply: tuple[str, ...]
+) -> None:
     database = locked_away / "tq.sqlite"
     database.write_bytes(b"")
     database.chmod(0)
-    line = _one_line(_serve(database))
+    line = _one_line(_serve(database, file_modes_apply))
     assert f"the database {database}: cannot read it: Permission denied" in line
 
 
-@pytest.mark.skipif(AS_ROOT, reason="root writes a read-only file")
-def test_serve_on_a_read_only_database_names_it(locked_away: Path) -> None:
+def test_serve_on_a_read_only_database_names_it(
+    locked_away: Path, file_modes_apply: tuple[str, ...]
+) -> None:
     database = locked_away / "tq.sqlite"
     database.write_bytes(b"")
     database.chmod(stat.S_IRUSR)
-    line = _one_line(_serve(database))
+    line = _one_line(_serve(database, file_modes_apply))
     assert f"the database {database}: cannot write it: Permission denied" in line
+
+
+def test_without_root_powers_root_obeys_a_file_mode(
+    locked_away: Path, file_modes_apply: tuple[str, ...]
+) -> None:
+    """The wrapper the two tests above run under does bind a file's mode (for root, the
+    capabilities are gone), and the file itself is readable otherwise."""
+    secret = locked_away / "secret"
+    secret.write_text("x", encoding="utf-8")
+    secret.chmod(0)
+    refused = subprocess.run(
+        [*file_modes_apply, "cat", str(secret)], capture_output=True, text=True, check=False
+    )
+    assert refused.returncode != 0 and "Permission denied" in refused.stderr
+    secret.chmod(stat.S_IRUSR)
+    read = subprocess.run(
+        [*file_modes_apply, "cat", str(secret)], capture_output=True, text=True, check=False
+    )
+    assert (read.returncode, read.stdout) == (0, "x")
 
 
 @pytest.mark.parametrize(("refused", "verb"), [(os.O_RDONLY, "read"), (os.O_RDWR, "write")])

@@ -85,6 +85,17 @@ def test_grid_scales_thresholds_are_labelled_and_its_bars_valued(
         written = [t.get_text() for t in ax.texts]
         assert any(label.startswith("target: ") for label in labels), labels
         assert any(text.startswith("target: ") for text in written), written
+        # a colour per cost, a line style per architecture: coinciding curves stay told apart
+        drawn = {line.get_label(): line for line in ax.get_lines() if ", " in line.get_label()}
+        assert len(drawn) == len(CALL_COSTS) * len(ARCHITECTURES)
+        for cost in CALL_COSTS:
+            assert len({drawn[f"{arch}, {cost}"].get_color() for arch in ARCHITECTURES}) == 1
+            styles = {drawn[f"{arch}, {cost}"].get_linestyle() for arch in ARCHITECTURES}
+            assert len(styles) == len(ARCHITECTURES)
+        for arch in ARCHITECTURES:
+            assert len({drawn[f"{arch}, {cost}"].get_color() for cost in CALL_COSTS}) == len(
+                CALL_COSTS
+            )
 
 
 def test_the_papers_values_carry_the_papers_names() -> None:
@@ -94,3 +105,33 @@ def test_the_papers_values_carry_the_papers_names() -> None:
         assert all(ref.label.startswith("Delgado Peris 2014: ") for ref in refs)
     source = Path(hasham2011.__file__).read_text()
     assert '"seed: ' not in source and 'Reference("Hasham 2011: ' in source
+
+
+def test_the_stage_in_bars_are_valued_the_cached_ones_too_short_to_see(
+    figures: list[Any], tmp_path: Path
+) -> None:
+    summary = [
+        {
+            "workflow": workflow,
+            "condition": condition,
+            "scheme": scheme,
+            "stage_in_mean": 0.9 if scheme == "C1" else 150.0,
+            "stage_in_mean_sem": 0.0,
+            "turnaround": 2000.0,
+            "turnaround_sem": 10.0,
+        }
+        for workflow in hasham2011.WORKFLOWS
+        for condition in hasham2011.CONDITIONS
+        for scheme in ("C1", "none")
+    ]
+    hasham2011.storage_figures(summary, tmp_path)
+    fig8, fig9, fig10, fig11 = figures
+    for stage_in in (fig8, fig10):
+        assert {"0.9", "150"} <= {t.get_text() for t in stage_in.axes[0].texts}
+    assert not fig9.axes[0].texts and not fig11.axes[0].texts
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "fig10_stage_in.png",
+        "fig11_turnaround.png",
+        "fig8_stage_in.png",
+        "fig9_turnaround.png",
+    ]
