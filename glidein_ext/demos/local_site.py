@@ -6,8 +6,9 @@ run --pilots N`` processes against it, one process per simulated worker node (it
 that host's cache, Hasham 2011 §IV-C), every pilot joining the site's DHT (Delgado Peris 2014
 §III.A).  Both are context managers that stop what they started (SIGTERM, then SIGKILL) and leave
 nothing running. The main demo uses them; a researcher can too (``docs/architectures.md``).
-The functions below watch such a site through the operator's client (pilots alive, a workflow to
-its end, its counters, a cell of a counters table); the testbed's site runs use them too.
+The functions below start ``tq serve`` (``start_tq_serve``) and watch such a site through the
+operator's client (pilots alive, a workflow to its end, its counters, a cell of a counters table);
+the testbed's Task Queue server and site runs use them too.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,39 +68,25 @@ class LocalTaskQueue(Running):
 
     def start(self) -> LocalTaskQueue:
         self.directory.mkdir(parents=True, exist_ok=True)
-        port_file = self.directory / "tq.port"
-        port_file.unlink(missing_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                _command(
-                    *("tq", "serve", "--database", str(self.directory / "tq.sqlite")),
-                    *("--port", "0", "--port-file", str(port_file)),
-                    *("--architecture", self.architecture, *self.args),
-                ),
-                env=self.environment(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        deadline = time.monotonic() + START_TIMEOUT
-        while not port_file.exists():
-            self._alive(deadline, "did not bind its port")
-            time.sleep(0.1)
-        self.port = int(port_file.read_text())
-        while True:
-            try:
-                self.operator(timeout=5).status()
-                return self
-            except TaskQueueError:
-                self._alive(deadline, "does not answer")
-                time.sleep(0.2)
+        self.process, self.port = start_tq_serve(
+            [
+                *("--database", str(self.directory / "tq.sqlite"), "--port", "0"),
+                *("--architecture", self.architecture, *self.args),
+            ],
+            self.environment(),
+            self.log_path,
+            self.directory / "tq.port",
+            self._answers,
+            lambda: f"(log {self.log_path}) {self.log_path.read_text(errors='replace')[-2000:]}",
+        )
+        return self
 
-    def _alive(self, deadline: float, what: str) -> None:
-        assert self.process is not None
-        if self.process.poll() is not None or time.monotonic() > deadline:
-            self.stop()
-            tail = self.log_path.read_text(errors="replace")[-2000:]
-            raise GlideinExtError(f"tq serve {what} (log {self.log_path}): {tail}")
+    def _answers(self, port: int) -> bool:
+        try:
+            TqClient(f"http://127.0.0.1:{port}", self.operator_token, timeout=5).status()
+        except TaskQueueError:
+            return False
+        return True
 
     def stop(self) -> None:
         if self.process is not None:
@@ -181,6 +168,48 @@ class LocalSite(Running):
         """SIGTERM: each pilot finishes, leaves the DHT (Delgado Peris 2014 LEAVE) and
         deregisters."""
         stop_pilots(self.procs, kill_after=10)
+
+
+def start_tq_serve(
+    args: Sequence[str],
+    env: Mapping[str, str],
+    log_path: Path,
+    port_file: Path,
+    answers: Callable[[int], bool],
+    logs: Callable[[], str],
+    timeout: float = START_TIMEOUT,
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Run ``glidein-ext tq serve ARGS --port-file PORT_FILE`` (its output appended to
+    ``log_path``); wait until it wrote the port it bound and ``answers(port)``.  The process and
+    its port; GlideinExtError (with ``logs()``, the process stopped) if it exits or ``timeout``
+    seconds pass first."""
+    port_file.unlink(missing_ok=True)
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            _command("tq", "serve", *args, "--port-file", str(port_file)),
+            env=dict(env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    deadline = time.monotonic() + timeout
+
+    def check_alive(what: str) -> None:
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise GlideinExtError(f"tq serve {what}: {logs()}")
+
+    try:
+        while not port_file.exists():  # written whole (renamed into place) once bound
+            check_alive("did not bind its port")
+            time.sleep(0.1)
+        port = int(port_file.read_text())
+        while not answers(port):
+            check_alive("does not answer")
+            time.sleep(0.1)
+    except BaseException:
+        stop_process(process, [(signal.SIGTERM, 30), (signal.SIGKILL, 10)])
+        raise
+    return process, port
 
 
 def pilots_alive(operator: TqClient, sites: Iterable[str]) -> int:
