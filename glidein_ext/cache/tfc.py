@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from glidein_ext.errors import CatalogError
+from glidein_ext.textfile import read_bounded_text
 
 MAX_CATALOG_BYTES = 4 * 1024 * 1024
 DEFAULT_DESTINATION = "any"
@@ -235,17 +236,7 @@ def load_catalog(
 ) -> Catalog:
     """Read ``storage.xml`` or ``storage.json`` (chosen by content: JSON starts with '[')."""
     where = Path(path)
-    try:
-        with where.open("rb") as handle:
-            data = handle.read(MAX_CATALOG_BYTES + 1)
-    except OSError as exc:
-        raise CatalogError(f"cannot read the catalog {where}: {exc.strerror or exc}") from exc
-    if len(data) > MAX_CATALOG_BYTES:
-        raise CatalogError(f"{where}: larger than {MAX_CATALOG_BYTES} bytes")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CatalogError(f"{where}: not UTF-8 text") from exc
+    text = read_bounded_text(where, MAX_CATALOG_BYTES, CatalogError, "the catalog ")
     if text.lstrip().startswith("["):
         return parse_storage_json(text, str(where), site=site, volume=volume)
     return parse_storage_xml(text, str(where))

@@ -6,6 +6,9 @@ run --pilots N`` processes against it, one process per simulated worker node (it
 that host's cache, Hasham 2011 §IV-C), every pilot joining the site's DHT (Delgado Peris 2014
 §III.A).  Both are context managers that stop what they started (SIGTERM, then SIGKILL) and leave
 nothing running. The main demo uses them; a researcher can too (``docs/architectures.md``).
+The functions below start ``tq serve`` (``start_tq_serve``) and watch such a site through the
+operator's client (pilots alive, a workflow to its end, its counters, a cell of a counters table);
+the testbed's Task Queue server and site runs use them too.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,39 +68,25 @@ class LocalTaskQueue(Running):
 
     def start(self) -> LocalTaskQueue:
         self.directory.mkdir(parents=True, exist_ok=True)
-        port_file = self.directory / "tq.port"
-        port_file.unlink(missing_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                _command(
-                    *("tq", "serve", "--database", str(self.directory / "tq.sqlite")),
-                    *("--port", "0", "--port-file", str(port_file)),
-                    *("--architecture", self.architecture, *self.args),
-                ),
-                env=self.environment(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        deadline = time.monotonic() + START_TIMEOUT
-        while not port_file.exists():
-            self._alive(deadline, "did not bind its port")
-            time.sleep(0.1)
-        self.port = int(port_file.read_text())
-        while True:
-            try:
-                self.operator(timeout=5).status()
-                return self
-            except TaskQueueError:
-                self._alive(deadline, "does not answer")
-                time.sleep(0.2)
+        self.process, self.port = start_tq_serve(
+            [
+                *("--database", str(self.directory / "tq.sqlite"), "--port", "0"),
+                *("--architecture", self.architecture, *self.args),
+            ],
+            self.environment(),
+            self.log_path,
+            self.directory / "tq.port",
+            self._answers,
+            lambda: f"(log {self.log_path}) {self.log_path.read_text(errors='replace')[-2000:]}",
+        )
+        return self
 
-    def _alive(self, deadline: float, what: str) -> None:
-        assert self.process is not None
-        if self.process.poll() is not None or time.monotonic() > deadline:
-            self.stop()
-            tail = self.log_path.read_text(errors="replace")[-2000:]
-            raise GlideinExtError(f"tq serve {what} (log {self.log_path}): {tail}")
+    def _answers(self, port: int) -> bool:
+        try:
+            TqClient(f"http://127.0.0.1:{port}", self.operator_token, timeout=5).status()
+        except TaskQueueError:
+            return False
+        return True
 
     def stop(self) -> None:
         if self.process is not None:
@@ -163,33 +152,138 @@ class LocalSite(Running):
 
     def registered(self) -> int:
         """Pilots of this site the Task Queue knows alive (idle or busy)."""
-        pilots = self.tq.operator().status().pilots.get(self.site, {})
-        return int(pilots.get("idle", 0) + pilots.get("busy", 0))
+        return pilots_alive(self.tq.operator(), [self.site])
 
     def wait_registered(self, count: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while self.registered() < count:
-            if any(p.poll() is not None for p in self.procs):
-                raise GlideinExtError(f"a pilot process exited; see {self.directory}/wn*.log")
-            if time.monotonic() > deadline:
-                raise GlideinExtError(f"{self.registered()} of {count} pilots registered")
-            time.sleep(0.3)
+        wait_pilots(
+            self.tq.operator(),
+            [self.site],
+            count,
+            timeout,
+            self.procs,
+            lambda: f"see {self.directory}/wn*.log",
+        )
 
     def stop(self) -> None:
         """SIGTERM: each pilot finishes, leaves the DHT (Delgado Peris 2014 LEAVE) and
         deregisters."""
-        for process in self.procs:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.procs:
-            stop_process(process, [(signal.SIGTERM, 60), (signal.SIGKILL, 10)])
+        stop_pilots(self.procs, kill_after=10)
 
 
-def workflow_counters(tq: LocalTaskQueue, workflow_id: int) -> dict[str, Any]:
+def start_tq_serve(
+    args: Sequence[str],
+    env: Mapping[str, str],
+    log_path: Path,
+    port_file: Path,
+    answers: Callable[[int], bool],
+    logs: Callable[[], str],
+    timeout: float = START_TIMEOUT,
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Run ``glidein-ext tq serve ARGS --port-file PORT_FILE`` (its output appended to
+    ``log_path``); wait until it wrote the port it bound and ``answers(port)``.  The process and
+    its port; GlideinExtError (with ``logs()``, the process stopped) if it exits or ``timeout``
+    seconds pass first."""
+    port_file.unlink(missing_ok=True)
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            _command("tq", "serve", *args, "--port-file", str(port_file)),
+            env=dict(env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    deadline = time.monotonic() + timeout
+
+    def check_alive(what: str) -> None:
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise GlideinExtError(f"tq serve {what}: {logs()}")
+
+    try:
+        while not port_file.exists():  # written whole (renamed into place) once bound
+            check_alive("did not bind its port")
+            time.sleep(0.1)
+        port = int(port_file.read_text())
+        while not answers(port):
+            check_alive("does not answer")
+            time.sleep(0.1)
+    except BaseException:
+        stop_process(process, [(signal.SIGTERM, 30), (signal.SIGKILL, 10)])
+        raise
+    return process, port
+
+
+def pilots_alive(operator: TqClient, sites: Iterable[str]) -> int:
+    """Pilots of ``sites`` the Task Queue knows alive (idle or busy)."""
+    pilots = operator.status().pilots
+    found = [pilots.get(site, {}) for site in sites]
+    return int(sum(site.get("idle", 0) + site.get("busy", 0) for site in found))
+
+
+def wait_pilots(
+    operator: TqClient,
+    sites: Iterable[str],
+    count: int,
+    timeout: float,
+    procs: Sequence[subprocess.Popen[bytes]],
+    logs: Callable[[], str],
+) -> None:
+    """Wait until ``count`` pilots of ``sites`` registered; GlideinExtError (with ``logs()``)
+    if one of ``procs`` exited or ``timeout`` seconds passed first."""
+    sites = list(sites)
+    deadline = time.monotonic() + timeout
+    while pilots_alive(operator, sites) < count:
+        if any(process.poll() is not None for process in procs):
+            raise GlideinExtError(f"a pilot process exited: {logs()}")
+        if time.monotonic() > deadline:
+            alive = pilots_alive(operator, sites)
+            raise GlideinExtError(f"{alive} of {count} pilots registered: {logs()}")
+        time.sleep(0.3)
+
+
+def wait_workflow(
+    operator: TqClient,
+    workflow_id: int,
+    name: str,
+    timeout: float,
+    interval: float,
+    progress: Callable[[dict[str, int]], None],
+    logs: Callable[[], str],
+) -> dict[str, int]:
+    """Poll the Task Queue until every task of the workflow ended (done or failed); its task
+    counts by state, each poll's given to ``progress``.  GlideinExtError (with ``logs()``) after
+    ``timeout`` seconds."""
+    started = time.monotonic()
+    while True:
+        (found,) = [w for w in operator.status().workflows if w.id == workflow_id]
+        counts = dict(found.tasks)
+        progress(counts)
+        if counts.get("done", 0) + counts.get("failed", 0) == sum(counts.values()):
+            return counts
+        if time.monotonic() - started > timeout:
+            raise GlideinExtError(f"{name} did not finish in {timeout:.0f} s: {counts} {logs()}")
+        time.sleep(interval)
+
+
+def workflow_counters(operator: TqClient, workflow_id: int) -> dict[str, Any]:
     """The Task Queue's counters of one workflow (``GET /api/v1/counters``, Delgado Peris 2014
     §IV)."""
-    counters = tq.operator().call("GET", "/api/v1/counters")
+    counters = operator.call("GET", "/api/v1/counters")
     for found in counters.get("workflows", []):
         if found.get("id") == workflow_id:
             return dict(found)
     raise TaskQueueError(f"the Task Queue has no counters for workflow {workflow_id}")
+
+
+def stop_pilots(procs: Iterable[subprocess.Popen[bytes]], kill_after: float) -> None:
+    """SIGTERM to every pilot process at once; each one's SIGKILL 60 s later, ``kill_after``
+    seconds before giving up on it."""
+    procs = list(procs)
+    for process in procs:
+        process.send_signal(signal.SIGTERM)  # nothing if it has exited (and been reaped)
+    for process in procs:
+        stop_process(process, [(signal.SIGTERM, 60), (signal.SIGKILL, kill_after)])
+
+
+def counter_cell(value: float | None, digits: int = 2) -> str:
+    """A counter in a table: ``-`` where the Task Queue has none."""
+    return "-" if value is None else f"{value:.{digits}f}"

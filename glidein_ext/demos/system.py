@@ -19,7 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from glidein_ext.demos.local_site import LocalSite, LocalTaskQueue, workflow_counters
+from glidein_ext.demos.local_site import (
+    LocalSite,
+    LocalTaskQueue,
+    counter_cell,
+    wait_workflow,
+    workflow_counters,
+)
 from glidein_ext.errors import GlideinExtError
 from glidein_ext.tq.workflow import generate
 
@@ -93,10 +99,6 @@ def progress_line(name: str, counts: dict[str, int], elapsed: float, width: int 
     )
 
 
-def _fmt(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
 def results_table(results: list[ArchitectureResult]) -> str:
     """The final table, one line per architecture, the paper's value beside ours."""
     head = (
@@ -106,9 +108,11 @@ def results_table(results: list[ArchitectureResult]) -> str:
     lines = [head]
     for r in results:
         lines.append(
-            f"   {r.architecture:<12} {r.tasks:>5} {r.failed:>6} {_fmt(r.requests_per_task):>11} "
-            f"{PAPER_REQUESTS_PER_TASK[r.architecture]:>7.0f} {_fmt(r.delay_median):>11} "
-            f"{_fmt(r.cache_hit):>9} {_fmt(r.local_hit):>9} {_fmt(r.turnaround, 1):>12}"
+            f"   {r.architecture:<12} {r.tasks:>5} {r.failed:>6} "
+            f"{counter_cell(r.requests_per_task):>11} "
+            f"{PAPER_REQUESTS_PER_TASK[r.architecture]:>7.0f} {counter_cell(r.delay_median):>11} "
+            f"{counter_cell(r.cache_hit):>9} {counter_cell(r.local_hit):>9} "
+            f"{counter_cell(r.turnaround, 1):>12}"
         )
     return "\n".join(lines)
 
@@ -134,21 +138,17 @@ def run_architecture(
             answer = tq.operator().submit(workflow)
             say(f"   W1 submitted: {answer.tasks} tasks ({size.size // 1000} kB files).")
             started = time.monotonic()
-            counts: dict[str, int] = {}
-            while True:
-                status = tq.operator().status()
-                (found,) = [w for w in status.workflows if w.id == answer.workflow_id]
-                counts = dict(found.tasks)
-                progress(progress_line("W1", counts, time.monotonic() - started))
-                if counts.get("done", 0) + counts.get("failed", 0) == sum(counts.values()):
-                    break
-                if time.monotonic() - started > size.timeout:
-                    raise GlideinExtError(
-                        f"W1 did not finish in {size.timeout:.0f} s: {counts} (logs in {directory})"
-                    )
-                time.sleep(0.5)
+            counts = wait_workflow(
+                tq.operator(),
+                answer.workflow_id,
+                "W1",
+                size.timeout,
+                0.5,
+                lambda now: progress(progress_line("W1", now, time.monotonic() - started)),
+                lambda: f"(logs in {directory})",
+            )
             progress("")
-            counters = workflow_counters(tq, answer.workflow_id)
+            counters = workflow_counters(tq.operator(), answer.workflow_id)
             files = len(list((site.se_dir / "store").rglob("*.dat")))
             masters = tq.operator().call("GET", "/api/v1/counters").get("masters", {})
             if architecture == "distributed" and masters.get(site.site):

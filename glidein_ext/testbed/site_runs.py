@@ -17,18 +17,23 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from glidein_ext.demos.local_site import (
+    counter_cell,
+    pilots_alive,
+    stop_pilots,
+    wait_pilots,
+    wait_workflow,
+    workflow_counters,
+)
 from glidein_ext.procs import Running
-from glidein_ext.sandbox.pool import stop_process
 from glidein_ext.testbed.tq_server import TqServer, tq_env
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.workflow import generate
@@ -115,19 +120,10 @@ class SiteRun(Running):
         return process
 
     def live(self) -> int:
-        status = self.operator.status()
-        found = [status.pilots.get(site, {}) for site in self.sites]
-        return sum(site.get("idle", 0) + site.get("busy", 0) for site in found)
+        return pilots_alive(self.operator, self.sites)
 
     def wait_live(self, count: int) -> None:
-        deadline = time.monotonic() + self.register_timeout
-        while self.live() < count:
-            for process in self.procs:
-                if process.poll() is not None:
-                    raise AssertionError(f"a pilot process exited: {self.logs()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{self.live()} of {count} pilots registered: {self.logs()}")
-            time.sleep(0.3)
+        wait_pilots(self.operator, self.sites, count, self.register_timeout, self.procs, self.logs)
 
     def logs(self, tail: int = 3000) -> str:
         texts = [
@@ -181,32 +177,22 @@ class SiteRun(Running):
         if rank is not None:
             submitted["defaults"]["rank"] = rank
         answer = self.operator.submit(submitted)
-        deadline = time.monotonic() + timeout
-        while True:
-            status = self.operator.status()
-            (workflow,) = [w for w in status.workflows if w.id == answer.workflow_id]
-            ended = workflow.tasks["done"] + workflow.tasks["failed"]
-            if ended == sum(workflow.tasks.values()):
-                break
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"{kind} did not finish: {workflow.tasks}\n{self.logs()}\n"
-                    + self.unfinished(answer.workflow_id)
-                )
-            time.sleep(0.3)
+        wait_workflow(
+            self.operator,
+            answer.workflow_id,
+            kind,
+            timeout,
+            0.3,
+            lambda counts: None,
+            lambda: f"\n{self.logs()}\n{self.unfinished(answer.workflow_id)}",
+        )
         return self.workflow_counters(answer.workflow_id)
 
     def workflow_counters(self, workflow_id: int) -> dict[str, Any]:
-        counters = self.operator.call("GET", "/api/v1/counters")
-        (found,) = [w for w in counters["workflows"] if w["id"] == workflow_id]
-        return dict(found)
+        return workflow_counters(self.operator, workflow_id)
 
     def stop(self) -> None:
-        for process in self.procs:
-            with contextlib.suppress(ProcessLookupError):
-                process.send_signal(signal.SIGTERM)
-        for process in self.procs:
-            stop_process(process, [(signal.SIGTERM, 60), (signal.SIGKILL, 30)])
+        stop_pilots(self.procs, kill_after=30)
         if self.server is not None:
             self.server.stop()
 
@@ -251,10 +237,6 @@ def row(architecture: str, counters: dict[str, Any]) -> Row:
     )
 
 
-def _fmt(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
 def table(rows: Sequence[Row]) -> str:
     """The comparison table, one line per (architecture, workflow)."""
     head = (
@@ -266,7 +248,8 @@ def table(rows: Sequence[Row]) -> str:
         kinds = " ".join(f"{k}={v}" for k, v in sorted(r.kinds.items()))
         lines.append(
             f"{r.architecture:<12} {r.workflow:<3} {r.tasks:>5} {r.requests_per_task:>8.2f} "
-            f"{_fmt(r.delay_median):>9} {_fmt(r.delay_p99):>9} {_fmt(r.cache_hit):>9} "
-            f"{_fmt(r.local_hit):>9} {_fmt(r.turnaround, 1):>10}  {kinds}"
+            f"{counter_cell(r.delay_median):>9} {counter_cell(r.delay_p99):>9} "
+            f"{counter_cell(r.cache_hit):>9} {counter_cell(r.local_hit):>9} "
+            f"{counter_cell(r.turnaround, 1):>10}  {kinds}"
         )
     return "\n".join(lines)

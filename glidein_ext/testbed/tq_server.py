@@ -13,13 +13,12 @@ import os
 import signal
 import ssl
 import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from glidein_ext.demos.local_site import start_tq_serve
 from glidein_ext.procs import Running
 from glidein_ext.sandbox.pool import stop_process
 from glidein_ext.testbed.tls import Pki
@@ -78,50 +77,37 @@ class TqServer(Running):
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = START_TIMEOUT) -> TqServer:
-        """Start it and wait until it answers; AssertionError with its log if it does not."""
-        port_file = self.directory / "port"
-        port_file.unlink(missing_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [
-                    *(sys.executable, "-m", "glidein_ext", "tq", "serve"),
-                    *("--database", self.database, "--port", str(self.port)),
-                    *("--port-file", str(port_file), *self.args),
-                ],
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        deadline = time.monotonic() + timeout
-        while not port_file.exists():  # written whole (renamed into place) once bound
-            self._check_alive(deadline, "did not write its port file")
-            time.sleep(0.1)
-        self.port = int(port_file.read_text())
-        while not self.healthy():
-            self._check_alive(deadline, "does not answer /healthz")
-            time.sleep(0.1)
+        """Start it and wait until it answers; GlideinExtError with its log if it does not."""
+        self.process, self.port = start_tq_serve(
+            ["--database", self.database, "--port", str(self.port), *self.args],
+            self.env,
+            self.log_path,
+            self.directory / "port",
+            self._healthy_at,
+            lambda: f"its log:\n{self.log()}",
+            timeout,
+        )
         return self
 
-    def _check_alive(self, deadline: float, what: str) -> None:
-        assert self.process is not None
-        if self.process.poll() is not None or time.monotonic() > deadline:
-            self.stop()
-            raise AssertionError(f"tq serve {what}; its log:\n{self.log()}")
-
     def healthy(self) -> bool:
+        return self._healthy_at(self.port)
+
+    def _healthy_at(self, port: int) -> bool:
         try:
             with urllib.request.urlopen(  # noqa: S310
-                f"{self.url}/healthz", timeout=5, context=self.context
+                f"{self._url_at(port)}/healthz", timeout=5, context=self.context
             ) as answer:
                 return bool(answer.status == 200)
         except (urllib.error.URLError, OSError):
             return False
 
+    def _url_at(self, port: int) -> str:
+        scheme = "http" if self.tls is None else "https"
+        return f"{scheme}://127.0.0.1:{port}"
+
     @property
     def url(self) -> str:
-        scheme = "http" if self.tls is None else "https"
-        return f"{scheme}://127.0.0.1:{self.port}"
+        return self._url_at(self.port)
 
     @property
     def ca_file(self) -> str | None:

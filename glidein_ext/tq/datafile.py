@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Callable
 from typing import Any
 
 import yaml
 
-from glidein_ext.errors import GlideinExtError
+from glidein_ext.textfile import Fail, read_bounded_text
 
 MAX_DEPTH = 64  # mappings and lists inside each other; a workflow needs 4
-Fail = Callable[[str], GlideinExtError]
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -50,21 +48,6 @@ def _first_line(exc: Exception) -> str:
     return text[:200] if text else type(exc).__name__
 
 
-def read_text(path: str, limit: int, fail: Fail) -> str:
-    """The file's text: at most ``limit`` bytes of UTF-8; ``fail(reason)`` is raised otherwise."""
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(limit + 1)
-    except OSError as exc:
-        raise fail(f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(raw) > limit:
-        raise fail(f"{path} is larger than {limit} bytes")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise fail(f"{path} is not UTF-8 text (byte {exc.start})") from None
-
-
 def load_yaml(text: str) -> Any:
     """YAML without aliases, nested at most MAX_DEPTH deep; yaml.YAMLError otherwise."""
     loader = _BoundedLoader(text)
@@ -92,4 +75,4 @@ def parse_text(path: str, text: str, fail: Fail) -> Any:
 
 def load_file(path: str, limit: int, fail: Fail) -> Any:
     """Read and parse a bounded data file; ``fail(reason)`` for anything wrong with it."""
-    return parse_text(path, read_text(path, limit, fail), fail)
+    return parse_text(path, read_bounded_text(path, limit, fail), fail)
