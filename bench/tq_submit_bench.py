@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from glidein_ext.testbed.tq_server import TqServer
+from glidein_ext.testbed.tq_server import TqServer, healthz_seconds
 
 TARGET_P99_MS = 100.0
 OPERATOR, PILOT = "bench-op", "bench-pilot"
@@ -33,17 +33,7 @@ INTERVAL = 0.02  # seconds between two probes
 
 def healthz(port: int) -> float:
     """Seconds one GET /healthz took, on a new connection."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    start = time.perf_counter()
-    try:
-        conn.request("GET", "/healthz")
-        answer = conn.getresponse()
-        answer.read()
-    finally:
-        conn.close()
-    if answer.status != 200:
-        raise SystemExit(f"/healthz answered {answer.status}")
-    return time.perf_counter() - start
+    return healthz_seconds("127.0.0.1", port, timeout=120)
 
 
 def workflow_body(tasks: int) -> bytes:

@@ -9,10 +9,12 @@ for that file, then until ``/healthz`` answers.  Its output goes to a log file i
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import ssl
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -27,6 +29,21 @@ from glidein_ext.tq.client.client import TqClient, tls_context
 OPERATOR = "op-secret"
 PILOT = "pilot-secret"
 START_TIMEOUT = 30.0
+
+
+def healthz_seconds(host: str, port: int, timeout: float = 60.0) -> float:
+    """Seconds one ``GET /healthz`` took on a new connection; it must answer 200."""
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    start = time.perf_counter()
+    try:
+        conn.request("GET", "/healthz")
+        answer = conn.getresponse()
+        answer.read()
+    finally:
+        conn.close()
+    if answer.status != 200:
+        raise AssertionError(f"/healthz answered {answer.status}")
+    return time.perf_counter() - start
 
 
 def tq_env(operator: str = OPERATOR, pilot: str = PILOT, **extra: str) -> dict[str, str]:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import http.client
 import json
+import threading
 import time
 from typing import Any
+
+from glidein_ext.testbed.tq_server import healthz_seconds as testbed_healthz
 
 
 def post_json(url: str, path: str, body: Any, token: str, timeout: float = 30.0) -> tuple[int, str]:
@@ -28,13 +31,18 @@ def post_json(url: str, path: str, body: Any, token: str, timeout: float = 30.0)
 def healthz_seconds(url: str, timeout: float = 60.0) -> float:
     """Seconds one ``GET /healthz`` of the Task Queue at ``url`` took (it must answer 200)."""
     host, port = url.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
-    start = time.perf_counter()
-    try:
-        conn.request("GET", "/healthz")
-        answer = conn.getresponse()
-        answer.read()
-    finally:
-        conn.close()
-    assert answer.status == 200
-    return time.perf_counter() - start
+    return testbed_healthz(host, int(port), timeout)
+
+
+def healthz_while(
+    url: str, busy: threading.Thread, at_least: float = 0.0, timeout: float = 60.0
+) -> list[float]:
+    """Probe ``/healthz`` every 20 ms while ``busy`` runs (and for ``at_least`` seconds), then
+    join it: the probes' durations."""
+    health: list[float] = []
+    started = time.monotonic()
+    while busy.is_alive() or time.monotonic() - started < at_least:
+        health.append(healthz_seconds(url, timeout))
+        time.sleep(0.02)
+    busy.join()
+    return health

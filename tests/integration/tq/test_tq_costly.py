@@ -19,15 +19,11 @@ from glidein_ext.testbed.tq_server import OPERATOR, PILOT, TqServer
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.limits import MAX_COSTLY_CALLS
 from glidein_ext.tq.client.protocol import Claim, Pair, Registration, SiteAssign, SiteSync
-from tests.support.rawhttp import healthz_seconds, post_json
+from tests.support.rawhttp import healthz_while, post_json
 
 GROUPS = 20
 # PCRE backtracks on this until its match limit: ~0.15 s per call, whatever the pilot's site
 SLOW = 'regexp("^(([a-z])+.)+[A-Z]([a-z])+$", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!")'
-
-
-def _health(url: str) -> float:
-    return healthz_seconds(url, timeout=60)
 
 
 # The same call hidden from a search of the text: the call is found on the tokens
@@ -67,11 +63,7 @@ def test_a_pilot_with_costly_requirements_does_not_stall_the_service(
 
     thread = threading.Thread(target=abuse)
     thread.start()
-    health: list[float] = []
-    while thread.is_alive():
-        health.append(_health(server.url))
-        time.sleep(0.02)
-    thread.join()
+    health = healthz_while(server.url, thread)
     assert max(health) < 1.0, f"/healthz waited {max(health):.2f} s"  # nobody else waits ...
     assert len(health) >= 20
     assert took and took[0] > 1.0  # ... while the abuse did cost its own requests time
@@ -115,12 +107,7 @@ def test_the_task_view_and_the_stuck_watch_match_costly_pairs_off_the_event_loop
 
     thread = threading.Thread(target=ask)
     thread.start()
-    health: list[float] = []
-    started = time.monotonic()
-    while thread.is_alive() or time.monotonic() - started < 4.0:  # stuck-watch passes too
-        health.append(_health(server.url))
-        time.sleep(0.02)
-    thread.join()
+    health = healthz_while(server.url, thread, at_least=4.0)  # stuck-watch passes too
     assert max(health) < 1.0, f"/healthz waited {max(health):.2f} s"
     assert [code for code, _text in answers] == [200, 200], answers
     assert "no matching pilot" in answers[0][1], answers[0][1]
@@ -185,11 +172,7 @@ def test_a_distributed_sites_costly_pilots_do_not_stall_its_masters_calls(
 
     thread = threading.Thread(target=master_calls)
     thread.start()
-    health: list[float] = []
-    while thread.is_alive():
-        health.append(_health(server.url))
-        time.sleep(0.02)
-    thread.join()
+    health = healthz_while(server.url, thread)
     assert max(health) < 1.0, f"/healthz waited {max(health):.2f} s"
     assert len(health) >= 20
     assert took and took[0] > 1.0  # the workers' costly pairs were evaluated, elsewhere
