@@ -29,6 +29,7 @@ from glidein_ext.dht.aggregation import Aggregation, Combine, child_budget
 from glidein_ext.dht.contact import Address, Contact
 from glidein_ext.dht.protocol import (
     BODY_BUDGET,
+    MAX_AVOID,
     BroadcastRequest,
     Kind,
     Message,
@@ -131,7 +132,13 @@ class Broadcaster:
         return BroadcastResult(value, complete, time.monotonic() - started)
 
     def on_request(self, request: BroadcastRequest, parent: Address) -> bool:
-        """A BROADCAST from ``parent``; False when we already had it."""
+        """A BROADCAST from ``parent``; False when we already had it.
+
+        Raises ProtocolError for a range that does not contain us: it was meant for a node that
+        is gone and whose address we now have.
+        """
+        if self._own_id not in request.block:
+            raise ProtocolError("a broadcast range that does not contain the receiver")
         if request.bid in self._seen:
             self._stats.broadcast_duplicates += 1
             return False
@@ -175,7 +182,7 @@ class Broadcaster:
             self._own_id,
             request.block,
             self._table.contacts(),
-            (),
+            request.avoid,
             self._settings.region_bits,
         )
         self._forward_all(state, delegations)
@@ -224,6 +231,8 @@ class Broadcaster:
         request = state.request
         contact = delegation.contact
         remaining = state.deadline - asyncio.get_running_loop().time()
+        avoid = dict.fromkeys(request.avoid)
+        avoid.update(dict.fromkeys(i for i in state.failed if i in delegation.block))
         child = BroadcastRequest(
             bid=request.bid,
             topic=request.topic,
@@ -231,6 +240,7 @@ class Broadcaster:
             block=delegation.block,
             budget=max(0.001, child_budget(remaining, self._settings.broadcast_hop_margin)),
             depth=request.depth + 1,
+            avoid=tuple(i for i in avoid if i in delegation.block)[:MAX_AVOID],
         )
         self._stats.broadcasts_forwarded += 1
         ack = await self._request(contact, Kind.BROADCAST, child.to_wire())
@@ -247,24 +257,23 @@ class Broadcaster:
                 for slow in given_up:  # perhaps to a given-up child that was only slow
                     state.aggregation.stale(slow)
         else:
-            # The child is dead, or too slow to acknowledge.  It may have been the only node we
-            # knew in its part of the region, so first ask our contacts closest to it for its
-            # neighbours, then cover the region again with the contacts we have left.  It stays
-            # expected until then, so that the table of replies cannot look complete in between;
-            # then it is given up (its reply, should it come, still counts).
+            # The child is dead, or too slow to acknowledge.  Its region is covered again with
+            # the contacts we have left there (each new child is told to avoid the failed ones:
+            # its table may still hold them); when it was the only node we knew there, our
+            # contacts closest to it are first asked for its neighbours.  It stays expected until
+            # then, so that the table of replies cannot look complete in between; then it is
+            # given up (its reply, should it come, still counts).
             state.failed.add(contact.id)
-            skip = {*state.failed, self._own_id}
-            found = await self._discover(contact.id, skip)
-            if state.aggregation.finished:
-                return
+            skip = {*state.failed, *request.avoid, self._own_id}
             known = [c for c in self._table.contacts() if c.id not in skip]
-            known_ids = {c.id for c in known}
-            again = regions.plan_foreign(
-                delegation.block,
-                known + [c for c in found if c.id not in known_ids],
-                skip,
-                self._settings.region_bits,
-            )
+            again = regions.plan_foreign(delegation.block, known, skip, self._settings.region_bits)
+            if not again:
+                found = await self._discover(contact.id, skip)
+                if state.aggregation.finished:
+                    return
+                again = regions.plan_foreign(
+                    delegation.block, found, skip, self._settings.region_bits
+                )
             self._forward_all(state, again, (*given_up, contact.id))
             state.aggregation.give_up(contact.id)
         self._maybe_finish(request.bid, state)

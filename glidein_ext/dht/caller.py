@@ -8,8 +8,9 @@ kept, or has missed ``stale_after`` requests in a row, and is dropped.  Lookups 
 meanwhile.  Pilots often end together (a batch reaching its walltime), so a missed answer also
 starts a *sweep*, at most once per ``sweep_interval``: a PING to every contact not heard from since
 the last sweep, so that the other dead contacts are found in one go rather than one lookup at a
-time.  Probes and sweeps are tasks of the node (``spawn``); at most :data:`MAX_PROBES` probes run
-at a time.
+time; it sends at most ``sweep_rate`` PINGs a second (many survivors sweep at the same time).
+Probes and sweeps are tasks of the node (``spawn``); at most :data:`MAX_PROBES` probes run at a
+time.
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ log = logging.getLogger(__name__)
 
 MAX_PROBES = 64
 """Suspect contacts probed at the same time at most; beyond it, lookups alone confirm deaths."""
-SWEEP_BATCH = 64
-"""PINGs of a sweep in flight at a time."""
 MAX_PAGES = 64
 """FIND_VALUE pages asked of one holder in one lookup at most (64 full pages: about 4 MB)."""
 
@@ -99,10 +98,16 @@ class Caller:
         unheard = self._table.contacts() if mark is None else self._table.unheard_since(mark)
         self._swept_mark = self._table.mark()
         silent = 0
-        for start in range(0, len(unheard), SWEEP_BATCH):
-            batch = unheard[start : start + SWEEP_BATCH]
+        loop = asyncio.get_running_loop()
+        per_batch = max(1, round(self._settings.sweep_rate))
+        pause = per_batch / self._settings.sweep_rate
+        for start in range(0, len(unheard), per_batch):
+            began = loop.time()
+            batch = unheard[start : start + per_batch]
             answers = await asyncio.gather(*(self.call(c, Kind.PING, []) for c in batch))
             silent += sum(answer is None for answer in answers)
+            if start + per_batch < len(unheard):
+                await asyncio.sleep(max(0.0, began + pause - loop.time()))
         return silent
 
     async def _ping(self, contact: Contact) -> None:

@@ -2,11 +2,13 @@
 
 The initiator keeps a shortlist ordered by distance to the target, asks up to ``alpha`` of the
 closest not-yet-asked candidates at a time, merges the contacts they return, and stops when the
-``width`` closest candidates that did not fail have all answered.  A value lookup may stop earlier:
-once values were found and the ``replication`` closest candidates have answered (with append,
-Delgado Peris 2014 §III.A, the values of those nodes are the key's replica list).  The async driver
-lives in
-``node.py``; this class only decides whom to ask next.
+``width`` closest candidates that did not fail have all answered.  When a round brings no candidate
+closer than the closest one already seen, the next round asks every candidate among the ``width``
+closest not asked yet (Kademlia section 2.3: "the initiator resends the FIND_NODE to all of the k
+closest nodes it has not already queried"): the same requests, in fewer rounds.  A value lookup
+may stop earlier: once values were found and the ``replication`` closest candidates have answered
+(with append, Delgado Peris 2014 §III.A, the values of those nodes are the key's replica list).
+The async driver lives in ``node.py``; this class only decides whom to ask next.
 
 Beyond the paper: contacts that other nodes report but that we know to be suspect or dead
 (``avoid``, from our routing table) are not asked, so a node that has noticed a death does not pay
@@ -47,6 +49,7 @@ class Lookup:
         self._asked: set[int] = set()
         self._answered: set[int] = set()
         self._failed: set[int] = set()
+        self._best_asked: int | None = None  # distance of the closest candidate at the last round
         self.rounds = 0
         self.add(seeds)
 
@@ -62,12 +65,17 @@ class Lookup:
         return live[:count]
 
     def next_batch(self) -> list[Contact]:
-        """Up to ``alpha`` unasked candidates among the ``width`` closest; counts a round."""
-        batch = [c for c in self._live_closest(self.width) if c.id not in self._asked]
-        batch = batch[: self.alpha]
+        """Up to ``alpha`` unasked candidates among the ``width`` closest (all of them when the
+        last round brought nobody closer); counts a round."""
+        closest = self._live_closest(self.width)
+        batch = [c for c in closest if c.id not in self._asked]
+        best = closest[0].id ^ self.target if closest else None
+        if self._best_asked is None or best is None or best < self._best_asked:
+            batch = batch[: self.alpha]
         if batch:
             self.rounds += 1
             self._asked.update(c.id for c in batch)
+            self._best_asked = best
         return batch
 
     def answered(self, contact: Contact, contacts: Iterable[Contact]) -> None:

@@ -22,7 +22,7 @@ import logging
 import random
 import socket
 import time
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,9 +212,38 @@ class DhtNode:
             raise DhtError(f"no DHT contact answered ({where})")
         if not self.read_only:
             # Kademlia section 2.3: a lookup for our own id, then refresh the farther buckets.
-            await self.lookup(self.id)
-            await self.refresh(force=True)
+            found = await self.lookup(self.id)
+            await self._refresh_at_join(found.contacts)
         return len(answered)
+
+    async def _refresh_at_join(self, closest: Sequence[Contact]) -> None:
+        """Refresh the buckets further away than our closest neighbour (Kademlia section 2.3),
+        as far as a joining node needs them.
+
+        The lookup for our own id found the ``k`` nodes closest to us, so every bucket below the
+        one the farthest of them falls in holds every node of its range already: those are not
+        looked up again.  The farther buckets are, each with a lookup for a random id in its range
+        that ends once the bucket holds ``join_fill`` contacts (a full lookup at each costs about
+        ``k`` requests more and gains contacts that later traffic brings anyway).  A non-empty
+        bucket for every non-empty range is what lookups and the broadcast rely on; the
+        maintenance pass's refresh fills the buckets further.
+        """
+        settings = self.settings
+        if len(closest) < settings.k:
+            return  # the lookup met every node there is
+        start = ids.bucket_index(self.id, closest[-1].id)
+        fill = min(settings.join_fill, settings.k)
+        indexes = [i for i in range(start, ids.ID_BITS) if self.table.bucket_size(i) < fill]
+
+        def filled(index: int) -> Callable[[], bool]:
+            return lambda: self.table.bucket_size(index) >= fill
+
+        await asyncio.gather(
+            *(
+                self.lookup(self.table.random_id_in_bucket(i, self._rng), until=filled(i))
+                for i in indexes
+            )
+        )
 
     async def ping(self, address: Address, timeout: float | None = None) -> Contact | None:
         """PING an address whose id we may not know; the contact that answered (within
@@ -376,9 +405,15 @@ class DhtNode:
     # --- lookups -------------------------------------------------------------------------------
 
     async def lookup(
-        self, target: int, *, find_value: bool = False, exclude: Iterable[int] = ()
+        self,
+        target: int,
+        *,
+        find_value: bool = False,
+        exclude: Iterable[int] = (),
+        until: Callable[[], bool] | None = None,
     ) -> LookupResult:
-        """The iterative lookup of Kademlia section 2.3, driven round by round."""
+        """The iterative lookup of Kademlia section 2.3, driven round by round; ``until``, when
+        given, ends it early after the first round that makes it true."""
         settings = self.settings
         skip = set(exclude)
         state = Lookup(
@@ -415,6 +450,8 @@ class DhtNode:
                     rest.append(self._caller.more_values(contact, target, found[-1].data))
             for found in await asyncio.gather(*rest):
                 merge_values(values, found)
+            if until is not None and until():
+                break
         self.table.note_lookup(target, time.monotonic())
         return LookupResult(
             state.closest(settings.k), list(values.values()), state.rounds, state.queried

@@ -215,13 +215,29 @@ _CONTACT_HEAD = ids.ID_BYTES + 2  # the id, then the port
 _CONTACT_CACHE = 4096
 
 
+_wired: dict[int, tuple[Contact, bytes]] = {}
+"""Contact id -> (that very contact object, its wire form): routing tables hand out the same
+objects again and again."""
+
+
 def contact_to_wire(contact: Contact) -> bytes:
-    """``id(20) || port(2, big-endian) || host (UTF-8)``: one short bytes value, cheap to decode."""
-    return (
+    """``id(20) || port(2, big-endian) || host (UTF-8)``: one short bytes value, cheap to decode.
+
+    Every FIND_NODE and FIND_VALUE answer carries ``k`` contacts, mostly the same ones, so the
+    encodings are kept (for the same object only: no hashing of the contact).
+    """
+    hit = _wired.get(contact.id)
+    if hit is not None and hit[0] is contact:
+        return hit[1]
+    wired = (
         contact.id.to_bytes(ids.ID_BYTES, "big")
         + contact.port.to_bytes(2, "big")
         + (contact.host.encode())
     )
+    if len(_wired) >= _CONTACT_CACHE:
+        _wired.clear()
+    _wired[contact.id] = (contact, wired)
+    return wired
 
 
 def parse_contact(value: object) -> Contact:
@@ -358,10 +374,15 @@ def parse_store(body: list[Any], max_count: int, max_bytes: int) -> tuple[int, l
     return parse_id(key), parse_values(values, max_count, max_bytes)
 
 
+MAX_AVOID = 32
+"""Ids a BROADCAST names as not answering, at most (the first ones found are kept)."""
+
+
 @dataclass(frozen=True)
 class BroadcastRequest:
     """BROADCAST body (Delgado Peris 2014 §III.B): the message, the range to cover, and the time
-    left."""
+    left; beyond the paper, ``avoid``: nodes that did not acknowledge it upstream, which the
+    recipient does not forward it to (its routing table may not know yet that they died)."""
 
     bid: bytes
     topic: str
@@ -369,9 +390,10 @@ class BroadcastRequest:
     block: Block
     budget: float
     depth: int
+    avoid: tuple[int, ...] = ()
 
     def to_wire(self) -> list[Any]:
-        return [
+        body = [
             self.bid,
             self.topic,
             self.payload,
@@ -380,10 +402,23 @@ class BroadcastRequest:
             round(self.budget * 1000),
             self.depth,
         ]
+        if self.avoid:
+            body.append([ids.to_bytes(i) for i in self.avoid[:MAX_AVOID]])
+        return body
 
 
 def parse_broadcast(body: list[Any]) -> BroadcastRequest:
-    bid, topic, payload, low, prefix_len, budget_ms, depth = _list(body, 7)
+    """``[bid, topic, payload, low, prefix_len, budget_ms, depth]`` and, when some nodes are to
+    be avoided, ``[id, ...]`` after them."""
+    if not isinstance(body, list) or len(body) not in (7, 8):
+        raise ProtocolError("expected a list of 7 or 8 items")
+    bid, topic, payload, low, prefix_len, budget_ms, depth = body[:7]
+    avoid: tuple[int, ...] = ()
+    if len(body) == 8:
+        listed = _list(body[7])
+        if len(listed) > MAX_AVOID:
+            raise ProtocolError("too many ids to avoid")
+        avoid = tuple(parse_id(i) for i in listed)
     if not isinstance(bid, bytes) or not 8 <= len(bid) <= 32:
         raise ProtocolError("bad broadcast id")
     if not isinstance(topic, str) or len(topic) > 255:
@@ -396,7 +431,7 @@ def parse_broadcast(body: list[Any]) -> BroadcastRequest:
     depth = _int(depth)
     if budget <= 0 or not 0 <= depth <= ids.ID_BITS:
         raise ProtocolError("bad broadcast budget or depth")
-    return BroadcastRequest(bid, topic, payload, block, budget, depth)
+    return BroadcastRequest(bid, topic, payload, block, budget, depth, avoid)
 
 
 def parse_broadcast_reply(body: list[Any]) -> tuple[bytes, Any, bool, bool]:

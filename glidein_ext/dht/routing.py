@@ -26,7 +26,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from glidein_ext.dht.contact import Contact
 from glidein_ext.dht.ids import ID_BITS, bucket_index
@@ -50,6 +50,7 @@ class RoutingTable:
         self._replacements: list[OrderedDict[int, Contact]] = [
             OrderedDict() for _ in range(ID_BITS)
         ]
+        self._occupied = 0  # bit i set: bucket i is not empty
         self._seen_seq: dict[int, int] = {}
         self._all: dict[int, Contact] = {}
         # Consecutive unanswered requests, of contacts in the table or met in lookups (bounded).
@@ -93,6 +94,7 @@ class RoutingTable:
             self._failures.pop(evicted.id, None)
             self._remember_replacement(index, evicted)
         bucket[contact.id] = contact
+        self._occupied |= 1 << index
         self._seen_seq[contact.id] = self._seq
         self._all[contact.id] = contact
         return evicted
@@ -117,6 +119,8 @@ class RoutingTable:
             self._all[back.id] = back
             self._failures[back.id] = 1  # suspect until heard from: it may have died meanwhile
             self._promoted.append(back)
+        elif not self._buckets[index]:
+            self._occupied &= ~(1 << index)
         return True
 
     def take_promoted(self) -> list[Contact]:
@@ -178,16 +182,58 @@ class RoutingTable:
     def closest(self, target: int, count: int, exclude: Iterable[int] = ()) -> list[Contact]:
         """Up to ``count`` contacts closest to ``target`` by XOR distance, live ones first.
 
-        Suspect contacts only fill up the answer when there are too few live ones.
+        Suspect contacts only fill up the answer when there are too few live ones.  The buckets
+        are read in order of distance to ``target`` and only as far as needed, not the whole
+        table: with ``i`` the bucket ``target`` falls in, bucket ``i`` holds the contacts within
+        ``2**i`` of it, the buckets below ``i`` all lie in ``[2**i, 2**(i+1))``, and each bucket
+        ``j > i`` in ``[2**j, 2**(j+1))`` (Kademlia section 2.1: XOR is unidirectional).
         """
         skip = set(exclude)
-        pool = self._all.values()
-        if skip:
-            pool = [c for c in pool if c.id not in skip]  # type: ignore[assignment]
         failures = self._failures
+        buckets = self._buckets
+        first = bucket_index(self.own_id, target)
+
+        def distance(contact: Contact) -> int:
+            return contact.id ^ target
+
+        live: list[Contact] = []
+        for group in self._groups_by_distance(first):
+            picked = [c for c in group if c.id not in failures and c.id not in skip]
+            if picked:
+                picked.sort(key=distance)
+                live += picked
+                if len(live) >= count:
+                    return live[:count]
         if not failures:
-            return heapq.nsmallest(count, pool, key=lambda c: c.id ^ target)
-        return heapq.nsmallest(count, pool, key=lambda c: (c.id in failures, c.id ^ target))
+            return live
+        suspects = [
+            c
+            for bucket in buckets
+            if bucket
+            for c in bucket.values()
+            if c.id in failures and c.id not in skip
+        ]
+        return live + heapq.nsmallest(count - len(live), suspects, key=distance)
+
+    def _groups_by_distance(self, first: int) -> Iterator[Iterable[Contact]]:
+        """The contacts in groups of increasing distance to an id in bucket ``first`` (-1: our
+        own id); within a group, in no particular order."""
+        buckets = self._buckets
+        occupied = self._occupied
+        if first >= 0:
+            yield buckets[first].values()
+            below: list[Contact] = []
+            lower = occupied & ((1 << first) - 1)
+            while lower:
+                j = lower.bit_length() - 1
+                lower ^= 1 << j
+                below += buckets[j].values()
+            yield below
+        higher = occupied >> (first + 1) << (first + 1)
+        while higher:
+            j = (higher & -higher).bit_length() - 1  # the lowest occupied bucket left
+            higher ^= 1 << j
+            yield buckets[j].values()
 
     def contacts(self) -> list[Contact]:
         """Every contact, live ones first, each group most recently seen first."""
@@ -196,6 +242,10 @@ class RoutingTable:
         if not failures:
             return sorted(self._all.values(), key=lambda c: seq[c.id], reverse=True)
         return sorted(self._all.values(), key=lambda c: (c.id in failures, -seq[c.id]))
+
+    def bucket_size(self, index: int) -> int:
+        """Contacts in bucket ``index``."""
+        return len(self._buckets[index])
 
     def bucket_sizes(self) -> dict[int, int]:
         """Non-empty buckets: index -> number of contacts."""

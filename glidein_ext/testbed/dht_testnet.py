@@ -11,7 +11,9 @@ from glidein_ext.dht.node import DhtNode
 from glidein_ext.dht.settings import DhtSettings
 
 SITE_KEY = b"integration-test-site-key-0123456789"
-FAST = DhtSettings(rpc_timeout=0.3)
+FAST = DhtSettings(rpc_timeout=0.3, replication=3, sweep_rate=64.0)
+"""Short timeouts; three replicas (what the tests count) and sweeps at full speed (small
+networks)."""
 
 
 async def start_nodes(

@@ -16,7 +16,7 @@ from glidein_ext.dht.settings import DhtSettings
 from glidein_ext.testbed.dht_testnet import holders, network
 
 # 20 nodes share one event loop: on a loaded machine an answer may take a second or more.
-BIG = DhtSettings(rpc_timeout=3.0, max_values_per_key=512)
+BIG = DhtSettings(rpc_timeout=3.0, max_values_per_key=512, replication=3)
 KEY = "/store/popular/dataset.root"
 VALUES = [
     f"wn{i:04d}.site.example:/scratch/glidein/cache/".encode().ljust(250, b"x") for i in range(320)

@@ -10,7 +10,7 @@ import pytest
 from glidein_ext.dht.ids import key_id
 from glidein_ext.dht.node import DhtNode
 from glidein_ext.errors import DhtError
-from glidein_ext.testbed.dht_testnet import SITE_KEY, holders, network
+from glidein_ext.testbed.dht_testnet import FAST, SITE_KEY, holders, network
 
 
 async def put_then_get_everything(nodes: list[DhtNode], keys: int, rng: random.Random) -> None:
@@ -68,7 +68,10 @@ def test_store_appends_replicas_of_one_file() -> None:
 
 def test_read_only_client_uses_the_network_without_joining_it() -> None:
     async def scenario() -> None:
-        async with network(20, seed=4) as nodes, DhtNode(SITE_KEY, read_only=True) as client:
+        async with (
+            network(20, seed=4) as nodes,
+            DhtNode(SITE_KEY, settings=FAST, read_only=True) as client,
+        ):
             await client.start("127.0.0.1", 0)
             assert await client.join([nodes[5].address]) == 1
             assert await client.put("k", b"v") == 3

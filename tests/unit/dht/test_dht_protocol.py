@@ -208,6 +208,22 @@ def test_broadcast_body_round_trip_and_checks() -> None:
         protocol.parse_broadcast(expired)
 
 
+def test_broadcast_body_names_the_nodes_to_avoid() -> None:
+    block = Block(1 << 159, 1)
+    request = BroadcastRequest(b"b" * 16, "tasks", None, block, 2.5, 3, ((1 << 159) | 7, 1 << 159))
+    wired = request.to_wire()
+    assert len(wired) == 8
+    assert protocol.parse_broadcast(wired) == request
+    # Without nodes to avoid the body keeps its seven items.
+    assert len(BroadcastRequest(b"b" * 16, "tasks", None, block, 2.5, 3).to_wire()) == 7
+    too_many = [*wired[:7], [ids.to_bytes(i) for i in range(protocol.MAX_AVOID + 1)]]
+    with pytest.raises(ProtocolError, match="too many"):
+        protocol.parse_broadcast(too_many)
+    for bad in ([*wired[:7], [b"short"]], [*wired[:7], b"not a list"], [*wired, []]):
+        with pytest.raises(ProtocolError):
+            protocol.parse_broadcast(bad)
+
+
 def test_wire_sizes_are_exact() -> None:
     for length in (0, 1, 127, 128, 1024, 16384):
         value = WireValue(b"v" * length, 2**160 - 1, 86400.0)

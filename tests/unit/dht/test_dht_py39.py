@@ -156,7 +156,7 @@ from glidein_ext.dht.node import DhtNode
 from glidein_ext.dht.settings import DhtSettings
 
 async def main():
-    settings = DhtSettings(rpc_timeout=0.5)
+    settings = DhtSettings(rpc_timeout=0.5, replication=3)
     key = b"python-3.9-smoke-test-site-key"
     nodes = []
     try:

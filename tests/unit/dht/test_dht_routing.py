@@ -161,6 +161,56 @@ def test_closest_matches_brute_force(own: int, others: list[int], target: int, c
         assert size == sum(1 for i in held if bucket_index(own, i) == index)
 
 
+@settings(max_examples=80)
+@given(
+    st.integers(min_value=0, max_value=ID_SPACE - 1),
+    st.lists(
+        st.tuples(st.integers(min_value=1, max_value=ID_BITS), st.integers(min_value=0)),
+        max_size=120,
+    ),
+    st.integers(min_value=0, max_value=ID_BITS),
+    st.integers(min_value=1, max_value=30),
+    st.data(),
+)
+def test_closest_reads_buckets_in_distance_order_with_suspects_last(
+    own: int,
+    offsets: list[tuple[int, int]],
+    target_bits: int,
+    count: int,
+    data: st.DataObject,
+) -> None:
+    # Ids at every distance from ours (not only the far buckets random ids fall in), a target
+    # anywhere from our own id outwards, some contacts suspect, some excluded.
+    others = {own ^ (1 << (bits - 1) | low % (1 << (bits - 1))) for bits, low in offsets}
+    table = RoutingTable(own, k=4)
+    for ident in sorted(others):
+        table.observe(Contact(ident, "h", 1))
+    held = [c.id for c in table.contacts()]
+    suspect = set(data.draw(st.lists(st.sampled_from(held), max_size=10))) if held else set()
+    for ident in suspect:
+        table.record_failure(ident)
+    excluded = set(data.draw(st.lists(st.sampled_from(held), max_size=5))) if held else set()
+    target = own ^ data.draw(st.integers(min_value=0, max_value=(1 << target_bits) - 1))
+    candidates = [i for i in held if i not in excluded]
+    expected = sorted(candidates, key=lambda i: (i in suspect, i ^ target))[:count]
+    assert [c.id for c in table.closest(target, count, excluded)] == expected
+
+
+def test_bucket_size_follows_removals() -> None:
+    table = RoutingTable(OWN, k=20)
+    for i in range(3):
+        table.observe(far(i))
+    assert table.bucket_size(159) == 3
+    table.remove(far(0).id)
+    table.mark_dead(far(1).id)
+    assert table.bucket_size(159) == 1
+    table.remove(far(2).id)
+    assert table.bucket_size(159) == 0
+    assert table.closest(far(0).id, 5) == []
+    table.observe(far(4))
+    assert table.closest(OWN, 5) == [far(4)]
+
+
 def test_closest_honours_exclude() -> None:
     table = RoutingTable(OWN, k=20)
     for i in range(5):
