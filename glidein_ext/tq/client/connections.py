@@ -53,6 +53,18 @@ class _Held:
     last_used: float
 
 
+class _ThreadHeld:
+    """One thread's connections, closed when the thread (or the client) is gone: not left to
+    the garbage collector's unclosed-socket warning."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, _Held] = {}
+
+    def __del__(self) -> None:
+        for held in self.held.values():
+            held.connection.close()
+
+
 class Connections:
     """The open connections of one client, per thread (the agent's threads share one client;
     a connection carries one exchange at a time)."""
@@ -66,10 +78,10 @@ class Connections:
         self._local = threading.local()
 
     def _held(self) -> dict[str, _Held]:
-        held: dict[str, _Held] | None = getattr(self._local, "held", None)
-        if held is None:
-            held = self._local.held = {}
-        return held
+        mine: _ThreadHeld | None = getattr(self._local, "mine", None)
+        if mine is None:
+            mine = self._local.mine = _ThreadHeld()
+        return mine.held
 
     def _take(self, base: str, timeout: float) -> http.client.HTTPConnection:
         held = self._held().pop(base, None)
