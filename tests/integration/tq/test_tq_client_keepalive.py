@@ -27,6 +27,7 @@ class Relay:
         self.port = self.listener.getsockname()[1]
         self.accepted = 0
         self.threads: list[threading.Thread] = []
+        self.sockets: list[socket.socket] = []
         self.accepting = threading.Thread(target=self._accept, daemon=True)
         self.accepting.start()
 
@@ -38,6 +39,7 @@ class Relay:
                 return
             self.accepted += 1
             server = socket.create_connection(self.target)
+            self.sockets += [client, server]
             for a, b in ((client, server), (server, client)):
                 thread = threading.Thread(target=self._pipe, args=(a, b), daemon=True)
                 thread.start()
@@ -53,6 +55,8 @@ class Relay:
 
     def close(self) -> None:
         self.listener.close()
+        for each in self.sockets:
+            each.close()
 
 
 @pytest.fixture
