@@ -47,6 +47,7 @@ from glidein_ext.errors import (
     tq_error_for_status,
 )
 from glidein_ext.throttle import Throttle
+from glidein_ext.tq.client.connections import REUSE_WITHIN, Connections, proxied
 from glidein_ext.tq.client.credentials import CredentialInfo, IssuedCredential
 from glidein_ext.tq.client.endpoints import EndpointSet, parse_endpoints
 from glidein_ext.tq.client.protocol import (
@@ -137,8 +138,9 @@ class TqClient:
     ``url``: one URL, a comma-separated list, or a sequence of them (failover, see the module).
     ``ca_file``: the CA (PEM) an ``https://`` Task Queue's certificate must chain to; None: the
     system's CA store.  Given with only ``http://`` URLs it is refused (the call would not use
-    it).  ``throttle``: False turns the per-instance throttles off; ``clock``, ``sleep`` and
-    ``rng`` are for tests."""
+    it).  ``throttle``: False turns the per-instance throttles off; ``reuse_within``: seconds
+    since its last answer a connection is reused (``tq.client.connections``; 0: a new connection
+    for every call); ``clock``, ``sleep`` and ``rng`` are for tests."""
 
     def __init__(
         self,
@@ -148,6 +150,7 @@ class TqClient:
         ca_file: str | None = None,
         *,
         throttle: bool = True,
+        reuse_within: float = REUSE_WITHIN,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
@@ -170,6 +173,8 @@ class TqClient:
             self.context = tls_context(self.ca_file)
         elif self.ca_file:
             raise UsageError(f"a CA file is given but the Task Queue URL is not https://: {url}")
+        self.connections = Connections(self.context, reuse_within, clock)
+        self._proxied = {u: proxied(u) for u in urls}  # through a proxy: urllib, a new connection
 
     @property
     def urls(self) -> list[str]:
@@ -228,21 +233,22 @@ class TqClient:
     def _call_one(
         self, base: str, method: str, path: str, data: bytes | None, timeout: float
     ) -> Any:
+        headers = {
+            "Authorization": f"Bearer {self.token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+        }
         try:
-            request = urllib.request.Request(  # noqa: S310 (scheme checked in __init__)
-                f"{base}{path}",
-                data=data,
-                method=method,
-                headers={
-                    "Authorization": f"Bearer {self.token}",
-                    "Content-Type": "application/json",
-                    "Accept": "application/json",
-                },
-            )
-            with urllib.request.urlopen(  # noqa: S310
-                request, timeout=timeout, context=self.context
-            ) as answer:
-                raw = answer.read()
+            if not self._proxied.get(base, True):  # a kept-alive connection, errors as urllib's
+                raw = self.connections.exchange(base, method, path, data, headers, timeout)
+            else:
+                request = urllib.request.Request(  # noqa: S310 (scheme checked in __init__)
+                    f"{base}{path}", data=data, method=method, headers=headers
+                )
+                with urllib.request.urlopen(  # noqa: S310
+                    request, timeout=timeout, context=self.context
+                ) as answer:
+                    raw = answer.read()
         except urllib.error.HTTPError as exc:
             detail = _detail(exc)
             kind = tq_error_for_status(exc.code)
