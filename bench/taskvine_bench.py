@@ -150,21 +150,37 @@ def run_taskvine(workload: str, numbers: Sequence[int], workers: int) -> dict[st
                     raise RuntimeError(_tail(Path(tmp) / "manager.log"))
                 time.sleep(0.1)
             port = port_file.read_text().strip()
-            for i in range(workers):
-                procs.append(
-                    subprocess.Popen(
-                        _in_chroot(
-                            "vine_worker",
-                            *("--cores", "1", "--memory", "1024", "--disk", "4096"),
-                            *("--single-shot", "--timeout", "120", "--workspace", f"{inside}/w{i}"),
-                            *("127.0.0.1", port),
-                        ),
-                        stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL,
-                        stdin=subprocess.DEVNULL,
-                    )
+
+            def worker(name: str) -> subprocess.Popen[bytes]:
+                return subprocess.Popen(
+                    _in_chroot(
+                        "vine_worker",
+                        *("--cores", "1", "--memory", "1024", "--disk", "4096"),
+                        *("--single-shot", "--timeout", "120", "--workspace", f"{inside}/{name}"),
+                        *("127.0.0.1", port),
+                    ),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    stdin=subprocess.DEVNULL,
                 )
-            manager.wait(timeout=RUN_TIMEOUT)
+
+            workers_at = {i: worker(f"w{i}") for i in range(workers)}
+            procs.extend(workers_at.values())
+            # a worker that exits before all have connected (seen on a loaded machine) is
+            # started again, a few times, so that both systems always run with the same count
+            restarts = 0
+            connected = Path(tmp) / "connected"
+            run_deadline = time.monotonic() + RUN_TIMEOUT
+            while manager.poll() is None and not connected.exists():
+                if time.monotonic() > run_deadline:
+                    break
+                for i, proc in list(workers_at.items()):
+                    if proc.poll() is not None and restarts < 3 * workers:
+                        restarts += 1
+                        workers_at[i] = worker(f"w{i}-{restarts}")
+                        procs.append(workers_at[i])
+                time.sleep(0.2)
+            manager.wait(timeout=max(1.0, run_deadline - time.monotonic()))
             result_file = Path(tmp) / "result.json"
             if not result_file.exists():
                 raise RuntimeError(_tail(Path(tmp) / "manager.log"))

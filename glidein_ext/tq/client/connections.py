@@ -39,8 +39,12 @@ def reusable(last_used: float, now: float, within: float = REUSE_WITHIN) -> bool
 
 def proxied(url: str, proxies: Mapping[str, str] | None = None) -> bool:
     """Whether urllib would send a request for ``url`` through a proxy (``proxies``: by scheme,
-    else the environment's; ``no_proxy`` bypasses, as in urllib's ProxyHandler)."""
-    parts = urllib.parse.urlsplit(url)
+    else the environment's; ``no_proxy`` bypasses, as in urllib's ProxyHandler).  A URL that
+    does not parse counts as proxied: it stays on urllib, whose error the caller translates."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return True
     found = urllib.request.getproxies() if proxies is None else proxies
     if parts.scheme not in found:
         return False

@@ -33,3 +33,8 @@ def test_the_environments_proxies_are_read(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("http_proxy", "http://proxy:3128")
     assert proxied("http://tq.example:8000")
     assert not proxied("https://tq.example:8000")
+
+
+def test_a_url_that_does_not_parse_stays_on_urllib() -> None:
+    # urllib's own error for it becomes the client's one-line TaskQueueError
+    assert proxied("http://[::1:8080", {}) is True
