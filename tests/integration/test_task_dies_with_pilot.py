@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from glidein_ext.agent.taskproc import setpriv_pdeathsig, task_start
+from tests.support.procs import running
 
 # A stand-in pilot: starts `sleep 120` the way the runner does, says its pid, then waits.
 PILOT = textwrap.dedent(
@@ -30,15 +31,6 @@ PILOT = textwrap.dedent(
     time.sleep(300)
     """
 )
-
-
-def _running(pid: int) -> bool:
-    """The process lives (a zombie waiting for its reaper is dead)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
@@ -64,18 +56,18 @@ def test_task_dies_with_a_sigkilled_pilot(way: str, tmp_path: Path) -> None:
             assert time.monotonic() < deadline, "the task did not start"
             time.sleep(0.05)
         task = int(pid_file.read_text())
-        assert _running(task)
+        assert running(task)
         pilot.send_signal(signal.SIGKILL)
         pilot.wait(timeout=10)
         deadline = time.monotonic() + 10
-        while _running(task):
+        while running(task):
             assert time.monotonic() < deadline, f"task {task} outlived its pilot"
             time.sleep(0.05)
     finally:
         if pilot.poll() is None:
             pilot.kill()
             pilot.wait()
-        if pid_file.exists() and pid_file.read_text() and _running(int(pid_file.read_text())):
+        if pid_file.exists() and pid_file.read_text() and running(int(pid_file.read_text())):
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
 
 

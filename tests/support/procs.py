@@ -22,3 +22,12 @@ def child_named(parent: psutil.Process, name: str) -> psutil.Process | None:
         except psutil.NoSuchProcess:
             continue
     return None
+
+
+def running(pid: int) -> bool:
+    """The process lives (a zombie waiting for its reaper is dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -10,15 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from glidein_ext.tq.workflow import generate
-
-
-def _running(pid: int) -> bool:
-    """The process lives (a zombie waiting for its reaper is dead)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+from tests.support.procs import running
 
 
 def test_killed_pilot_gets_its_task_requeued_after_heartbeat_lapse(
@@ -41,7 +33,7 @@ def test_killed_pilot_gets_its_task_requeued_after_heartbeat_lapse(
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=10)
     orphan = int(pid_file.read_text())  # the killed pilot's task dies with it
-    wait_until(lambda: not _running(orphan), 10, "the killed pilot's task to die")
+    wait_until(lambda: not running(orphan), 10, "the killed pilot's task to die")
     second = pilots.start(server.url, "rescuer", "--max-idle", "8")
     status = wait_until(
         lambda: (s := client.status()).workflows[0].tasks["done"] == 1 and s,
