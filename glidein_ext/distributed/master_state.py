@@ -104,7 +104,7 @@ OfferT = TypeVar("OfferT", bound=HasTaskId)
 @dataclass(frozen=True)
 class Installed:
     now: float
-    pilots: tuple[SitePilot, ...] = ()  # the site's live pilots at a takeover
+    pilots: tuple[SitePilot, ...] = ()  # the site's live pilots at a takeover, this one too
 
 
 @dataclass(frozen=True)
@@ -670,6 +670,8 @@ class MasterState(Generic[OfferT]):
 
     def _install(self, event: Installed, out: list[Instruction]) -> None:
         for pilot in event.pilots:
+            if pilot.pilot_id == self.pilot_id:
+                continue  # its own listed task: the worker's (``lost_own_task``)
             try:
                 host, _, port = pilot.dht_address.rpartition(":")
                 address = (host.strip("[]"), int(port))

@@ -89,6 +89,9 @@ class MasterClaim:
         ).scalar_one_or_none()
         if owner is None:  # the shared token's master: never a credential's pilots (docs/pool.md)
             where.append(t.pilots.c.credential_id.is_(None))
+        # The roster names the claimant too: a task the old master placed on it that never
+        # reached it (the master froze between ``assign`` and the hand-out) is released by the
+        # new master (``sched.election.lost_own_task``), not left running for ever.
         rows = conn.execute(
             sa.select(t.pilots.c.id, t.pilots.c.dht_address, t.pilots.c.task_id).where(*where)
         ).all()
@@ -102,7 +105,6 @@ class MasterClaim:
                 epoch_key_hex(state, site, r.id, epoch),
             )
             for r in rows
-            if r.id != claim.pilot_id
         )
         address = live.get(claim.pilot_id) or ""
         return ClaimAnswer(

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from glidein_ext.distributed import worker_state as ws
 from glidein_ext.errors import StaleMasterError, TaskQueueRequestError
 from glidein_ext.tq.client import pilotkeys
 from glidein_ext.tq.client.protocol import (
@@ -176,7 +177,11 @@ def test_a_stale_master_is_refused_and_the_claim_rule_holds(store_for: Any) -> N
     assert not refused.granted and "pilot 2 has a lower id" in refused.reason
     granted = store.claim_master("S", Claim(2))
     assert granted.granted and granted.master is not None and granted.master.epoch == 2
-    assert {p.pilot_id: p.task_id for p in granted.pilots} == {3: offers[0].task_id, 4: None}
+    assert {p.pilot_id: p.task_id for p in granted.pilots} == {
+        2: None,  # the claimant too: a task listed as its own it never got is released
+        3: offers[0].task_id,
+        4: None,
+    }
     # The old master is lost; its calls are refused, two masters never both assign.
     with pytest.raises(StaleMasterError):
         store.sync("S", SiteSync(master.pilot_id, master.epoch))
@@ -190,6 +195,30 @@ def test_a_stale_master_is_refused_and_the_claim_rule_holds(store_for: Any) -> N
     assert store.status().pilots["S"] == {"idle": 2, "lost": 2}
     masters = store.counters.snapshot(clock.now)["masters"]["S"]
     assert [(m["pilot_id"], m["epoch"]) for m in masters] == [(1, 1), (2, 2)]
+
+
+def test_a_task_placed_on_the_claimant_that_never_reached_it_is_released(
+    store_for: Any,
+) -> None:
+    """The old master placed a task on pilot 2 and froze before handing it out; pilot 2 takes the
+    role.  The claim's roster lists pilot 2 with that task, so the new master's own core finds it
+    lost (it runs nothing) and its first sync requeues it: it is not left running for ever on a
+    pilot that never got it (Delgado Peris 2014 §III.B, a new master inherits the roster)."""
+    clock, store, master, offers = _distributed_site_offered_w1(store_for)
+    task = offers[0].task_id
+    assert store.assign("S", SiteAssign(master.pilot_id, master.epoch, (Pair(task, 2),))).accepted
+    clock.now += 6  # the master freezes for the master timeout
+    granted = store.claim_master("S", Claim(2))
+    assert granted.granted and granted.master is not None
+    worker = ws.WorkerState(2, b"\x02" * 32, ("10.0.0.2", 4000), silence=30.0, stagger=2.0)
+    out = worker.granted(granted.master.epoch, granted.pilots, clock.now)
+    (become,) = [i for i in out if isinstance(i, ws.BecomeMaster)]
+    assert become.lost == task
+    new = granted.master
+    store.sync("S", SiteSync(new.pilot_id, new.epoch, release=(become.lost,)))
+    row = next(r for r in store.task_rows() if r.id == task)
+    assert (row.state, row.pilot_id) == ("queued", None)
+    assert store.status().pilots["S"] == {"idle": 3, "lost": 1}
 
 
 def test_a_claim_naming_busy_pilots_unreachable_ends_none_of_them(store_for: Any) -> None:
@@ -208,6 +237,7 @@ def test_a_claim_naming_busy_pilots_unreachable_ends_none_of_them(store_for: Any
     assert {p.pilot_id: p.task_id for p in granted.pilots} == {
         2: offers[0].task_id,
         3: offers[1].task_id,
+        4: None,
     }
 
 
@@ -234,7 +264,8 @@ def test_the_master_gets_its_pilots_keys_for_its_epoch_only(store_for: Any) -> N
     granted = store.claim_master("S", Claim(2))
     assert granted.granted and granted.master is not None
     keys = {p.pilot_id: p.key for p in granted.pilots}
-    assert keys == {4: pilotkeys.epoch_key(own[4], granted.master.epoch).hex()}
+    epoch = granted.master.epoch
+    assert keys == {p: pilotkeys.epoch_key(own[p], epoch).hex() for p in (2, 4)}
     assert keys[4] != answer.keys[1].key  # another epoch, another key
 
 
