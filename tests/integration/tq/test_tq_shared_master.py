@@ -43,7 +43,8 @@ def test_a_shared_token_master_cannot_act_for_a_credentials_pilots(
     granted = _post(server, "/api/v1/sites/D/master", {"pilot_id": master}, PILOT)
     assert granted["granted"]
     epoch = granted["master"]["epoch"]
-    assert [p["pilot_id"] for p in granted["pilots"]] == [shared]  # no credential's pilot, no key
+    roster = [p["pilot_id"] for p in granted["pilots"]]
+    assert roster == [master, shared]  # itself and its token's pilot: no credential's, no key
 
     done = {"task_id": task_id, "attempt": attempt, "exit_code": 0, "outputs": []}
     sync = {
