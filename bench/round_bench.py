@@ -29,8 +29,8 @@ from typing import Any
 
 from glidein_ext.dht import wire
 from glidein_ext.dht.node import DhtNode
-from glidein_ext.dht.protocol import BODY_BUDGET
 from glidein_ext.dht.settings import DhtSettings
+from glidein_ext.distributed.master_state import REPLY_BUDGET, TASKLIST_BUDGET
 from glidein_ext.sched.assign import assign
 from glidein_ext.sched.matrix import RankMatrix
 from glidein_ext.sched.ranking import (
@@ -54,8 +54,6 @@ from glidein_ext.sched.tasklist import (
 
 GROUPS = 8
 TOPIC = "tasklist"
-TASKLIST_BUDGET = BODY_BUDGET - 256
-REPLY_BUDGET = int(BODY_BUDGET * 0.85)
 
 
 def specs() -> list[TaskSpec]:

@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 
 from glidein_ext.dht.node import DhtNode
 from glidein_ext.distributed import codec as messages
+from glidein_ext.distributed import machine
 from glidein_ext.distributed import master_state as ms
 from glidein_ext.distributed.master_state import (
     BROADCAST_FLOOR,
@@ -49,10 +50,9 @@ from glidein_ext.distributed.master_state import (
     REPLY_BUDGET,
     TASKLIST_BUDGET,
 )
+from glidein_ext.distributed.phases import RoundPhases
 from glidein_ext.errors import DhtError, StaleMasterError, TaskQueueAuthError, TaskQueueError
 from glidein_ext.sched.assign import DEFAULT_METHOD, optimal_available
-from glidein_ext.sched.rounds import RoundBook
-from glidein_ext.sched.stock import OfferStock
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.protocol import (
     Completion,
@@ -136,27 +136,15 @@ class MasterRole:
             ms.Probe: self._probe,
         }
 
-    # --- the core's state, for the worker and the tests ----------------------------------------
+    # --- the core's state, for the worker and the logs (tests read the core) -------------------
 
     @property
     def active(self) -> bool:
         return self.core.active
 
     @property
-    def book(self) -> RoundBook:
-        return self.core.book
-
-    @property
-    def stock(self) -> OfferStock[TaskOffer]:
-        return self.core.stock
-
-    @property
-    def phases(self) -> Any:
+    def phases(self) -> RoundPhases:
         return self.core.phases
-
-    @property
-    def rank_sums(self) -> list[float]:
-        return self.core.rank_sums
 
     def busy(self) -> bool:
         """Whether the site has work (``ms.MasterState.busy``): a master is not idle then."""
@@ -184,7 +172,7 @@ class MasterRole:
         for instruction in self.core.handle(
             ms.MessageArrived(time.monotonic(), time.time(), kind, payload)
         ):
-            if isinstance(instruction, ms.Answer):
+            if isinstance(instruction, machine.Answer):
                 answer = instruction.value
             else:
                 self._carry(instruction)
@@ -295,7 +283,7 @@ class MasterRole:
             self._arm(instruction.at)
         elif isinstance(instruction, ms.LogRefused):
             self.refused.write(instruction.refused, instruction.now)
-        elif isinstance(instruction, ms.Log):
+        elif isinstance(instruction, machine.Log):
             log.log(instruction.level, "%s", instruction.message)
         elif isinstance(instruction, ms.StepDown):
             log.warning("master: pilot %s steps down: %s", self.pilot_id, instruction.reason)
@@ -319,7 +307,7 @@ class MasterRole:
 
     def _tick(self) -> None:
         self._timer = None
-        self._feed(ms.Tick(time.monotonic()))
+        self._feed(machine.Tick(time.monotonic()))
 
     async def _tq(self, call: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()

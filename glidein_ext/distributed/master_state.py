@@ -68,11 +68,12 @@ from glidein_ext.dht import wire
 from glidein_ext.dht.protocol import BODY_BUDGET
 from glidein_ext.distributed import codec as messages
 from glidein_ext.distributed.door import Admitted, Decision, Door, Pending, Refused, Role
+from glidein_ext.distributed.machine import Answer, Log, Tick
 from glidein_ext.distributed.phases import RoundPhases
 from glidein_ext.errors import MissingDependencyError
 from glidein_ext.sched.assign import FALLBACK_METHOD, assign, other_method
 from glidein_ext.sched.matrix import RankMatrix, in_order, rank_sum
-from glidein_ext.sched.ranking import InputFile, TaskEntry, TaskSpec
+from glidein_ext.sched.ranking import InputFile, TaskEntry, task_spec
 from glidein_ext.sched.rounds import FULL_FRACTION, Candidates, Report, RoundBook, Worker
 from glidein_ext.sched.stock import HasTaskId, OfferStock
 from glidein_ext.sched.tasklist import (
@@ -111,11 +112,6 @@ class Installed:
 class Started:
     now: float
     address: tuple[str, int] | None = None  # the master's DHT address, for its TaskLists
-
-
-@dataclass(frozen=True)
-class Tick:
-    now: float
 
 
 @dataclass(frozen=True)
@@ -319,11 +315,6 @@ class SendResign:
 
 
 @dataclass(frozen=True)
-class Answer:
-    value: Any
-
-
-@dataclass(frozen=True)
 class ArmTimer:
     at: float
 
@@ -332,12 +323,6 @@ class ArmTimer:
 class LogRefused:
     refused: tuple[Any, ...]
     now: float
-
-
-@dataclass(frozen=True)
-class Log:
-    level: int
-    message: str
 
 
 @dataclass(frozen=True)
@@ -394,15 +379,7 @@ class BroadcastWait:
 
 def entry_of(offer: TaskOffer) -> TaskEntry:
     """A Task Queue offer as a TaskList entry (``sched.ranking``)."""
-    spec = TaskSpec(
-        offer.requirements,
-        offer.rank,
-        offer.request_cpus,
-        offer.request_memory,
-        offer.request_disk,
-        float(offer.max_runtime),
-        tuple(sorted(offer.attributes.items())),
-    )
+    spec = task_spec(offer, tuple(sorted(offer.attributes.items())))
     return TaskEntry(offer.task_id, spec, tuple(InputFile(lfn) for lfn in offer.inputs))
 
 

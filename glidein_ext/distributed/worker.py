@@ -46,7 +46,7 @@ from typing import Any, Protocol
 from glidein_ext.cache.need import NeededFiles, needed_files
 from glidein_ext.dht.contact import parse_address
 from glidein_ext.dht.node import DhtNode
-from glidein_ext.distributed import codec
+from glidein_ext.distributed import codec, machine
 from glidein_ext.distributed import worker_state as ws
 from glidein_ext.distributed.master import TOPIC, MasterRole
 from glidein_ext.errors import (
@@ -246,8 +246,8 @@ class DistributedWorker:
                     self.master.local_done(self.pilot_id, instruction.completion)
             elif isinstance(instruction, ws.Leave):
                 self.on_lost()
-            elif isinstance(instruction, ws.Log):
-                log.log(instruction.level, "%s", instruction.text)
+            elif isinstance(instruction, machine.Log):
+                log.log(instruction.level, "%s", instruction.message)
         if sends and (urgent or self._sending == 0):
             await self._send(sends)
 
@@ -265,7 +265,7 @@ class DistributedWorker:
         event = ws.Heard(view, tuple(tasklist.successors), now, room)
         instructions = self.state.handle(event)
         self.loop.spawn(self._do(instructions), name=f"heard-{self.pilot_id}")
-        if learn and self.needed is not None and instructions[-1] != ws.Answer(None):
+        if learn and self.needed is not None and instructions[-1] != machine.Answer(None):
             wanted = {f.lfn for entry in tasklist.tasks for f in entry.inputs}
             held = ((e.lfn, e.size) for e in self.net.cache.store.entries())
             self.needed.learn(needed_files(wanted, held), time.time())
@@ -285,8 +285,8 @@ class DistributedWorker:
         can_run = not (self.stop.is_set() or self.executor.closed())
         event = ws.Arrived(kind, payload, time.monotonic(), time.time(), can_run)
         instructions = self.state.handle(event)
-        answer = next(i for i in instructions if isinstance(i, ws.Answer))
-        rest = [i for i in instructions if not isinstance(i, ws.Answer)]
+        answer = next(i for i in instructions if isinstance(i, machine.Answer))
+        rest = [i for i in instructions if not isinstance(i, machine.Answer)]
         if rest:
             self.loop.spawn(self._do(rest), name=f"{kind}-{self.pilot_id}")
         return answer.value
@@ -356,7 +356,7 @@ class DistributedWorker:
         dead, the successors claim the role at the Task Queue in turn."""
         while not self.stop.is_set():
             now = time.monotonic()
-            await self._do(self.state.handle(ws.Tick(now)))
+            await self._do(self.state.handle(machine.Tick(now)))
             wait = self.state.next_tick(time.monotonic())
             await asyncio.sleep(min(ELECTION_STEP, max(0.05, wait)))
 

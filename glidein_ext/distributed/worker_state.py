@@ -61,6 +61,7 @@ from typing import Any, Union
 
 from glidein_ext.distributed import codec
 from glidein_ext.distributed.door import Admitted, Door, Refused, Role
+from glidein_ext.distributed.machine import Answer, Log, Tick
 from glidein_ext.sched.election import Action, MasterView, Succession, lost_own_task
 from glidein_ext.sched.outbox import Outbox
 from glidein_ext.tq.client.protocol import Completion, TaskAssignment
@@ -139,11 +140,6 @@ class GaveBack:
 
 
 @dataclass(frozen=True)
-class Tick:
-    now: float
-
-
-@dataclass(frozen=True)
 class Probed:
     alive: bool
     now: float
@@ -174,11 +170,6 @@ Event = Union[
 
 
 # --- instructions ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Answer:
-    value: Any
 
 
 @dataclass(frozen=True)
@@ -243,12 +234,6 @@ class OwnDone:
 @dataclass(frozen=True)
 class Leave:
     reason: str
-
-
-@dataclass(frozen=True)
-class Log:
-    level: int
-    text: str
 
 
 Instruction = Union[

@@ -31,7 +31,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass, field
 
 Address = tuple[str, int]
 
@@ -87,26 +87,20 @@ class Action(enum.Enum):
     CLAIM = "claim"  # ask the Task Queue for the role
 
 
+@dataclass(eq=False)
 class Succession:
     """One worker's view of its site's master, and when it must act."""
 
-    def __init__(
-        self,
-        me: int,
-        *,
-        silence: float,
-        stagger: float,
-        patience: float,
-        retry: float = 1.0,
-        now: float = 0.0,
-    ) -> None:
-        self.me = me
-        self.silence = silence
-        self.stagger = stagger
-        self.patience = patience
-        self.retry = retry
-        self.master: MasterView | None = None
-        self.successors: tuple[int, ...] = ()
+    me: int
+    silence: float
+    stagger: float
+    patience: float
+    retry: float = 1.0
+    now: InitVar[float] = 0.0
+    master: MasterView | None = field(default=None, init=False)
+    successors: tuple[int, ...] = field(default=(), init=False)
+
+    def __post_init__(self, now: float) -> None:
         self._heard_at = now
         self._dead_since: float | None = now  # no master known yet
         self._probing = False

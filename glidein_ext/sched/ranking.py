@@ -44,9 +44,13 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from glidein_ext.errors import MissingDependencyError
+
+if TYPE_CHECKING:  # the Task Queue's records: only their match fields are read
+    from glidein_ext.tq.client.protocol import TaskOffer
+    from glidein_ext.tq.models import MatchSpec
 
 Scalar = Union[bool, int, float, str]
 
@@ -65,6 +69,22 @@ class TaskSpec:
     request_disk: int = 0  # MB
     max_runtime: float = 3600.0  # seconds
     attributes: tuple[tuple[str, Scalar], ...] = ()
+
+
+def task_spec(
+    source: MatchSpec | TaskOffer, attributes: tuple[tuple[str, Scalar], ...]
+) -> TaskSpec:
+    """The TaskSpec of a Task Queue task, from its record's match fields (its MatchSpec, or the
+    offer a master got) and ``attributes``."""
+    return TaskSpec(
+        source.requirements,
+        source.rank,
+        source.request_cpus,
+        source.request_memory,
+        source.request_disk,
+        float(source.max_runtime),
+        attributes,
+    )
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from glidein_ext.sched.ranking import TASKS_PER_IDLE
@@ -120,37 +120,26 @@ def full_batch(workers: float, fraction: float = FULL_FRACTION) -> int:
     return max(FULL_MIN, math.ceil(fraction * workers))
 
 
+@dataclass(eq=False)
 class RoundBook:
     """The master's state between rounds."""
 
-    def __init__(
-        self,
-        me: int,
-        *,
-        window: float,
-        period: float,
-        heartbeat: float,
-        miss_limit: int = 3,
-        patience: float = PATIENCE,
-        grace: float = 0.0,
-        idle_max: float = IDLE_MAX,
-        full_fraction: float = FULL_FRACTION,
-        long_poll: bool = False,
-        now: float = 0.0,
-    ) -> None:
-        self.me = me
-        self.long_poll = long_poll  # a dry site's round waits at the Task Queue (poll_wait)
-        self.full_fraction = full_fraction  # 0: rounds by the window alone (the paper's period)
-        self.grace = grace
-        self.idle_max = idle_max
-        self.window = window
-        self.period = period
-        self.heartbeat = heartbeat
-        self.miss_limit = miss_limit
-        self.patience = patience
-        self.now = now
-        self.workers: dict[int, Worker] = {}
-        self.round = 0
+    me: int
+    window: float
+    period: float
+    heartbeat: float
+    miss_limit: int = 3
+    patience: float = PATIENCE
+    grace: float = 0.0
+    idle_max: float = IDLE_MAX
+    full_fraction: float = FULL_FRACTION  # 0: rounds by the window alone (the paper's period)
+    long_poll: bool = False  # a dry site's round waits at the Task Queue (poll_wait)
+    now: float = 0.0
+    workers: dict[int, Worker] = field(default_factory=dict, init=False)
+    round: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        now = self.now
         self._pending: dict[Key, tuple[int, Any]] = {}
         self._in_flight: dict[Key, tuple[int, Any]] = {}
         self._reported: OrderedDict[Key, None] = OrderedDict()

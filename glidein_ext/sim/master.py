@@ -20,9 +20,10 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
+from glidein_ext.distributed import machine
 from glidein_ext.distributed import master_state as ms
 from glidein_ext.sched.assign import assign
-from glidein_ext.sched.ranking import InputFile, Ranker, TaskEntry, TaskSpec, WorkerAd, WorkerState
+from glidein_ext.sched.ranking import InputFile, Ranker, TaskEntry, WorkerAd, WorkerState, task_spec
 from glidein_ext.sched.tasklist import encode_reply
 from glidein_ext.sim.context import Context
 from glidein_ext.sim.pilots import dht_publish_time, execute
@@ -45,20 +46,8 @@ class SimWorker:
 
 
 def entry_of(task: SimTask, size: int) -> TaskEntry:
-    spec = task.spec
-    return TaskEntry(
-        task.task_id,
-        TaskSpec(
-            spec.requirements,
-            spec.rank,
-            spec.request_cpus,
-            spec.request_memory,
-            spec.request_disk,
-            float(spec.max_runtime),
-            spec.attributes,
-        ),
-        tuple(InputFile(lfn, size) for lfn in task.inputs),
-    )
+    spec = task_spec(task.spec, task.spec.attributes)
+    return TaskEntry(task.task_id, spec, tuple(InputFile(lfn, size) for lfn in task.inputs))
 
 
 def _ok(outcome: Outcome) -> bool:
@@ -125,7 +114,7 @@ class SiteMaster:
         env = self.ctx.env
         yield env.timeout(max(0.0, at - env.now))
         if number == self._timer:
-            self._feed(ms.Tick(env.now))
+            self._feed(machine.Tick(env.now))
 
     # --- the workers ---
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from glidein_ext.distributed import codec
+from glidein_ext.distributed import codec, machine
 from glidein_ext.distributed import master_state as ms
 from glidein_ext.distributed import worker_state as ws
 from glidein_ext.distributed.master_state import MasterState, entry_of
@@ -389,7 +389,7 @@ class SiteModel:
             if target is None or target.master is None:
                 return lambda: then(None if target is not None else ws.NO_ANSWER)
             out = self._master(target, ms.MessageArrived(self.now, WALL + self.now, kind, payload))
-            answer = next(i.value for i in out if isinstance(i, ms.Answer))
+            answer = next(i.value for i in out if isinstance(i, machine.Answer))
             if answer is None or answer == codec.PENDING:
                 return lambda: then(answer)
             try:
@@ -599,7 +599,7 @@ class SiteModel:
             if pilot is None:
                 return lambda: then(ws.NO_ANSWER)
             out = self._worker(pilot, ws.Arrived(kind, payload, self.now, WALL + self.now))
-            answer = next(i.value for i in out if isinstance(i, ws.Answer))
+            answer = next(i.value for i in out if isinstance(i, machine.Answer))
             try:
                 value = codec.open_answer(key, kind, payload[2], answer)
             except ValueError:
@@ -664,9 +664,9 @@ class SiteModel:
                 and pilot.master_timer <= self.now
             ):
                 pilot.master_timer = None
-                self._master(pilot, ms.Tick(self.now))
+                self._master(pilot, machine.Tick(self.now))
             if pilot.pilot_id in self.pilots:
-                self._worker(pilot, ws.Tick(self.now))
+                self._worker(pilot, machine.Tick(self.now))
 
     def finish_task(self, pilot_id: int) -> None:
         pilot = self.alive(pilot_id)

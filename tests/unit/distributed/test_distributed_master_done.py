@@ -38,10 +38,10 @@ def test_done_is_answered_held_then_synced_and_none_once_stepped_down() -> None:
     role, node = _master()
     body = messages.encode(messages.Done(7, Completion(40, 1, 0)))
     assert _send(node, messages.DONE, body) is True  # held: not at the Task Queue yet
-    report = role.book.take_report(1.0)
+    report = role.core.book.take_report(1.0)
     assert [c.task_id for _, c in report.completions] == [40]
     assert _send(node, messages.DONE, body) is True  # in flight
-    role.book.reported()
+    role.core.book.reported()
     assert _send(node, messages.DONE, body) == messages.DONE_SYNCED  # the worker may forget it
     role.core.active = False
     assert _send(node, messages.DONE, body) is None  # not the master any more
@@ -71,7 +71,7 @@ def test_a_leaving_master_syncs_the_completions_it_holds_before_the_role_ends() 
         _send(node, messages.DONE, messages.encode(messages.Done(7, Completion(40, 1, 0)))) is True
     )
     role.local_done(1, Completion(41, 1, 0))  # the master pilot's own last task
-    role.book.dead(7)
+    role.core.book.dead(7)
     assert asyncio.run(role.close(5.0)) is True
     assert len(tq.calls) == 2  # the first failed: everything carried again
     last = tq.calls[-1]

@@ -116,11 +116,11 @@ def _run_round(role: MasterRole) -> None:
 
     async def one_round() -> None:
         role._arm = lambda at: None  # type: ignore[method-assign]
-        window = role.book.window
-        role.book.window = 0.0  # the round is due at once
-        role.book.trigger(time.monotonic())
+        window = role.core.book.window
+        role.core.book.window = 0.0  # the round is due at once
+        role.core.book.trigger(time.monotonic())
         role._feed(Started(time.monotonic(), role.node.address))
-        role.book.window = window
+        role.core.book.window = window
         while role._tasks:
             await asyncio.gather(*list(role._tasks))
         role._stop()
@@ -142,7 +142,7 @@ def test_a_round_is_timed_phase_by_phase_and_hands_out_sealed() -> None:
     assert set(role.phases.timings) == set(PHASES) - {"hand_out"}
     assert all(seconds >= 0 for seconds in role.phases.timings.values())
     assert role.phases.rounds == 1 and role.phases.totals["hand_out"] > 0
-    assert all(not w.delivering for w in role.book.workers.values())
+    assert all(not w.delivering for w in role.core.book.workers.values())
 
 
 def test_the_tasklist_wait_follows_the_recent_broadcasts() -> None:
@@ -212,7 +212,7 @@ def test_a_round_of_successors_makes_no_sync_and_its_assign_carries_the_completi
     ran = dict(node.sent)
     for pilot in (7, 8):
         done = Completion(ran[pilot], 1, 0)
-        role.book.completed(pilot, (ran[pilot], 1), done, time.monotonic())
+        role.core.book.completed(pilot, (ran[pilot], 1), done, time.monotonic())
     node.sent.clear()
 
     _run_round(role)
@@ -222,8 +222,8 @@ def test_a_round_of_successors_makes_no_sync_and_its_assign_carries_the_completi
     (_, carried) = client.assigns
     assert sorted(c.completion.task_id for c in carried.completions) == [40, 41]
     assert sorted(t for _, t in node.sent) == [50, 51]
-    assert role.book.pending() == []  # the Task Queue has them
-    assert role.stock.direct([7, 8]) is None  # the round is over: nothing held back
+    assert role.core.book.pending() == []  # the Task Queue has them
+    assert role.core.stock.direct([7, 8]) is None  # the round is over: nothing held back
 
 
 class _MergeClient(_SuccessorClient):
@@ -244,10 +244,10 @@ def test_a_merge_goes_to_the_maker_of_its_last_input_without_a_sync() -> None:
     ran = {task: pilot for pilot, task in node.sent}
     now = time.monotonic()
     for task in (40, 41):
-        role.book.completed(ran[task], (task, 1), Completion(task, 1, 0), now)
-    assert role.stock.direct([ran[41]]) is None  # the stock has not seen them yet
+        role.core.book.completed(ran[task], (task, 1), Completion(task, 1, 0), now)
+    assert role.core.stock.direct([ran[41]]) is None  # the stock has not seen them yet
     node.sent.clear()
-    role.book.assigned([(99, ran[40], 1)])  # the maker of 40 is busy again: only one idle
+    role.core.book.assigned([(99, ran[40], 1)])  # the maker of 40 is busy again: only one idle
 
     _run_round(role)
     assert len(client.syncs) == 1  # no sync: both inputs were made here
@@ -260,8 +260,8 @@ def test_a_failed_completion_releases_no_successor_and_the_round_syncs() -> None
     role = _role(node, client, method="greedy")
     _one_round(role)
     ran = dict(node.sent)
-    role.book.completed(7, (ran[7], 1), Completion(ran[7], 1, 3), time.monotonic())  # exit 3
-    role.book.completed(8, (ran[8], 1), Completion(ran[8], 1, 0), time.monotonic())
+    role.core.book.completed(7, (ran[7], 1), Completion(ran[7], 1, 3), time.monotonic())  # exit 3
+    role.core.book.completed(8, (ran[8], 1), Completion(ran[8], 1, 0), time.monotonic())
 
     _run_round(role)
     assert len(client.syncs) == 2  # worker 7 has no successor: the Task Queue's offers
@@ -309,7 +309,7 @@ def test_a_round_ranks_the_last_syncs_spare_offers_without_a_sync() -> None:
     second = client.assigns[1]
     assert [(p.task_id, p.pilot_id) for p in second.pairs] == [(42, 7)]
     assert [c.completion.task_id for c in second.completions] == [40]
-    assert role.book.synced((40, 1))
+    assert role.core.book.synced((40, 1))
 
 
 def test_a_merges_input_is_quiet_unless_the_other_inputs_completion_is_held() -> None:
@@ -318,9 +318,9 @@ def test_a_merges_input_is_quiet_unless_the_other_inputs_completion_is_held() ->
     Queue), 40's releases the merge."""
     role = _role(_Node(), _Client())
     merge = TaskOffer(50, "m", "true", ("/a", "/b"), (), 60)
-    role.stock.placed(40, (merge,), needs=((41,),))
-    role.stock.placed(41, (merge,), needs=((40,),))
+    role.core.stock.placed(40, (merge,), needs=((41,),))
+    role.core.stock.placed(41, (merge,), needs=((40,),))
     role.install([SitePilot(p, f"127.0.0.1:{4000 + p}", key=key(p).hex()) for p in (7, 8)])
-    assert role.core.stock.quiet(40, 7, {k[0] for k, _, _ in role.book.pending()})
-    role.book.completed(8, (41, 1), Completion(41, 1, 0), time.monotonic())
-    assert not role.core.stock.quiet(40, 7, {k[0] for k, _, _ in role.book.pending()})
+    assert role.core.stock.quiet(40, 7, {k[0] for k, _, _ in role.core.book.pending()})
+    role.core.book.completed(8, (41, 1), Completion(41, 1, 0), time.monotonic())
+    assert not role.core.stock.quiet(40, 7, {k[0] for k, _, _ in role.core.book.pending()})

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from glidein_ext.distributed import codec as messages
+from glidein_ext.distributed import machine
 from glidein_ext.distributed import master_state as ms
 from glidein_ext.sched.assign import assign
 from glidein_ext.sched.ranking import Ranking
@@ -51,7 +52,7 @@ def first_sync(state: ms.MasterState[TaskOffer], *early: ms.Event) -> ms.CallSyn
     for event in early:
         state.handle(event)
     state.handle(ms.Started(0.0))
-    (sync,) = of(state.handle(ms.Tick(0.1)), ms.CallSync)
+    (sync,) = of(state.handle(machine.Tick(0.1)), ms.CallSync)
     return sync
 
 
@@ -122,7 +123,7 @@ def test_a_round_goes_from_its_sync_to_the_hand_outs() -> None:
     assert out == [ms.ArmTimer(0.1)]  # the hellos' batching window
     site.offers, site.queued = [40, 41], 2
     site.ranks = {7: {0: 1.0, 1: 0.5}, 8: {0: 0.5, 1: 1.0}}
-    site.feed(ms.Tick(0.1))
+    site.feed(machine.Tick(0.1))
     (sync,) = site.syncs
     assert sync.want == 8 and sync.wait == 0.0  # four offers per idle worker
     assert [(p.task_id, p.pilot_id) for p in site.assigns[0].pairs] == [(40, 7), (41, 8)]
@@ -139,15 +140,15 @@ def test_a_dry_site_long_polls_and_an_event_gives_the_poll_up() -> None:
     site = Site(state)
     site.feed(ms.Installed(0.0, (pilot(7),)))
     site.feed(ms.Started(0.0))
-    site.feed(ms.Tick(0.1))  # a round: nothing runnable, the site is dry
+    site.feed(machine.Tick(0.1))  # a round: nothing runnable, the site is dry
     assert [s.wait for s in site.syncs] == [0.0]
-    site.feed(ms.Tick(2.0), answer=lambda i: not (isinstance(i, ms.CallSync) and i.wait))
+    site.feed(machine.Tick(2.0), answer=lambda i: not (isinstance(i, ms.CallSync) and i.wait))
     poll = site.out[-1]
     assert isinstance(poll, ms.CallSync) and poll.wait == 10.0  # two heartbeats at the Task Queue
     out = state.handle(ms.LocalDone(3.0, 1, Completion(41, 1, 0)))  # the master's own task
     assert out == [ms.ArmTimer(3.1)]  # the poll is given up: a round carries the completion
     assert state.handle(ms.SyncAnswered(4.0, poll.call)) == []  # its late answer changes nothing
-    site.feed(ms.Tick(3.1))
+    site.feed(machine.Tick(3.1))
     waits = [s.wait for s in site.syncs]
     assert waits == [0.0, 0.0]
     assert [c.task_id for _, c in site.syncs[-1].report.completions] == [41]
@@ -158,22 +159,22 @@ def test_completions_ride_the_next_call_and_are_then_synced() -> None:
     site = Site(state)
     site.feed(ms.Installed(0.0, (pilot(7, task=40),)))
     site.feed(ms.Started(0.0))
-    site.feed(ms.Tick(0.1))  # worker 7 runs task 40: a round without a sync
+    site.feed(machine.Tick(0.1))  # worker 7 runs task 40: a round without a sync
     assert site.syncs == []
     body = messages.encode(messages.Done(7, Completion(40, 1, 0)))
     payload = sealed(7, messages.DONE, body)
     out = state.handle(ms.MessageArrived(1.0, WALL, messages.DONE, payload))
-    (answer,) = of(out, ms.Answer)
+    (answer,) = of(out, machine.Answer)
     assert messages.open_answer(key(7), messages.DONE, payload[2], answer.value) is True  # held
     assert out[-1] == ms.ArmTimer(1.1)  # a round after the batching window carries it
     assert state.book.pending() and state.busy()
     for now in (1.1, 2.2):  # (a round from the last sync's spares, then one that syncs)
-        site.feed(ms.Tick(now))
+        site.feed(machine.Tick(now))
     carried = [[c.task_id for _, c in s.report.completions] for s in site.syncs]
     assert carried[0] == [40] and [40] not in carried[1:]  # once
     assert state.book.synced((40, 1)) and not state.book.pending()
     again = sealed(7, messages.DONE, body)  # the worker resends it: the Task Queue has it
-    (answer,) = of(state.handle(ms.MessageArrived(2.0, WALL, messages.DONE, again)), ms.Answer)
+    (answer,) = of(state.handle(ms.MessageArrived(2.0, WALL, messages.DONE, again)), machine.Answer)
     assert messages.open_answer(key(7), messages.DONE, again[2], answer.value) == "synced"
 
 
@@ -183,12 +184,12 @@ def test_a_stale_answer_steps_the_master_down() -> None:
     out = state.handle(ms.CallFailed(0.2, sync.call, ms.Failure.STALE, "pilot 2 is the master"))
     assert out == [ms.StepDown("pilot 2 is the master"), ms.Finished(False)]
     assert not state.active
-    assert state.handle(ms.Tick(5.0)) == []  # the role is over
+    assert state.handle(machine.Tick(5.0)) == []  # the role is over
     body = messages.encode(messages.Hello(7, ("127.0.0.1", 4007)))
     out = state.handle(
         ms.MessageArrived(5.0, WALL, messages.HELLO, sealed(7, messages.HELLO, body))
     )
-    assert out == [ms.Answer(None)]
+    assert out == [machine.Answer(None)]
 
 
 def test_a_refused_credential_ends_the_role() -> None:
@@ -215,7 +216,7 @@ def test_a_done_before_its_senders_key_is_held_then_admitted() -> None:
     site.feed(ms.Started(0.0))
     body = messages.encode(messages.Done(9, Completion(109, 1, 0)))
     out = state.handle(ms.MessageArrived(1.0, WALL, messages.DONE, sealed(9, messages.DONE, body)))
-    assert of(out, ms.Answer) == [ms.Answer(messages.PENDING)]
+    assert of(out, machine.Answer) == [machine.Answer(messages.PENDING)]
     assert 9 in state.held and state.busy() and not state.book.pending()
     (sync,) = of(out, ms.CallSync)  # a round is due: its sync
     assert 9 in sync.pilots  # the sync asks for its key
@@ -231,7 +232,7 @@ def test_a_forged_held_message_is_refused_once_the_key_comes() -> None:
     body = messages.encode(messages.Done(9, Completion(109, 1, 0)))
     forged = messages.seal(key(7), messages.DONE, 9, EPOCH, body, WALL)
     out = state.handle(ms.MessageArrived(1.0, WALL, messages.DONE, forged))
-    assert of(out, ms.Answer) == [ms.Answer(messages.PENDING)]
+    assert of(out, machine.Answer) == [machine.Answer(messages.PENDING)]
     (sync,) = of(out, ms.CallSync)
     state.handle(ms.SyncAnswered(1.2, sync.call, keys=(PilotKey(9, key(9).hex()),), wall=WALL))
     assert state.held == {} and not state.book.pending()
@@ -245,12 +246,12 @@ def test_a_dead_worker_is_reported_in_the_next_sync() -> None:
     site.feed(ms.Started(0.0))
     site.ranks = {7: {}}  # worker 8 is silent
     for now in (0.1, 20.1, 40.1):  # three rounds missed
-        site.feed(ms.Tick(now))
+        site.feed(machine.Tick(now))
     assert of(site.out, ms.Probe) == [ms.Probe(8, ("127.0.0.1", 4008))]
     out = state.handle(ms.ProbeEnded(41.0, 8, False))
     assert 8 in state.book.workers and not of(out, ms.SendEnd)  # within the grace: a suspect
     site.out.clear()
-    site.feed(ms.Tick(60.1))
+    site.feed(machine.Tick(60.1))
     assert of(site.out, ms.Probe) == [ms.Probe(8, ("127.0.0.1", 4008))]  # probed again
     site.out.clear()
     site.feed(ms.ProbeEnded(101.0, 8, False))
@@ -265,14 +266,14 @@ def test_close_makes_a_last_sync_then_resigns() -> None:
     site = Site(state)
     site.feed(ms.Installed(0.0, (pilot(7), pilot(8))))
     site.feed(ms.Started(0.0))
-    site.feed(ms.Tick(0.1))
+    site.feed(machine.Tick(0.1))
     state.handle(ms.LocalDone(1.0, 1, Completion(41, 1, 0)))
     out = state.handle(ms.Close(1.0))
     (last,) = of(out, ms.CallSync)
     assert last.want == 0 and [c.task_id for _, c in last.report.completions] == [41]
     out = state.handle(ms.CallFailed(1.1, last.call, ms.Failure.ERROR, "away"))
     assert out == [ms.ArmTimer(1.6)]  # tried again half a second later
-    (last,) = of(state.handle(ms.Tick(1.6)), ms.CallSync)
+    (last,) = of(state.handle(machine.Tick(1.6)), ms.CallSync)
     assert [c.task_id for _, c in last.report.completions] == [41]
     out = state.handle(ms.SyncAnswered(1.7, last.call))
     resigns = of(out, ms.SendResign)
@@ -291,7 +292,7 @@ def test_the_round_phases_ride_the_next_sync_that_gets_through() -> None:
     state.handle(ms.CallFailed(1.1, first.call, ms.Failure.ERROR, "away"))  # kept
     state.phases.timings = {"sync": 0.5}
     state.phases.account(2, 0, 0, 0, 0)
-    (second,) = of(state.handle(ms.Tick(1.6)), ms.CallSync)
+    (second,) = of(state.handle(machine.Tick(1.6)), ms.CallSync)
     assert dict(second.phases) == {"sync": 1.0, "solve": 0.25}
     state.handle(ms.SyncAnswered(1.7, second.call))
     assert state.phases.unsent() == ()  # counted once
@@ -305,7 +306,7 @@ def test_busy_while_the_site_has_work() -> None:
     site.feed(ms.Started(0.0))
     site.offers, site.queued = [40], 3  # two more than offered: at another site's share
     site.ranks = {7: {0: 1.0}}
-    site.feed(ms.Tick(0.1))
+    site.feed(machine.Tick(0.1))
     assert state.busy()  # task 40 runs at worker 7, and two are runnable
     (sync,) = of(state.handle(ms.LocalDone(5.0, 7, Completion(40, 1, 0))), ms.CallSync)
     assert state.busy()  # the completion is not at the Task Queue yet
@@ -324,7 +325,7 @@ def test_an_assign_whose_answer_was_lost_releases_its_tasks_in_the_next_sync() -
     site.feed(ms.Started(0.0))
     site.offers, site.queued = [40], 1
     site.ranks = {7: {0: 1.0}}
-    site.feed(ms.Tick(0.1), answer=lambda i: not isinstance(i, ms.CallAssign))
+    site.feed(machine.Tick(0.1), answer=lambda i: not isinstance(i, ms.CallAssign))
     (assigned,) = [i for i in site.out if isinstance(i, ms.CallAssign)]
     out = state.handle(ms.CallFailed(0.2, assigned.call, ms.Failure.ERROR, "timed out"))
     site.out.clear()
@@ -333,6 +334,6 @@ def test_an_assign_whose_answer_was_lost_releases_its_tasks_in_the_next_sync() -
         reply = site._reply(instruction, 0.2)
         if reply is not None:
             site.feed(reply)
-    site.feed(ms.Tick(5.0))
+    site.feed(machine.Tick(5.0))
     assert site.syncs, "the next step is a sync"
     assert site.syncs[0].report.release == (40,)

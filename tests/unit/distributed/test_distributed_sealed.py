@@ -32,7 +32,7 @@ def _master() -> tuple[MasterRole, RecordingNode]:
 
 
 def _states(role: MasterRole) -> dict[int, Any]:
-    return {p: w.task for p, w in role.book.workers.items()}
+    return {p: w.task for p, w in role.core.book.workers.items()}
 
 
 def test_keys_differ_by_pilot_and_epoch() -> None:
@@ -61,8 +61,8 @@ def test_a_pilot_cannot_report_done_bye_or_hello_for_another() -> None:
     assert node.handlers[messages.DONE](plain, 7, None) is None
     assert node.handlers[messages.BYE]([6], 7, None) is None
     assert _states(role) == before
-    assert role.book.take_report(1.0).completions == ()  # nothing for the Task Queue
-    assert role.book.workers[5].address == ("127.0.0.1", 4005)
+    assert role.core.book.take_report(1.0).completions == ()  # nothing for the Task Queue
+    assert role.core.book.workers[5].address == ("127.0.0.1", 4005)
 
 
 def test_a_replayed_or_stale_message_is_refused() -> None:
@@ -70,15 +70,15 @@ def test_a_replayed_or_stale_message_is_refused() -> None:
     done = messages.encode(messages.Done(5, Completion(105, 1, 0)))
     payload = messages.seal(key(5), messages.DONE, 5, EPOCH, done, time.time())
     assert node.handlers[messages.DONE](payload, 5, None) is not None  # the real one
-    role.book.take_report(1.0)
-    role.book.reported()
+    role.core.book.take_report(1.0)
+    role.core.book.reported()
     assert node.handlers[messages.DONE](payload, 5, None) is None  # the same datagram again
     bye = messages.seal(key(6), messages.BYE, 6, EPOCH, [6], time.time() - 3600)
     assert node.handlers[messages.BYE](bye, 6, None) is None  # an hour old
-    assert 6 in role.book.workers
+    assert 6 in role.core.book.workers
     old_epoch = messages.seal(key(6, EPOCH - 1), messages.BYE, 6, EPOCH - 1, [6], time.time())
     assert node.handlers[messages.BYE](old_epoch, 6, None) is None  # sealed for another master
-    assert 6 in role.book.workers
+    assert 6 in role.core.book.workers
 
 
 @pytest.mark.parametrize("kind", [messages.HELLO, messages.DONE, messages.BYE])
@@ -90,7 +90,7 @@ def test_a_pilot_without_a_key_yet_is_heard_once_the_task_queue_gives_it(kind: s
         messages.BYE: [9],
     }
     if kind == messages.BYE:
-        role.book.join(9, ("127.0.0.1", 4009), 0.0)
+        role.core.book.join(9, ("127.0.0.1", 4009), 0.0)
     payload = messages.seal(key(9), kind, 9, EPOCH, bodies[kind], time.time())
     assert node.handlers[kind](payload, 9, None) == messages.PENDING
     forged = messages.seal(key(7), kind, 9, EPOCH, bodies[kind], time.time())
@@ -98,11 +98,11 @@ def test_a_pilot_without_a_key_yet_is_heard_once_the_task_queue_gives_it(kind: s
     assert role.core.asked(0.0) == (9,)
     role.core.learn([PilotKey(9, key(9).hex())], [], time.time(), [])
     if kind == messages.HELLO:
-        assert role.book.workers[9].address == ("127.0.0.1", 4009)
+        assert role.core.book.workers[9].address == ("127.0.0.1", 4009)
     elif kind == messages.DONE:
-        assert [c.task_id for _, c in role.book.take_report(1.0).completions] == [109]
+        assert [c.task_id for _, c in role.core.book.take_report(1.0).completions] == [109]
     else:
-        assert 9 not in role.book.workers
+        assert 9 not in role.core.book.workers
     assert role.core.held == {}
 
 

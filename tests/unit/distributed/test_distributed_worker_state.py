@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from glidein_ext.distributed import codec
+from glidein_ext.distributed import codec, machine
 from glidein_ext.distributed import worker_state as ws
 from glidein_ext.sched.election import MasterView
 from glidein_ext.tq.client import pilotkeys
@@ -112,10 +112,10 @@ def test_no_pilot_obeys_a_master_of_an_older_epoch() -> None:
     _heard(w, M2, 2.0)
     for message in (codec.End("stop"), codec.Assign(1, _task())):
         out = _arrive(w, message, 1, now=3.0)
-        assert out[0] == ws.Answer(False)
+        assert out[0] == machine.Answer(False)
         assert not _of(out, ws.CheckEnd) and not _of(out, ws.Run)
-        assert "epoch 1" in _of(out, ws.Log)[0].text
-    assert _heard(w, M1, 4.0) == [ws.Answer(None)]  # its TaskList too
+        assert "epoch 1" in _of(out, machine.Log)[0].message
+    assert _heard(w, M1, 4.0) == [machine.Answer(None)]  # its TaskList too
 
 
 def test_a_master_pilot_runs_no_task_and_hands_its_completion_to_its_own_role() -> None:
@@ -136,7 +136,7 @@ def test_a_master_pilot_runs_no_task_and_hands_its_completion_to_its_own_role() 
     own = w.handle(ws.Ended(Completion(42, 1, 0), 43.0))
     assert own == [ws.OwnDone(Completion(42, 1, 0))]
     # An end of the master of epoch 1, sent to the new master: refused.
-    assert _arrive(w, codec.End("stop"), 1, now=44.0)[0] == ws.Answer(False)
+    assert _arrive(w, codec.End("stop"), 1, now=44.0)[0] == machine.Answer(False)
 
 
 def test_a_new_master_releases_the_task_the_task_queue_lists_as_its_own_but_it_never_got() -> None:
@@ -149,16 +149,16 @@ def test_a_new_master_releases_the_task_the_task_queue_lists_as_its_own_but_it_n
 def test_the_election_probes_a_silent_master_then_the_successors_claim_in_turn() -> None:
     w = _worker()
     _heard(w, M1, 1.0)  # successors 1, 2, 7
-    assert w.handle(ws.Tick(10.0)) == []
-    assert w.handle(ws.Tick(31.0)) == [ws.Probe(M1)]
-    assert w.handle(ws.Tick(31.5)) == []  # one probe at a time
+    assert w.handle(machine.Tick(10.0)) == []
+    assert w.handle(machine.Tick(31.0)) == [ws.Probe(M1)]
+    assert w.handle(machine.Tick(31.5)) == []  # one probe at a time
     out = w.handle(ws.Probed(True, 32.0))
     assert _of(out, ws.Meet) and not _of(out, ws.Meet)[0].resend  # alive: hello again
-    assert w.handle(ws.Tick(62.5)) == [ws.Probe(M1)]
+    assert w.handle(machine.Tick(62.5)) == [ws.Probe(M1)]
     w.handle(ws.Probed(False, 63.0))
     # Third in the list: it waits two staggers for pilots 1 and 2 to claim first.
-    assert w.handle(ws.Tick(65.0)) == []
-    claim = w.handle(ws.Tick(67.0))
+    assert w.handle(machine.Tick(65.0)) == []
+    claim = w.handle(machine.Tick(67.0))
     assert claim == [ws.Claim(((1, ("10.0.0.1", 4001)), (2, ("10.0.0.2", 4002))))]
     # Refused: another took the role; it is met.
     out = w.handle(ws.ClaimAnswered(False, M2, (), 67.5))
@@ -172,7 +172,7 @@ def test_a_resigning_master_starts_the_election_at_once() -> None:
     _heard(w, M1, 1.0)
     out = _arrive(w, codec.Resign(((ME, ("10.0.0.7", 4007)),)), 1, now=2.0)
     assert isinstance(out[0].value, list)  # a sealed answer
-    assert w.handle(ws.Tick(2.1)) == [ws.Claim(())]  # first in the new list: no wait
+    assert w.handle(machine.Tick(2.1)) == [ws.Claim(())]  # first in the new list: no wait
 
 
 def test_an_evicted_task_leaves_the_worker_idle_without_a_report() -> None:
@@ -221,17 +221,17 @@ def test_an_unanswered_check_is_asked_again() -> None:
     _heard(w, M1, 1.0)
     w.handle(ws.EndChecked(1, None, "stop", 2.0))  # the Task Queue did not answer
     assert w.next_tick(2.0) <= ws.RESEND_AFTER
-    assert w.handle(ws.Tick(2.0 + ws.RESEND_AFTER)) == [ws.CheckEnd(1, "stop")]
+    assert w.handle(machine.Tick(2.0 + ws.RESEND_AFTER)) == [ws.CheckEnd(1, "stop")]
 
 
 def test_one_claim_at_a_time() -> None:
     w = _worker()
     _heard(w, M1, 1.0)
     w.handle(ws.Probed(False, 40.0))
-    assert _of(w.handle(ws.Tick(50.0)), ws.Claim)
-    assert w.handle(ws.Tick(60.0)) == []  # its answer has not come
+    assert _of(w.handle(machine.Tick(50.0)), ws.Claim)
+    assert w.handle(machine.Tick(60.0)) == []  # its answer has not come
     w.handle(ws.ClaimAnswered(False, None, (), 61.0))  # the call failed
-    assert _of(w.handle(ws.Tick(62.0)), ws.Claim)
+    assert _of(w.handle(machine.Tick(62.0)), ws.Claim)
 
 
 def test_an_idle_worker_given_nothing_greets_its_master_again_once_a_silence() -> None:

@@ -1,0 +1,34 @@
+"""What the master's and the workers' state machines (``distributed.master_state``,
+``distributed.worker_state``) share: the timer's event, and the instructions their shells carry
+out alike.
+
+Python 3.9, standard library only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Tick:
+    """The event: the timer the state machine asked for fired."""
+
+    now: float
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The instruction: the value the message being handled is answered with (sealed by the
+    shell)."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class Log:
+    """The instruction: one line for the pilot's log."""
+
+    level: int
+    message: str
