@@ -99,3 +99,25 @@ def test_a_busy_worker_reads_all_but_the_tasks() -> None:
     tasklist = _tasklist(_entries(5))
     header = decode_tasklist(encode_tasklist(tasklist), with_tasks=False)
     assert header == dataclasses.replace(tasklist, tasks=())
+
+
+def test_a_reply_that_breaks_a_field_rule_is_dropped_and_the_others_are_read() -> None:
+    good = [8, 0, 3, 2, 0, 500, 1, 250]
+    bad = [
+        [7, 0, 0, 1, 0],  # a position without its rank
+        [7, 0, 0],  # too short
+        [7, 0, 0, 1, 0, 1.5],  # a rank that is no integer
+        [7, True, 0, 1],  # a bool is no integer
+        [7, 0, 0, 1, "0", 1],  # a string position
+        [7, 0, 0, 2, 0, 1, 0, 2],  # a position twice
+        [7, 0, 0, 1, -1, 1],  # before the TaskList
+        [7, 0, 0, 1, 2, 1],  # past the TaskList (2 tasks)
+        {"pilot": 7},  # no list at all
+    ]
+    for raw in bad:
+        assert decode_replies([raw, good], n_tasks=2)[0].pilot_id == 8, raw
+    (reply,) = decode_replies([good], n_tasks=2)
+    assert (reply.pilot_id, reply.current, reply.last_done, reply.allowed) == (8, 0, 3, 2)
+    assert reply.ranks == {0: 0.5, 1: 0.25}
+    (busy,) = decode_replies([[9, 41, 40, 0]], n_tasks=2)
+    assert busy.ranks == {} and busy.current == 41 and busy.allowed == 0
