@@ -19,6 +19,15 @@ from glidein_ext.sched.assign import DEFAULT_METHOD, method_problem
 ENV_PREFIX = "GLIDEIN_EXT_PILOT_"
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORECASE)
+# The settings that must be above 0: the waits of the agent, the distributed rounds and the SE.
+_POSITIVE = (
+    "poll_interval",
+    "poll_max",
+    "retry_for",
+    "round_period",
+    "broadcast_timeout",
+    "se_time_scale",
+)
 
 
 def parse_size(text: str) -> int:
@@ -91,15 +100,12 @@ class AgentSettings:
             raise ConfigError(f"setting offer_wait must be in [0, 300] s, got {self.offer_wait}")
         if self.min_free_mb < 0:
             raise ConfigError(f"setting min_free_mb must be >= 0, got {self.min_free_mb}")
-        for name in ("poll_interval", "poll_max", "retry_for"):
+        for name in _POSITIVE:
             if not getattr(self, name) > 0:
                 raise ConfigError(f"setting {name} must be above 0, got {getattr(self, name)}")
         problem = method_problem(self.assignment)
         if problem is not None:
             raise ConfigError(f"setting assignment: {problem}")
-        for name in ("round_period", "broadcast_timeout", "se_time_scale"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"setting {name} must be above 0, got {getattr(self, name)}")
         if self.round_window < 0 or self.se_delay < 0 or not 0 <= self.se_failure_rate <= 1:
             raise ConfigError(
                 "settings round_window and se_delay must be >= 0, se_failure_rate in [0, 1]"

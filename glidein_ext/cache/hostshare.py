@@ -106,27 +106,22 @@ class PollResult:
     evicted: list[str] = field(default_factory=list)
 
 
+@dataclass(eq=False)
 class HostShare:
     """One pilot's view of the other pilots' caches on its host."""
 
-    def __init__(
-        self,
-        store: CacheStore,
-        pilot_id: str,
-        *,
-        max_space: int,
-        min_threshold: int,
-        registry: HostRegistry | None = None,
-    ) -> None:
-        self.store = store
-        self.pilot_id = pilot_id
-        self.max_space = max_space
-        self.min_threshold = min_threshold
-        self.registry = registry
-        self._peers: dict[str, PeerCache] = {}
-        self._seen: dict[str, set[str]] = {}  # per peer: files already considered once
-        if registry is not None:
-            registry.register(pilot_id, store.root)
+    store: CacheStore
+    pilot_id: str
+    max_space: int
+    min_threshold: int
+    registry: HostRegistry | None = None
+    _peers: dict[str, PeerCache] = field(init=False, default_factory=dict)
+    # per peer: files already considered once
+    _seen: dict[str, set[str]] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.registry is not None:
+            self.registry.register(self.pilot_id, self.store.root)
 
     @property
     def peers(self) -> Mapping[str, PeerCache]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from glidein_ext.adfile import read_ad
 from glidein_ext.errors import AdFileError, AdFileMissing, GlideinExtError
@@ -136,20 +136,15 @@ def with_local_site_ads(pilots: Iterable[Pilot], execute_dirs: Sequence[str]) ->
     return out
 
 
+@dataclass(eq=False)
 class Controller:
     """One controller: query, plan, act; every decision logged."""
 
-    def __init__(
-        self,
-        cfg: ControllerConfig,
-        *,
-        dry_run: bool = False,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.cfg = cfg
-        self.dry_run = dry_run
-        self.clock = clock
-        self.failed_actions = 0  # vacates and hard-kills that failed, since it started
+    cfg: ControllerConfig
+    dry_run: bool = False
+    clock: Callable[[], float] = time.time
+    # vacates and hard-kills that failed, since it started
+    failed_actions: int = field(init=False, default=0)
 
     def need(self, pilots: Sequence[Pilot], userprio: Mapping[str, float]) -> int:
         demand = self.cfg.demand

@@ -97,28 +97,21 @@ class HandedTask:
         return self.cpus <= cpus and self.memory <= memory and self.disk <= disk
 
 
+@dataclass(eq=False)
 class HandoffLedger:
     """The tasks between a glidein's agent and its startd, and the startd's room."""
 
-    def __init__(
-        self,
-        *,
-        reply_timeout: float = 60.0,
-        start_timeout: float = 300.0,
-        room_ttl: float = 300.0,
-        max_rejections: int = 3,
-    ) -> None:
-        self.reply_timeout = reply_timeout
-        self.start_timeout = start_timeout
-        self.room_ttl = room_ttl
-        self.max_rejections = max_rejections
-        self.tasks: dict[Key, HandedTask] = {}
-        self.free: tuple[int, int, int] | None = None  # cpus, memory MB, disk KiB
-        self.seen_at = 0.0
-        self.asking = 0  # lanes asking for a task now
-        self.asks = 0  # asks begun, ever (a fetch waits for those it caused)
-        self.closed = False
-        self.default_memory = 0  # MB per CPU, from the slots' totals
+    reply_timeout: float = 60.0
+    start_timeout: float = 300.0
+    room_ttl: float = 300.0
+    max_rejections: int = 3
+    tasks: dict[Key, HandedTask] = field(init=False, default_factory=dict)
+    free: tuple[int, int, int] | None = field(init=False, default=None)  # cpus, memory MB, disk KiB
+    seen_at: float = field(init=False, default=0.0)
+    asking: int = field(init=False, default=0)  # lanes asking for a task now
+    asks: int = field(init=False, default=0)  # asks begun, ever (a fetch waits for those it caused)
+    closed: bool = field(init=False, default=False)
+    default_memory: int = field(init=False, default=0)  # MB per CPU, from the slots' totals
 
     # --- room -----------------------------------------------------------------------------
 
