@@ -11,6 +11,7 @@ import importlib.util
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
@@ -21,26 +22,22 @@ from glidein_ext.sim.experiments import EXPERIMENTS, find
 from glidein_ext.sim.experiments.base import run_jobs, run_parameters
 
 
+@dataclass(eq=False)
 class ProgressLine:
     """Progress as lines (stderr not a terminal): ``NAME: k/N runs, E s, about R s left`` at
     the first run's end, then at most every ``every`` seconds, and at the last."""
 
-    def __init__(
-        self,
-        name: str,
-        total: int,
-        say: Callable[[str], None],
-        every: float = 10.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.name = name
-        self.total = total
-        self.say = say
-        self.every = every
-        self.clock = clock
-        self.done = 0
-        self.started = clock()
-        self.said_at: float | None = None
+    name: str
+    total: int
+    say: Callable[[str], None]
+    every: float = 10.0
+    clock: Callable[[], float] = time.monotonic
+    done: int = field(default=0, init=False)
+    started: float = field(init=False)
+    said_at: float | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.started = self.clock()
 
     def advance(self, steps: int) -> None:
         self.done += steps

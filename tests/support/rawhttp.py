@@ -11,21 +11,27 @@ from typing import Any
 from glidein_ext.testbed.tq_server import healthz_seconds as testbed_healthz
 
 
-def post_json(url: str, path: str, body: Any, token: str, timeout: float = 30.0) -> tuple[int, str]:
-    """POST ``body`` as JSON to ``url`` + ``path`` with a bearer token: (status, answer text)."""
+def request(
+    url: str, method: str, path: str, token: str, body: bytes | None = None, timeout: float = 30.0
+) -> tuple[int, str]:
+    """``method`` ``url`` + ``path`` with a bearer token (and ``body`` as JSON, if any): (status,
+    answer text)."""
     host, port = url.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
     try:
-        conn.request(
-            "POST",
-            path,
-            json.dumps(body),
-            {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-        )
+        headers = {"Authorization": f"Bearer {token}"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        conn.request(method, path, body, headers)
         answer = conn.getresponse()
         return answer.status, answer.read().decode()
     finally:
         conn.close()
+
+
+def post_json(url: str, path: str, body: Any, token: str, timeout: float = 30.0) -> tuple[int, str]:
+    """POST ``body`` as JSON to ``url`` + ``path`` with a bearer token: (status, answer text)."""
+    return request(url, "POST", path, token, json.dumps(body).encode(), timeout)
 
 
 def healthz_seconds(url: str, timeout: float = 60.0) -> float:

@@ -74,24 +74,16 @@ def resolve(command: str, path: str, task_dir: Path) -> list[str]:
     return [os.path.abspath(found), *words[1:]]
 
 
+@dataclass(eq=False)
 class StartdExecutor(TaskExecutor):
     """One lane of a glidein: hands its tasks to the startd through the board."""
 
-    def __init__(
-        self,
-        board: Board,
-        lane: int,
-        workdir: Path,
-        cache: PilotCache,
-        identity: GlideinIdentity,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.board = board
-        self.lane = lane
-        self.workdir = workdir
-        self.cache = cache
-        self.identity = identity
-        self.clock = clock
+    board: Board
+    lane: int
+    workdir: Path
+    cache: PilotCache
+    identity: GlideinIdentity
+    clock: Callable[[], float] = time.time
 
     # --- room ---
 

@@ -14,36 +14,32 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 ERROR_CHARS = 300  # of an error kept for /healthz
 
 
+@dataclass(eq=False)
 class WatchedLoop:
     """``pass_()`` every ``interval`` seconds until cancelled; failures logged, never raised."""
 
-    def __init__(
-        self,
-        name: str,
-        pass_: Callable[[], object],
-        interval: float,
-        *,
-        stuck_after: float,
-        log: logging.Logger,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.name = name
-        self.pass_ = pass_
-        self.interval = interval
-        self.stuck_after = stuck_after
-        self.log = log
-        self.clock = clock
-        self.started_at = clock()
-        self.passes = 0
-        self.errors = 0
-        self.last_ok: float | None = None
-        self.last_error: str | None = None
-        self.last_error_at: float | None = None
+    name: str
+    pass_: Callable[[], object]
+    interval: float
+    _: KW_ONLY
+    stuck_after: float
+    log: logging.Logger
+    clock: Callable[[], float] = time.time
+    started_at: float = field(init=False)
+    passes: int = field(default=0, init=False)
+    errors: int = field(default=0, init=False)
+    last_ok: float | None = field(default=None, init=False)
+    last_error: str | None = field(default=None, init=False)
+    last_error_at: float | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.started_at = self.clock()
 
     async def run(self) -> None:
         """Pass, sleep, pass...; a pass in flight when cancelled is let finish first."""

@@ -60,7 +60,12 @@ class Relay:
 
 
 @pytest.fixture
-def relay(tq_server: Callable[..., Any]) -> Iterator[tuple[Any, Relay]]:
+def relay(
+    tq_server: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Any, Relay]]:
+    """A served Task Queue behind a counting relay; no proxy set (a test sets its own)."""
+    for name in ("http_proxy", "HTTP_PROXY", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
     server = tq_server()
     host, port = server.url.removeprefix("http://").split(":")
     relay = Relay((host, int(port)))
@@ -73,8 +78,6 @@ def relay(tq_server: Callable[..., Any]) -> Iterator[tuple[Any, Relay]]:
 def test_calls_within_the_window_share_one_connection_and_a_pause_opens_another(
     relay: tuple[Any, Relay], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ("http_proxy", "HTTP_PROXY", "no_proxy", "NO_PROXY"):
-        monkeypatch.delenv(name, raising=False)
     server, counting = relay
     assert REUSE_WITHIN <= KEEP_ALIVE / 2  # the default window: well inside the server's
     client = TqClient(f"http://127.0.0.1:{counting.port}", server.operator_token, reuse_within=1.0)
@@ -97,8 +100,6 @@ def test_calls_within_the_window_share_one_connection_and_a_pause_opens_another(
 def test_an_error_answer_on_a_kept_connection_is_translated_and_the_next_call_works(
     relay: tuple[Any, Relay], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ("http_proxy", "HTTP_PROXY", "no_proxy", "NO_PROXY"):
-        monkeypatch.delenv(name, raising=False)
     server, counting = relay
     url = f"http://127.0.0.1:{counting.port}"
     bad = TqClient(url, "not-the-token", throttle=False)

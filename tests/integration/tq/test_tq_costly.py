@@ -8,7 +8,6 @@ process within a time budget, and an expression may call regexp at most ``MAX_CO
 
 from __future__ import annotations
 
-import http.client
 import threading
 import time
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from glidein_ext.testbed.tq_server import OPERATOR, PILOT, TqServer
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.limits import MAX_COSTLY_CALLS
 from glidein_ext.tq.client.protocol import Claim, Pair, Registration, SiteAssign, SiteSync
-from tests.support.rawhttp import healthz_while, post_json
+from tests.support.rawhttp import healthz_while, post_json, request
 
 GROUPS = 20
 # PCRE backtracks on this until its match limit: ~0.15 s per call, whatever the pilot's site
@@ -72,17 +71,6 @@ def test_a_pilot_with_costly_requirements_does_not_stall_the_service(
     assert pilots.request(plain) is not None
 
 
-def _get(url: str, path: str, token: str) -> tuple[int, str]:
-    host, port = url.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=120)
-    try:
-        conn.request("GET", path, headers={"Authorization": f"Bearer {token}"})
-        answer = conn.getresponse()
-        return answer.status, answer.read().decode()
-    finally:
-        conn.close()
-
-
 def test_the_task_view_and_the_stuck_watch_match_costly_pairs_off_the_event_loop(
     tq_server: Callable[..., TqServer],
 ) -> None:
@@ -103,7 +91,7 @@ def test_the_task_view_and_the_stuck_watch_match_costly_pairs_off_the_event_loop
 
     def ask() -> None:
         for _ in range(2):
-            answers.append(_get(server.url, "/api/v1/tasks/1", OPERATOR))
+            answers.append(request(server.url, "GET", "/api/v1/tasks/1", OPERATOR, timeout=120))
 
     thread = threading.Thread(target=ask)
     thread.start()

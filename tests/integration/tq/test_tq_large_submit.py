@@ -11,7 +11,6 @@ for the lock (``tq.service.api.unblocked``): such a call waits in a worker threa
 
 from __future__ import annotations
 
-import http.client
 import json
 import threading
 import time
@@ -21,7 +20,7 @@ from glidein_ext.testbed.tq_server import OPERATOR, PILOT, TqServer
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.protocol import Registration
 from glidein_ext.tq.service.api.large_submit import LARGE
-from tests.support.rawhttp import healthz_seconds
+from tests.support.rawhttp import healthz_seconds, request
 
 TASKS = 100_000
 
@@ -84,15 +83,7 @@ def test_healthz_answers_while_a_large_submission_is_stored_and_pilots_call(
 
 
 def _post(url: str, raw: bytes) -> tuple[int, str]:
-    host, port = url.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=300)
-    try:
-        headers = {"Authorization": f"Bearer {OPERATOR}", "Content-Type": "application/json"}
-        conn.request("POST", "/api/v1/workflows", raw, headers)
-        answer = conn.getresponse()
-        return answer.status, answer.read().decode()
-    finally:
-        conn.close()
+    return request(url, "POST", "/api/v1/workflows", OPERATOR, raw, timeout=300)
 
 
 def test_a_large_body_parsed_apart_is_refused_as_a_small_one(

@@ -28,6 +28,7 @@ import multiprocessing
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -71,31 +72,27 @@ def _serve(conn: Connection) -> None:  # pragma: no cover (runs in the worker pr
         conn.send(result)
 
 
+@dataclass(eq=False)
 class CostlyEvaluator:
     """The costly pairs of ``matcher`` (whose ``defer_costly`` it turns on): one worker process
     (started when first needed, again after a kill) and the thread that talks to it; ``close``
     ends both."""
 
-    def __init__(
-        self,
-        matcher: Matcher,
-        pair_budget: float = 0.5,
-        request_budget: float = 2.0,
-        strikes: int = 2,
-    ) -> None:
-        matcher.defer_costly = True
-        self.matcher = matcher
-        self.pair_budget = pair_budget
-        self.request_budget = request_budget
-        self.strikes = strikes
-        self.evaluated = 0
-        self.too_costly = 0  # pairs that ran past pair_budget
-        # pilot -> pairs of it that ran past pair_budget (an int per pilot that ever did)
-        self._struck: dict[int, int] = {}
+    matcher: Matcher
+    pair_budget: float = 0.5
+    request_budget: float = 2.0
+    strikes: int = 2
+    evaluated: int = field(default=0, init=False)
+    too_costly: int = field(default=0, init=False)  # pairs that ran past pair_budget
+    # pilot -> pairs of it that ran past pair_budget (an int per pilot that ever did)
+    _struck: dict[int, int] = field(default_factory=dict, init=False)
+    _process: Any = field(default=None, init=False)
+    _conn: Connection | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    def __post_init__(self) -> None:
+        self.matcher.defer_costly = True
         self._context = multiprocessing.get_context("spawn")
-        self._process: Any = None
-        self._conn: Connection | None = None
-        self._lock = threading.Lock()
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tq-costly")
 
     async def settle(self, pilot_id: int, now: float) -> int:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Protocol
 
 import psycopg
@@ -73,31 +74,22 @@ def parse(payloads: Iterable[str], own: str) -> News:
     return news
 
 
+@dataclass(eq=False)
 class PoolListener:
     """The dedicated LISTEN connection of one instance and what it does with what it hears."""
 
-    def __init__(
-        self,
-        store: PoolStore,
-        conninfo: str,
-        name: str,
-        *,
-        window: float = 0.5,
-        gather: float = 0.01,
-        retry: float = 1.0,
-        connect: Callable[..., Any] = psycopg.connect,
-    ) -> None:
-        self.store = store
-        self.conninfo = conninfo
-        self.name = name
-        self.window = window
-        self.gather = gather
-        self.retry = retry
-        self._connect = connect
-        self._conn: Any = None
-        self.connects = 0
-        self.notifications = 0
-        self.batches = 0
+    store: PoolStore
+    conninfo: str
+    name: str
+    _: KW_ONLY
+    window: float = 0.5
+    gather: float = 0.01
+    retry: float = 1.0
+    connect: Callable[..., Any] = psycopg.connect
+    _conn: Any = field(default=None, init=False)
+    connects: int = field(default=0, init=False)
+    notifications: int = field(default=0, init=False)
+    batches: int = field(default=0, init=False)
 
     def listen(self) -> None:
         """One pass: connect (and resync) if need be, then absorb what arrives for ``window``
@@ -144,7 +136,7 @@ class PoolListener:
             return self._conn
         self.close()
         try:
-            conn = self._connect(
+            conn = self.connect(
                 self.conninfo,
                 autocommit=True,
                 application_name=f"{self.name}"[:NAME_CHARS],

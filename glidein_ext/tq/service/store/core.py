@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import KW_ONLY, InitVar, asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar
 
 import sqlalchemy as sa
@@ -88,31 +88,28 @@ class CoreOptions(TypedDict, total=False):
     clock: Callable[[], float]
 
 
+@dataclass(eq=False)
 class StoreCore:
     """The state the store's parts share, and the one way to run work in a transaction."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        *,
-        wait_for_data: float = 60.0,
-        heartbeat_timeout: float = 120.0,
-        heartbeat_interval: int = 30,
-        default_architecture: Architecture = Architecture.PRE_DHT,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.engine = engine
-        self.heartbeat_timeout = heartbeat_timeout
-        self.heartbeat_interval = heartbeat_interval
-        self.default_architecture = default_architecture
-        self.clock = clock
+    engine: Engine
+    _: KW_ONLY
+    wait_for_data: InitVar[float] = 60.0  # the matcher's
+    heartbeat_timeout: float = 120.0
+    heartbeat_interval: int = 30
+    default_architecture: Architecture = Architecture.PRE_DHT
+    clock: Callable[[], float] = time.time
+    matcher: Matcher = field(init=False)
+    # The rows the matcher could not take, by (table, id).
+    skipped: dict[tuple[str, int], SkippedRow] = field(default_factory=dict, init=False)
+    lock: threading.RLock = field(default_factory=threading.RLock, init=False)
+    # The connection the writes use, one at a time under the lock: kept, not checked out of
+    # the pool (and, on PostgreSQL, pinged) per write, which cost a fifth of a call's store
+    # time, measured.  One the database dropped is replaced at the next write.
+    _writer: Connection | None = field(default=None, init=False)
+
+    def __post_init__(self, wait_for_data: float) -> None:
         self.matcher = Matcher(wait_for_data)
-        self.skipped: dict[tuple[str, int], SkippedRow] = {}  # by (table, id)
-        self.lock = threading.RLock()
-        # The connection the writes use, one at a time under the lock: kept, not checked out of
-        # the pool (and, on PostgreSQL, pinged) per write, which cost a fifth of a call's store
-        # time, measured.  One the database dropped is replaced at the next write.
-        self._writer: Connection | None = None
 
     def write(self, work: Callable[[Tx], R]) -> R:
         """``work`` in one transaction, under the lock; then what it left for after the commit."""

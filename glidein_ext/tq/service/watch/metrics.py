@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -120,22 +121,15 @@ class RequestMetrics:
             )
 
 
+@dataclass(eq=False)
 class StateCollector(Collector):
     """The Task Queue's state, read at each scrape."""
 
-    def __init__(
-        self,
-        gauges: Callable[[], Any],
-        counters: Callable[[], dict[str, Any]],
-        completions: Callable[[], dict[tuple[str, str], int]],
-        loops: Sequence[WatchedLoop],
-        detector: StuckDetector | None,
-    ) -> None:
-        self.gauges = gauges
-        self.counters = counters
-        self.completions = completions
-        self.loops = loops
-        self.detector = detector
+    gauges: Callable[[], Any]
+    counters: Callable[[], dict[str, Any]]
+    completions: Callable[[], dict[tuple[str, str], int]]
+    loops: Sequence[WatchedLoop]
+    detector: StuckDetector | None
 
     def collect(self) -> Iterator[Metric]:
         info = GaugeMetricFamily(f"{PREFIX}_info", "The Task Queue's version.", labels=["version"])
@@ -180,27 +174,30 @@ class StateCollector(Collector):
         yield warnings
 
     def _masters(self, masters: list[dict[str, Any]]) -> Iterator[Metric]:
-        master = GaugeMetricFamily(
-            f"{PREFIX}_site_master",
-            "A distributed site's master pilot id (0: none).",
-            labels=["site"],
+        yield from _per_item(
+            "site",
+            [(item["site"], item) for item in masters],
+            (
+                (
+                    GaugeMetricFamily,
+                    "site_master",
+                    "A distributed site's master pilot id (0: none).",
+                    lambda item: item["master_id"] or 0,
+                ),
+                (
+                    GaugeMetricFamily,
+                    "site_master_epoch",
+                    "The epoch of a site's master role.",
+                    lambda item: item["epoch"],
+                ),
+                (
+                    GaugeMetricFamily,
+                    "site_master_last_seen_timestamp_seconds",
+                    "When a site's master last called the Task Queue.",
+                    lambda item: item["master_seen"],
+                ),
+            ),
         )
-        epoch = GaugeMetricFamily(
-            f"{PREFIX}_site_master_epoch", "The epoch of a site's master role.", labels=["site"]
-        )
-        seen = GaugeMetricFamily(
-            f"{PREFIX}_site_master_last_seen_timestamp_seconds",
-            "When a site's master last called the Task Queue.",
-            labels=["site"],
-        )
-        for item in masters:
-            master.add_metric([item["site"]], item["master_id"] or 0)
-            epoch.add_metric([item["site"]], item["epoch"])
-            if item["master_seen"] is not None:
-                seen.add_metric([item["site"]], item["master_seen"])
-        yield master
-        yield epoch
-        yield seen
 
     def _run(self, sites: frozenset[str]) -> Iterator[Metric]:
         snapshot = self.counters()
@@ -252,30 +249,57 @@ class StateCollector(Collector):
 
     def _loops(self) -> Iterator[Metric]:
         now = time.time()
-        passes = CounterMetricFamily(
-            f"{PREFIX}_loop_passes", "Background loops' successful passes.", labels=["loop"]
+        yield from _per_item(
+            "loop",
+            [(loop.name, loop) for loop in self.loops],
+            (
+                (
+                    CounterMetricFamily,
+                    "loop_passes",
+                    "Background loops' successful passes.",
+                    lambda loop: loop.passes,
+                ),
+                (
+                    CounterMetricFamily,
+                    "loop_errors",
+                    "Background loops' failed passes.",
+                    lambda loop: loop.errors,
+                ),
+                (
+                    GaugeMetricFamily,
+                    "loop_stuck",
+                    "1 when a background loop is stuck.",
+                    lambda loop: 1 if loop.stuck(now) else 0,
+                ),
+                (
+                    GaugeMetricFamily,
+                    "loop_last_ok_timestamp_seconds",
+                    "A background loop's last successful pass.",
+                    lambda loop: loop.last_ok,
+                ),
+            ),
         )
-        errors = CounterMetricFamily(
-            f"{PREFIX}_loop_errors", "Background loops' failed passes.", labels=["loop"]
-        )
-        stuck = GaugeMetricFamily(
-            f"{PREFIX}_loop_stuck", "1 when a background loop is stuck.", labels=["loop"]
-        )
-        last_ok = GaugeMetricFamily(
-            f"{PREFIX}_loop_last_ok_timestamp_seconds",
-            "A background loop's last successful pass.",
-            labels=["loop"],
-        )
-        for loop in self.loops:
-            passes.add_metric([loop.name], loop.passes)
-            errors.add_metric([loop.name], loop.errors)
-            stuck.add_metric([loop.name], 1 if loop.stuck(now) else 0)
-            if loop.last_ok is not None:
-                last_ok.add_metric([loop.name], loop.last_ok)
-        yield passes
-        yield errors
-        yield stuck
-        yield last_ok
+
+
+# One family of a table: its type, its name after PREFIX, its help, and an item's value (None:
+# the item has no series in it).
+FamilySpec = tuple[
+    Callable[..., GaugeMetricFamily | CounterMetricFamily], str, str, Callable[[Any], Any]
+]
+
+
+def _per_item(
+    label: str, items: Sequence[tuple[str, Any]], specs: Sequence[FamilySpec]
+) -> Iterator[Metric]:
+    """One family per spec, with a series labelled ``label`` for each (label value, item) of
+    ``items`` whose value is not None."""
+    for kind, name, help_text, value_of in specs:
+        family = kind(f"{PREFIX}_{name}", help_text, labels=[label])
+        for labelled, item in items:
+            value = value_of(item)
+            if value is not None:
+                family.add_metric([labelled], value)
+        yield family
 
 
 def _weights(values: dict[tuple[str, str], int], states: frozenset[str]) -> dict[str, int]:
