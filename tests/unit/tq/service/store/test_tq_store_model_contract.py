@@ -1,6 +1,6 @@
-"""The schedule explorer's in-memory Task Queue (``tests/support/site_model.py``) is held to the
-store's rules: the same calls on both give the same answers, so a schedule the explorer passes is
-one the real Task Queue would pass too."""
+"""The in-memory Task Queue of the distributed site's schedule explorer
+(``tests/support/site_model.py``) is held to the store's rules: the same calls on both give the
+same answers, so a schedule the explorer passes is one the real Task Queue would pass too."""
 
 from __future__ import annotations
 
