@@ -44,13 +44,9 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Protocol, Union
 
 from glidein_ext.errors import MissingDependencyError
-
-if TYPE_CHECKING:  # the Task Queue's records: only their match fields are read
-    from glidein_ext.tq.client.protocol import TaskOffer
-    from glidein_ext.tq.models import MatchSpec
 
 Scalar = Union[bool, int, float, str]
 
@@ -71,9 +67,25 @@ class TaskSpec:
     attributes: tuple[tuple[str, Scalar], ...] = ()
 
 
-def task_spec(
-    source: MatchSpec | TaskOffer, attributes: tuple[tuple[str, Scalar], ...]
-) -> TaskSpec:
+class MatchFields(Protocol):
+    """The match fields of a Task Queue record (its MatchSpec, or the offer a master got): read
+    here by name, so the glidein side needs none of the Task Queue's modules."""
+
+    @property
+    def requirements(self) -> str: ...
+    @property
+    def rank(self) -> str: ...
+    @property
+    def request_cpus(self) -> int: ...
+    @property
+    def request_memory(self) -> int: ...
+    @property
+    def request_disk(self) -> int: ...
+    @property
+    def max_runtime(self) -> int: ...
+
+
+def task_spec(source: MatchFields, attributes: tuple[tuple[str, Scalar], ...]) -> TaskSpec:
     """The TaskSpec of a Task Queue task, from its record's match fields (its MatchSpec, or the
     offer a master got) and ``attributes``."""
     return TaskSpec(
