@@ -2,13 +2,14 @@
 
 ``LocalTaskQueue`` runs ``glidein-ext tq serve`` on a SQLite file (port 0, the bound port read
 from ``--port-file``) with two random tokens of its own; ``LocalSite`` runs ``glidein-ext pilot
-run --pilots N`` processes against it, one process per simulated worker node (its pilots share
-that host's cache, Hasham 2011 §IV-C), every pilot joining the site's DHT (Delgado Peris 2014
-§III.A).  Both are context managers that stop what they started (SIGTERM, then SIGKILL) and leave
-nothing running. The main demo uses them; a researcher can too (``docs/architectures.md``).
+run --pilots N`` processes against it (or against the testbed's ``TqServer``), one process per
+simulated worker node (its pilots share that host's cache, Hasham 2011 §IV-C), every pilot joining
+the site's DHT (Delgado Peris 2014 §III.A).  Both are context managers that stop what they started
+(SIGTERM, then SIGKILL) and leave nothing running. The main demo uses them; a researcher can too
+(``docs/architectures.md``); the testbed's site runs are a ``LocalSite`` on a ``TqServer``.
 The functions below start ``tq serve`` (``start_tq_serve``) and watch such a site through the
-operator's client (pilots alive, a workflow to its end, its counters, a cell of a counters table);
-the testbed's Task Queue server and site runs use them too.
+operator's client (pilots alive, a workflow to its end, its counters); the testbed's Task Queue
+server and site runs use them too.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from glidein_ext.errors import GlideinExtError, TaskQueueError
 from glidein_ext.procs import Running
@@ -93,16 +94,41 @@ class LocalTaskQueue(Running):
             stop_process(self.process, [(signal.SIGTERM, 30), (signal.SIGKILL, 10)])
 
 
+class TaskQueueProcess(Protocol):
+    """What a site of pilots needs of its Task Queue (``LocalTaskQueue``, the testbed's
+    ``TqServer``): its URL, the pilots' token and an operator's client."""
+
+    pilot_token: str
+
+    @property
+    def url(self) -> str: ...
+
+    def operator(self, timeout: float = ...) -> TqClient: ...
+
+
 @dataclass
 class LocalSite(Running):
-    """``hosts`` processes of ``pilots_per_host`` pilots each, at ``site``, on ``tq``."""
+    """Pilot processes on ``tq``, one per simulated worker node: ``wnN`` runs ``hosts[N]`` pilots
+    at ``sites[N % len(sites)]``.
 
-    tq: LocalTaskQueue
+    ``shared_caches``: a node's pilots share its cache (Hasham 2011 §IV-C), else each pilot is a
+    host of its own; ``master_first``: the other nodes start once a pilot of the first registered,
+    so that it is the site's master (Delgado Peris 2014 §III.A); ``with_se``: pilots read inputs
+    from and write outputs to ``se_dir``, else outputs stay in their caches; ``explain``: what a
+    failure to register shows (by default where the logs are).
+    """
+
+    tq: TaskQueueProcess
     directory: Path
-    site: str = "T2_Local"
-    hosts: int = 3
-    pilots_per_host: int = 4
+    hosts: Sequence[int] = (4, 4, 4)
+    sites: Sequence[str] = ("T2_Local",)
     pilot_args: Sequence[str] = ()
+    shared_caches: bool = True
+    master_first: bool = True
+    with_se: bool = True
+    register_timeout: float = 120.0
+    kill_after: float = 10.0
+    explain: Callable[[], str] | None = None
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
@@ -112,39 +138,42 @@ class LocalSite(Running):
 
     @property
     def pilots(self) -> int:
-        return self.hosts * self.pilots_per_host
+        return sum(self.hosts)
 
-    def start(self, timeout: float = 120.0) -> LocalSite:
+    def start(self) -> LocalSite:
         self.se_dir.mkdir(parents=True, exist_ok=True)
         try:
-            for host in range(self.hosts):
-                self.procs.append(self._start(host))
-                if (
-                    host == 0
-                ):  # the first pilot to register is the site's master (Delgado Peris 2014)
-                    self.wait_registered(1, timeout)
-            self.wait_registered(self.pilots, timeout)
+            for host, pilots in enumerate(self.hosts):
+                self.procs.append(self._start(host, pilots))
+                if host == 0 and self.master_first:  # the first pilot to register is the master
+                    self.wait_registered(1)
+            self.wait_registered(self.pilots)
         except BaseException:
             self.stop()
             raise
         return self
 
-    def _start(self, host: int) -> subprocess.Popen[bytes]:
+    def _start(self, host: int, pilots: int) -> subprocess.Popen[bytes]:
         workdir = self.directory / f"wn{host}"
         workdir.mkdir(parents=True, exist_ok=True)
+        site = self.sites[host % len(self.sites)]
         with open(self.directory / f"wn{host}.log", "ab") as log:
             return subprocess.Popen(
                 _command(
-                    *("pilot", "run", "--tq", self.tq.url, "--site", self.site),
+                    *("pilot", "run", "--tq", self.tq.url, "--site", site),
                     *("--workdir", str(workdir), "--host", f"wn{host}"),
-                    *("--se-dir", str(self.se_dir), "--min-free-mb", "1"),
-                    *("--pilots", str(self.pilots_per_host)),
-                    *("--pilots-per-host", str(self.pilots_per_host)),
-                    *("--poll", "1", "--poll-max", "4", "--round-period", "1"),
+                    *(("--se-dir", str(self.se_dir)) if self.with_se else ()),
+                    *("--min-free-mb", "1", "--pilots", str(pilots)),
+                    *(("--pilots-per-host", str(pilots)) if self.shared_caches else ()),
+                    *("--poll", "1", "--poll-max", "4"),
                     *("--cache-max-space", "200M", "--cache-min-threshold", "0", "-v"),
                     *self.pilot_args,
                 ),
-                env={**self.tq.environment(), "GLIDEIN_EXT_TQ_OPERATOR_TOKEN": ""},
+                env={
+                    **os.environ,
+                    "GLIDEIN_EXT_TQ_OPERATOR_TOKEN": "",
+                    "GLIDEIN_EXT_TQ_PILOT_TOKEN": self.tq.pilot_token,
+                },
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -152,22 +181,22 @@ class LocalSite(Running):
 
     def registered(self) -> int:
         """Pilots of this site the Task Queue knows alive (idle or busy)."""
-        return pilots_alive(self.tq.operator(), [self.site])
+        return pilots_alive(self.tq.operator(timeout=60), self.sites)
 
-    def wait_registered(self, count: int, timeout: float) -> None:
+    def wait_registered(self, count: int) -> None:
         wait_pilots(
-            self.tq.operator(),
-            [self.site],
+            self.tq.operator(timeout=60),
+            self.sites,
             count,
-            timeout,
+            self.register_timeout,
             self.procs,
-            lambda: f"see {self.directory}/wn*.log",
+            self.explain or (lambda: f"see {self.directory}/wn*.log"),
         )
 
     def stop(self) -> None:
         """SIGTERM: each pilot finishes, leaves the DHT (Delgado Peris 2014 LEAVE) and
         deregisters."""
-        stop_pilots(self.procs, kill_after=10)
+        stop_pilots(self.procs, kill_after=self.kill_after)
 
 
 def start_tq_serve(
@@ -282,8 +311,3 @@ def stop_pilots(procs: Iterable[subprocess.Popen[bytes]], kill_after: float) -> 
         process.send_signal(signal.SIGTERM)  # nothing if it has exited (and been reaped)
     for process in procs:
         stop_process(process, [(signal.SIGTERM, 60), (signal.SIGKILL, kill_after)])
-
-
-def counter_cell(value: float | None, digits: int = 2) -> str:
-    """A counter in a table: ``-`` where the Task Queue has none."""
-    return "-" if value is None else f"{value:.{digits}f}"

@@ -19,13 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from glidein_ext.demos.local_site import (
-    LocalSite,
-    LocalTaskQueue,
-    counter_cell,
-    wait_workflow,
-    workflow_counters,
-)
+from glidein_ext.demos.local_site import LocalSite, LocalTaskQueue, wait_workflow, workflow_counters
+from glidein_ext.demos.table import Column, counter_cell, text_table
 from glidein_ext.errors import GlideinExtError
 from glidein_ext.tq.workflow import generate
 
@@ -99,22 +94,23 @@ def progress_line(name: str, counts: dict[str, int], elapsed: float, width: int 
     )
 
 
+# The final table's columns: the paper's value beside ours (Delgado Peris 2014 Fig. 5/6).
+RESULT_COLUMNS: tuple[Column[ArchitectureResult], ...] = (
+    Column("architecture", "<12", lambda r: r.architecture),
+    Column("tasks", ">5", lambda r: r.tasks),
+    Column("failed", ">6", lambda r: r.failed),
+    Column("TQ req/task", ">11", lambda r: counter_cell(r.requests_per_task)),
+    Column("(paper)", ">7", lambda r: f"{PAPER_REQUESTS_PER_TASK[r.architecture]:.0f}"),
+    Column("delay p50 s", ">11", lambda r: counter_cell(r.delay_median)),
+    Column("cache hit", ">9", lambda r: counter_cell(r.cache_hit)),
+    Column("local hit", ">9", lambda r: counter_cell(r.local_hit)),
+    Column("turnaround s", ">12", lambda r: counter_cell(r.turnaround, 1)),
+)
+
+
 def results_table(results: list[ArchitectureResult]) -> str:
     """The final table, one line per architecture, the paper's value beside ours."""
-    head = (
-        f"   {'architecture':<12} {'tasks':>5} {'failed':>6} {'TQ req/task':>11} {'(paper)':>7} "
-        f"{'delay p50 s':>11} {'cache hit':>9} {'local hit':>9} {'turnaround s':>12}"
-    )
-    lines = [head]
-    for r in results:
-        lines.append(
-            f"   {r.architecture:<12} {r.tasks:>5} {r.failed:>6} "
-            f"{counter_cell(r.requests_per_task):>11} "
-            f"{PAPER_REQUESTS_PER_TASK[r.architecture]:>7.0f} {counter_cell(r.delay_median):>11} "
-            f"{counter_cell(r.cache_hit):>9} {counter_cell(r.local_hit):>9} "
-            f"{counter_cell(r.turnaround, 1):>12}"
-        )
-    return "\n".join(lines)
+    return text_table(RESULT_COLUMNS, results, indent="   ")
 
 
 def run_architecture(
@@ -128,7 +124,10 @@ def run_architecture(
     with LocalTaskQueue(directory / "tq", architecture) as tq:
         say(f"   Task Queue on SQLite at {tq.url} (architecture {architecture}).")
         with LocalSite(
-            tq, directory / "site", hosts=size.hosts, pilots_per_host=size.pilots_per_host
+            tq,
+            directory / "site",
+            hosts=(size.pilots_per_host,) * size.hosts,
+            pilot_args=("--round-period", "1"),
         ) as site:
             say(
                 f"   {site.pilots} pilots on {size.hosts} worker nodes registered; "
@@ -151,8 +150,9 @@ def run_architecture(
             counters = workflow_counters(tq.operator(), answer.workflow_id)
             files = len(list((site.se_dir / "store").rglob("*.dat")))
             masters = tq.operator().call("GET", "/api/v1/counters").get("masters", {})
-            if architecture == "distributed" and masters.get(site.site):
-                grant = masters[site.site][-1]
+            (site_name,) = site.sites
+            if architecture == "distributed" and masters.get(site_name):
+                grant = masters[site_name][-1]
                 say(f"   The site's master was pilot {grant['pilot_id']} (epoch {grant['epoch']}).")
         say(
             "   The pilots got SIGTERM: each finished, left the site (DHT keys handed on) "

@@ -1,9 +1,10 @@
 """A site of real pilots on 127.0.0.1 running the paper's workflows (Delgado Peris 2014 §IV), for
 the architectures test and benchmark.
 
-``SiteRun`` starts ``tq serve --architecture A`` and ``processes`` pilot processes of
-``glidein-ext pilot run --pilots N`` (several pilots per process share one event loop, each task
-a real subprocess writing real files), waits until every pilot registered, then runs workflows
+``SiteRun`` starts ``tq serve --architecture A`` (a ``TqServer``) and ``processes`` pilot
+processes of ``glidein-ext pilot run --pilots N`` (a ``LocalSite`` of the demos, each pilot a host
+of its own; several pilots per process share one event loop, each task a real subprocess writing
+real files), waits until every pilot registered, then runs workflows
 one at a time (``run_workflow``: submit, wait until every task ended) and reads the Task Queue's
 counters.  ``first_alone`` starts one pilot in a process of its own before the others: it
 registers first, so it is the master of a distributed site (the master-kill test kills it).
@@ -19,22 +20,15 @@ import re
 import shutil
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from glidein_ext.demos.local_site import (
-    counter_cell,
-    pilots_alive,
-    stop_pilots,
-    wait_pilots,
-    wait_workflow,
-    workflow_counters,
-)
+from glidein_ext.demos.local_site import LocalSite, wait_workflow, workflow_counters
+from glidein_ext.demos.table import Column, counter_cell, text_table
 from glidein_ext.procs import Running
-from glidein_ext.testbed.tq_server import TqServer, tq_env
+from glidein_ext.testbed.tq_server import TqServer
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.workflow import generate
 
@@ -56,11 +50,17 @@ class SiteRun(Running):
     register_timeout: float = 120.0
     with_se: bool = True
     server: TqServer | None = None
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    local_site: LocalSite | None = None
+
+    @property
+    def procs(self) -> list[subprocess.Popen[bytes]]:
+        """The pilot processes (none before ``start``)."""
+        return [] if self.local_site is None else self.local_site.procs
 
     @property
     def se_dir(self) -> Path:
-        return self.directory / "se"
+        assert self.local_site is not None
+        return self.local_site.se_dir
 
     @property
     def operator(self) -> TqClient:
@@ -69,7 +69,6 @@ class SiteRun(Running):
 
     def start(self) -> SiteRun:
         shutil.rmtree(self.directory, ignore_errors=True)
-        self.se_dir.mkdir(parents=True)
         self.server = TqServer(
             self.directory / "tq",
             args=["--architecture", self.architecture, *self.tq_args],
@@ -78,17 +77,23 @@ class SiteRun(Running):
             heartbeat_interval="60",
             heartbeat_timeout="300",
         ).start()
+        self.local_site = LocalSite(
+            self.server,
+            self.directory,
+            self._split(),
+            self.sites,
+            self.pilot_args,
+            shared_caches=False,
+            master_first=self.first_alone,
+            with_se=self.with_se,
+            register_timeout=self.register_timeout,
+            kill_after=30,
+            explain=self.logs,
+        )
         try:
-            counts = self._split()
-            first = 0
-            for index, count in enumerate(counts):
-                self.procs.append(self._start(index, count, first))
-                first += count
-                if self.first_alone and index == 0:
-                    self.wait_live(1)
-            self.wait_live(self.pilots)
+            self.local_site.start()
         except BaseException:
-            self.stop()
+            self.server.stop()
             raise
         return self
 
@@ -96,34 +101,6 @@ class SiteRun(Running):
         rest = self.pilots - (1 if self.first_alone else 0)
         per = [rest // self.processes + (i < rest % self.processes) for i in range(self.processes)]
         return ([1] if self.first_alone else []) + [n for n in per if n]
-
-    def _start(self, index: int, count: int, first: int) -> subprocess.Popen[bytes]:
-        assert self.server is not None
-        workdir = self.directory / "pilots" / f"proc{index}"
-        workdir.mkdir(parents=True)
-        log = open(self.directory / f"pilots-{index}.log", "wb")  # noqa: SIM115 (closed below)
-        command = [
-            *(sys.executable, "-m", "glidein_ext", "pilot", "run"),
-            *("--tq", self.server.url, "--site", self.sites[index % len(self.sites)]),
-            *("--workdir", str(workdir)),
-            *(("--se-dir", str(self.se_dir)) if self.with_se else ()),
-            *("--min-free-mb", "1", "--host", f"wn{index}"),
-            *("--pilots", str(count), "--poll", "1", "--poll-max", "4"),
-            *("--cache-min-threshold", "0"),
-            *("--cache-max-space", "200M", "-v"),
-            *self.pilot_args,
-        ]
-        process = subprocess.Popen(
-            command, env=tq_env(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
-        log.close()
-        return process
-
-    def live(self) -> int:
-        return pilots_alive(self.operator, self.sites)
-
-    def wait_live(self, count: int) -> None:
-        wait_pilots(self.operator, self.sites, count, self.register_timeout, self.procs, self.logs)
 
     def logs(self, tail: int = 3000) -> str:
         texts = [
@@ -192,7 +169,8 @@ class SiteRun(Running):
         return workflow_counters(self.operator, workflow_id)
 
     def stop(self) -> None:
-        stop_pilots(self.procs, kill_after=30)
+        if self.local_site is not None:
+            self.local_site.stop()
         if self.server is not None:
             self.server.stop()
 
@@ -237,19 +215,26 @@ def row(architecture: str, counters: dict[str, Any]) -> Row:
     )
 
 
+# The comparison table's columns (Delgado Peris 2014 Fig. 5/6), the requests by kind last.
+ROW_COLUMNS: tuple[Column[Row], ...] = (
+    Column("architecture", "<12", lambda r: r.architecture),
+    Column("wf", "<3", lambda r: r.workflow),
+    Column("tasks", ">5", lambda r: r.tasks),
+    Column("req/task", ">8", lambda r: f"{r.requests_per_task:.2f}"),
+    Column("delay p50", ">9", lambda r: counter_cell(r.delay_median)),
+    Column("delay p99", ">9", lambda r: counter_cell(r.delay_p99)),
+    Column("cache hit", ">9", lambda r: counter_cell(r.cache_hit)),
+    Column("local hit", ">9", lambda r: counter_cell(r.local_hit)),
+    Column("turnaround", ">10", lambda r: counter_cell(r.turnaround, 1)),
+    Column(
+        "requests by kind",
+        "",
+        lambda r: " ".join(f"{k}={v}" for k, v in sorted(r.kinds.items())),
+        gap="  ",
+    ),
+)
+
+
 def table(rows: Sequence[Row]) -> str:
     """The comparison table, one line per (architecture, workflow)."""
-    head = (
-        f"{'architecture':<12} {'wf':<3} {'tasks':>5} {'req/task':>8} {'delay p50':>9} "
-        f"{'delay p99':>9} {'cache hit':>9} {'local hit':>9} {'turnaround':>10}  requests by kind"
-    )
-    lines = [head]
-    for r in rows:
-        kinds = " ".join(f"{k}={v}" for k, v in sorted(r.kinds.items()))
-        lines.append(
-            f"{r.architecture:<12} {r.workflow:<3} {r.tasks:>5} {r.requests_per_task:>8.2f} "
-            f"{counter_cell(r.delay_median):>9} {counter_cell(r.delay_p99):>9} "
-            f"{counter_cell(r.cache_hit):>9} {counter_cell(r.local_hit):>9} "
-            f"{counter_cell(r.turnaround, 1):>10}  {kinds}"
-        )
-    return "\n".join(lines)
+    return text_table(ROW_COLUMNS, rows)
