@@ -17,6 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from glidein_ext.demos.table import Column, text_table
+
 MIB = 2**20
 TASKVINE = "TaskVine"
 OURS = "glidein-ext"
@@ -164,20 +166,20 @@ def table(lines: Sequence[Line]) -> str:
     baseline = {
         line.workload: line for line in lines if line.system == TASKVINE and not line.failed
     }
-    head = (
-        f"{'system':<11} {'architecture':<17} {'workload':<8} {'tasks':>5} {'tasks/s':>8} "
-        f"{'CPU ms/task':>11} {'turnaround s':>12} {'peer MiB':>8} {'centre MiB':>10}  "
-        "ahead of TaskVine"
+
+    def verdict(line: Line) -> str:
+        return goal(line, baseline.get(line.workload)) + (f"  [{line.note}]" if line.note else "")
+
+    columns: tuple[Column[Line], ...] = (
+        Column("system", "<11", lambda line: line.system),
+        Column("architecture", "<17", lambda line: line.architecture),
+        Column("workload", "<8", lambda line: line.workload),
+        Column("tasks", ">5", lambda line: line.tasks),
+        Column("tasks/s", ">8", lambda line: f"{line.rate:.1f}"),
+        Column("CPU ms/task", ">11", lambda line: f"{line.cpu_ms_per_task:.2f}"),
+        Column("turnaround s", ">12", lambda line: f"{line.seconds:.1f}"),
+        Column("peer MiB", ">8", lambda line: _mib(line.moved.peer if line.moved else None)),
+        Column("centre MiB", ">10", lambda line: _mib(line.moved.centre if line.moved else None)),
+        Column("ahead of TaskVine", "", verdict, gap="  "),
     )
-    rows = [head]
-    for line in lines:
-        moved = line.moved
-        rows.append(
-            f"{line.system:<11} {line.architecture:<17} {line.workload:<8} {line.tasks:>5} "
-            f"{line.rate:>8.1f} {line.cpu_ms_per_task:>11.2f} {line.seconds:>12.1f} "
-            f"{_mib(moved.peer if moved else None):>8} "
-            f"{_mib(moved.centre if moved else None):>10}  "
-            + goal(line, baseline.get(line.workload))
-            + (f"  [{line.note}]" if line.note else "")
-        )
-    return "\n".join(rows)
+    return text_table(columns, lines)
