@@ -1,6 +1,7 @@
 """What the master's and the workers' state machines (``distributed.master_state``,
-``distributed.worker_state``) share: the timer's event, and the instructions their shells carry
-out alike.
+``distributed.worker_state``) share: their events' base (each carries the time it happened, as
+dask/distributed's ``StateMachineEvent`` carries its ``stimulus_id``), the timer's event, and the
+instructions their shells carry out alike.
 
 Python 3.9, standard library only.
 """
@@ -12,10 +13,16 @@ from typing import Any
 
 
 @dataclass(frozen=True)
-class Tick:
-    """The event: the timer the state machine asked for fired."""
+class StateEvent:
+    """An event of a state machine: what happened, at ``now`` (monotonic seconds; the
+    simulator's clock in ``sim``).  Each event adds only what is its own."""
 
     now: float
+
+
+@dataclass(frozen=True)
+class Tick(StateEvent):
+    """The event: the timer the state machine asked for fired."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ miss rounds are probed; one that fails its probe and stays unheard for the grace
 the next call says so.  The workers' hello/done/bye messages pass ``distributed.door``; one
 whose key has not come is held until a ``sync`` brings it.
 
-Events (frozen dataclasses, each with ``now``):
+Events (frozen dataclasses, each with ``now``: ``machine.StateEvent``):
 
 - :class:`Installed`: the role starts, with the site's live pilots (a takeover);
 - :class:`Started`: the rounds may begin;
@@ -68,7 +68,7 @@ from glidein_ext.dht import wire
 from glidein_ext.dht.protocol import BODY_BUDGET
 from glidein_ext.distributed import codec as messages
 from glidein_ext.distributed.door import Admitted, Decision, Door, Pending, Refused, Role
-from glidein_ext.distributed.machine import Answer, Log, Tick
+from glidein_ext.distributed.machine import Answer, Log, StateEvent, Tick
 from glidein_ext.distributed.phases import RoundPhases
 from glidein_ext.errors import MissingDependencyError
 from glidein_ext.sched.assign import FALLBACK_METHOD, assign, other_method
@@ -103,20 +103,17 @@ OfferT = TypeVar("OfferT", bound=HasTaskId)
 
 
 @dataclass(frozen=True)
-class Installed:
-    now: float
+class Installed(StateEvent):
     pilots: tuple[SitePilot, ...] = ()  # the site's live pilots at a takeover, this one too
 
 
 @dataclass(frozen=True)
-class Started:
-    now: float
+class Started(StateEvent):
     address: tuple[str, int] | None = None  # the master's DHT address, for its TaskLists
 
 
 @dataclass(frozen=True)
-class SyncAnswered(Generic[OfferT]):
-    now: float
+class SyncAnswered(StateEvent, Generic[OfferT]):
     call: int
     offers: tuple[OfferT, ...] = ()
     queued: int = 0  # runnable tasks of the site in all
@@ -134,8 +131,7 @@ class Failure(enum.Enum):
 
 
 @dataclass(frozen=True)
-class CallFailed:
-    now: float
+class CallFailed(StateEvent):
     call: int
     failure: Failure
     reason: str
@@ -154,30 +150,26 @@ class Accepted(Generic[OfferT]):
 
 
 @dataclass(frozen=True)
-class AssignAnswered(Generic[OfferT]):
-    now: float
+class AssignAnswered(StateEvent, Generic[OfferT]):
     call: int
     accepted: tuple[Accepted[OfferT], ...] = ()
     refused: tuple[Any, ...] = ()  # each with task_id, pilot_id, reason
 
 
 @dataclass(frozen=True)
-class BroadcastEnded:
-    now: float
+class BroadcastEnded(StateEvent):
     value: Any  # the aggregated replies
     elapsed: float
     complete: bool
 
 
 @dataclass(frozen=True)
-class BroadcastFailed:
-    now: float
+class BroadcastFailed(StateEvent):
     reason: str
 
 
 @dataclass(frozen=True)
-class Solved:
-    now: float
+class Solved(StateEvent):
     result: Any  # ``sched.assign``'s result
     other: Any = None  # the other method's, for the counters (None: not run)
 
@@ -189,44 +181,39 @@ class HandOut(enum.Enum):
 
 
 @dataclass(frozen=True)
-class HandOutEnded:
-    now: float
+class HandOutEnded(StateEvent):
     handout: int
     outcome: HandOut
 
 
 @dataclass(frozen=True)
-class ProbeEnded:
-    now: float
+class ProbeEnded(StateEvent):
     pilot_id: int
     answered: bool
 
 
 @dataclass(frozen=True)
-class MessageArrived:
-    now: float
+class MessageArrived(StateEvent):
     wall: float  # wall-clock seconds: the seal's freshness
     kind: str
     payload: Any
 
 
 @dataclass(frozen=True)
-class LocalDone:
-    now: float
+class LocalDone(StateEvent):
     pilot_id: int
     completion: Any
 
 
 @dataclass(frozen=True)
-class Undelivered:
-    now: float
+class Undelivered(StateEvent):
     task_id: int
     pilot_id: int
 
 
 @dataclass(frozen=True)
-class Close:
-    now: float
+class Close(StateEvent):
+    """The pilot leaves."""
 
 
 Event = Union[

@@ -2,8 +2,9 @@
 events in, instructions out.
 
 The asyncio shell (``distributed.worker``) delivers what happened and carries out what this core
-says; the core does no I/O, reads no clock (each event carries ``now``, the monotonic time, and a
-message's ``wall``, the wall-clock time its seal is checked against) and draws no random number.
+says; the core does no I/O, reads no clock (each event carries ``now``, the monotonic time, as
+its first field, ``machine.StateEvent``; a message its ``wall``, the wall-clock time its seal is
+checked against) and draws no random number.
 Its state: the master it knows and when to probe or claim (``sched.election.Succession``), its
 door (``distributed.door``: a master of an older epoch than the newest it knew is not obeyed),
 the task it runs or reports, the last tasks it finished (a resent assignment of one is answered,
@@ -61,7 +62,7 @@ from typing import Any, Union
 
 from glidein_ext.distributed import codec
 from glidein_ext.distributed.door import Admitted, Door, Refused, Role
-from glidein_ext.distributed.machine import Answer, Log, Tick
+from glidein_ext.distributed.machine import Answer, Log, StateEvent, Tick
 from glidein_ext.sched.election import Action, MasterView, Succession, lost_own_task
 from glidein_ext.sched.outbox import Outbox
 from glidein_ext.tq.client.protocol import Completion, TaskAssignment
@@ -79,78 +80,68 @@ FINISHED_KEPT = 16  # the last (task, attempt)s run: a late resend of one is ack
 
 
 @dataclass(frozen=True)
-class Heard:
+class Heard(StateEvent):
     master: MasterView
     successors: tuple[tuple[int, Address], ...]
-    now: float
     room: bool = True  # the pilot could start a task now (its startd has room)
 
 
 @dataclass(frozen=True)
-class Arrived:
+class Arrived(StateEvent):
     kind: str
     payload: Any
-    now: float
     wall: float
     can_run: bool = True  # the pilot's executor still takes tasks (its glidein is not retiring)
 
 
 @dataclass(frozen=True)
-class EndChecked:
+class EndChecked(StateEvent):
     epoch: int
     gone: bool | None  # the Task Queue no longer has this pilot (None: it did not answer)
     reason: str
-    now: float
 
 
 @dataclass(frozen=True)
-class Named:
+class Named(StateEvent):
     master: MasterView | None
-    now: float
 
 
 @dataclass(frozen=True)
-class Greeted:
+class Greeted(StateEvent):
     master: MasterView
     answer: Any  # None: not the master (any more)
     resend: bool
-    now: float
 
 
 @dataclass(frozen=True)
-class Acked:
+class Acked(StateEvent):
     key: Key
     answer: Any  # None, "pending", True, "synced"; NO_ANSWER when none came
-    now: float
 
 
 NO_ANSWER: Any = object()
 
 
 @dataclass(frozen=True)
-class Ended:
+class Ended(StateEvent):
     completion: Completion
-    now: float
 
 
 @dataclass(frozen=True)
-class GaveBack:
+class GaveBack(StateEvent):
     key: Key
-    now: float
 
 
 @dataclass(frozen=True)
-class Probed:
+class Probed(StateEvent):
     alive: bool
-    now: float
 
 
 @dataclass(frozen=True)
-class ClaimAnswered:
+class ClaimAnswered(StateEvent):
     granted: bool
     master: MasterView | None  # the master the Task Queue names (this pilot when granted)
     pilots: Sequence[Any]  # the site's live pilots (a granted claim)
-    now: float
     lost: str = ""  # the Task Queue forgot or refuses this pilot: it leaves
 
 
@@ -559,7 +550,7 @@ class WorkerState:
             return self._become_master(named.epoch, event.pilots, event.now)
         dead = self.master
         if named is not None and (dead is None or named.epoch > dead.epoch):
-            return self._on_named(Named(named, event.now))  # another pilot took it
+            return self._on_named(Named(event.now, named))  # another pilot took it
         # Else the Task Queue still hears the master found dead (its timeout has not run out),
         # or a lower-id pilot should claim: the claim is retried shortly.
         return []
