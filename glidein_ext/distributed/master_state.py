@@ -44,7 +44,7 @@ Instructions (frozen dataclasses):
 - :class:`Solve`: solve the rank matrix (the product in a thread);
 - :class:`Deliver`: hand a task out to a worker (sealed ``assign``);
 - :class:`Probe`: ping a suspect;
-- :class:`SendEnd` / :class:`SendResign`: tell a worker to leave / that the role is free;
+- :class:`Send`: tell a worker to leave (``End``) / that the role is free (``Resign``);
 - :class:`Answer`: the sealed answer to the message being handled (None: no answer);
 - :class:`ArmTimer`: feed :class:`Tick` at ``at`` (replaces the timer armed before);
 - :class:`LogRefused`: the pairs the Task Queue refused, for the rate-limited log;
@@ -286,19 +286,14 @@ class Probe:
 
 
 @dataclass(frozen=True)
-class SendEnd:
+class Send:
+    """Send a worker a message sealed with its key: leave (``End``), or the role is free
+    (``Resign``, with the successors in the order they claim)."""
+
     pilot_id: int
     address: tuple[str, int]
     key: bytes
-    reason: str
-
-
-@dataclass(frozen=True)
-class SendResign:
-    pilot_id: int
-    address: tuple[str, int]
-    key: bytes
-    successors: tuple[tuple[int, tuple[str, int]], ...]
+    message: messages.End | messages.Resign
 
 
 @dataclass(frozen=True)
@@ -329,8 +324,7 @@ Instruction = Union[
     Solve,
     Deliver[Any],
     Probe,
-    SendEnd,
-    SendResign,
+    Send,
     Answer,
     ArmTimer,
     LogRefused,
@@ -746,7 +740,7 @@ class MasterState(Generic[OfferT]):
                 line = f"master: pilot {pilot_id} is no live pilot of the site any more"
                 out.append(Log(logging.INFO, line))
                 reason = "the Task Queue no longer has this pilot"
-                out.append(SendEnd(pilot_id, worker.address, known, reason))
+                out.append(Send(pilot_id, worker.address, known, messages.End(reason)))
 
     # --- Task Queue calls ----------------------------------------------------------------------
 
@@ -1153,7 +1147,7 @@ class MasterState(Generic[OfferT]):
             key = self.keys.pop(event.pilot_id, None)
             if key is not None:  # a slow one that still hears leaves, rather than idle unseen
                 reason = "the Task Queue no longer has this pilot"
-                out.append(SendEnd(event.pilot_id, address, key, reason))
+                out.append(Send(event.pilot_id, address, key, messages.End(reason)))
 
     # --- the end -------------------------------------------------------------------------------
 
@@ -1205,5 +1199,5 @@ class MasterState(Generic[OfferT]):
             for pilot_id, address in successors:
                 key = self.keys.get(pilot_id)
                 if key is not None:
-                    out.append(SendResign(pilot_id, address, key, successors))
+                    out.append(Send(pilot_id, address, key, messages.Resign(successors)))
         out.append(Finished(clean))

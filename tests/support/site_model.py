@@ -503,12 +503,8 @@ class SiteModel:
                 ping,
                 lambda: self._master_if(p, core, ms.ProbeEnded(self.now, target, False)),
             )
-        elif isinstance(ins, ms.SendEnd):
-            self._to_worker(epoch, ins.pilot_id, ins.key, codec.End(ins.reason), _ignore)
-        elif isinstance(ins, ms.SendResign):
-            self._to_worker(
-                epoch, ins.pilot_id, ins.key, codec.Resign(ins.successors), lambda value: None
-            )
+        elif isinstance(ins, ms.Send):
+            self._to_worker(epoch, ins.pilot_id, ins.key, ins.message, _ignore)
         elif isinstance(ins, ms.ArmTimer):
             pilot.master_timer = ins.at
         elif isinstance(ins, ms.StepDown):
