@@ -324,8 +324,7 @@ class DistributedWorker:
         try:
             for send in sends:
                 try:
-                    done = codec.Done(self.pilot_id, send.completion)
-                    answer = await self._request(send.master, done)
+                    answer = await self._request(send.master, send.done)
                 except DhtError:
                     answer = ws.NO_ANSWER
                 await self._handle(ws.Acked(time.monotonic(), send.key, answer))

@@ -35,7 +35,7 @@ Instructions (what the shell does):
 ``Answer``          the value a message handler returns (sealed by the door's key)
 ``Run``             queue this assignment for the pilot's thread
 ``Meet``            say hello to this master (then resend the completions, when ``resend``)
-``SendDone``        send this completion to this master
+``SendDone``        send this completion (the ``Done`` message) to this master
 ``Rank``            answer the TaskList with this pilot's ranks (idle, room for a task)
 ``ReplyBusy``       answer the TaskList as busy with this task (0: idle but full)
 ``CheckEnd``        ask the Task Queue whether it still has this pilot (an ``end`` came, or
@@ -178,8 +178,12 @@ class Meet:
 @dataclass(frozen=True)
 class SendDone:
     master: MasterView
-    key: Key
-    completion: Completion
+    done: codec.Done  # this pilot's completion, as the message
+
+    @property
+    def key(self) -> Key:
+        completion = self.done.completion
+        return (completion.task_id, completion.attempt)
 
 
 @dataclass(frozen=True)
@@ -485,7 +489,7 @@ class WorkerState:
             return []
         for key, _ in items:
             self.outbox.sent(key, now)
-        return [SendDone(master, key, completion) for key, completion in items]
+        return [SendDone(master, codec.Done(self.pilot_id, completion)) for _, completion in items]
 
     def _on_acked(self, event: Acked) -> list[Instruction]:
         if event.answer is NO_ANSWER:

@@ -342,8 +342,7 @@ class SiteModel:
             elif isinstance(ins, ws.Meet):
                 self._to_master(p, ins.master, ins.hello, self._greeted(p, ins))
             elif isinstance(ins, ws.SendDone):
-                done = codec.Done(p, ins.completion)
-                self._to_master(p, ins.master, done, self._acked(p, ins.key))
+                self._to_master(p, ins.master, ins.done, self._acked(p, ins.key))
             elif isinstance(ins, ws.CheckEnd):
                 self._ask(p, ins)
             elif isinstance(ins, ws.Probe):

@@ -73,7 +73,8 @@ def test_a_completion_is_reported_until_a_master_holds_it_and_kept_until_synced(
     _arrive(w, codec.Assign(1, _task()), 1)
     done = Completion(40, 1, 0)
     out = w.handle(ws.Ended(5.0, done))
-    assert out == [ws.SendDone(M1, (40, 1), done)]
+    assert out == [ws.SendDone(M1, codec.Done(ME, done))]
+    assert _of(out, ws.SendDone)[0].key == (40, 1)  # its answer is fed back with the key
     w.handle(ws.Acked(5.1, (40, 1), ws.NO_ANSWER))
     assert not w.acknowledged((40, 1))  # no answer: the pilot's thread tries again
     w.handle(ws.Acked(5.2, (40, 1), True))  # the master holds it
@@ -85,7 +86,7 @@ def test_a_completion_is_reported_until_a_master_holds_it_and_kept_until_synced(
     out = _heard(w, M2, 6.0)
     meet = _of(out, ws.Meet)[0]
     resent = w.handle(ws.Greeted(6.1, meet.master, [2], meet.resend))
-    assert resent == [ws.SendDone(M2, (40, 1), done)]
+    assert resent == [ws.SendDone(M2, codec.Done(ME, done))]
     w.handle(ws.Acked(6.2, (40, 1), codec.DONE_SYNCED))
     assert len(w.outbox) == 0
     # A late resend of the finished assignment is acknowledged, never run again.
