@@ -133,7 +133,7 @@ class MasterRole:
             ms.Broadcast: self._broadcast,
             ms.Solve: self._solve,
             ms.Deliver: self._deliver,
-            ms.Probe: self._probe,
+            machine.Probe: self._probe,
         }
 
     # --- the core's state, for the worker and the logs (tests read the core) -------------------
@@ -393,9 +393,9 @@ class MasterRole:
             pass
         self._feed(ms.HandOutEnded(time.monotonic(), ins.handout, outcome))
 
-    async def _probe(self, ins: ms.Probe) -> None:
+    async def _probe(self, ins: machine.Probe) -> None:
         answer = await self.node.ping(ins.address, timeout=PROBE_TIMEOUT)
-        self._feed(ms.ProbeEnded(time.monotonic(), ins.pilot_id, answer is not None))
+        self._feed(machine.ProbeEnded(time.monotonic(), ins.pilot_id, answer is not None))
 
     async def _send(self, ins: ms.Send) -> None:
         message = ins.message

@@ -67,6 +67,7 @@ from typing import Any, Generic, TypeVar, Union
 from glidein_ext.dht import wire
 from glidein_ext.dht.protocol import BODY_BUDGET
 from glidein_ext.distributed import codec as messages
+from glidein_ext.distributed import machine
 from glidein_ext.distributed.door import Admitted, Decision, Door, Pending, Refused, Role
 from glidein_ext.distributed.machine import Answer, Log, StateEvent, Tick
 from glidein_ext.distributed.phases import RoundPhases
@@ -97,6 +98,11 @@ BROADCAST_FLOOR = 0.5  # seconds: the shortest TaskList wait
 BROADCAST_SAMPLES = 16  # recent broadcasts the wait is fitted to
 
 OfferT = TypeVar("OfferT", bound=HasTaskId)
+
+# A suspect worker's probe and its end are the machines' shared ones (a worker probes its master
+# alike), under the master's names too.
+Probe = machine.Probe
+ProbeEnded = machine.ProbeEnded
 
 
 # --- events ------------------------------------------------------------------------------------
@@ -187,12 +193,6 @@ class HandOutEnded(StateEvent):
 
 
 @dataclass(frozen=True)
-class ProbeEnded(StateEvent):
-    pilot_id: int
-    answered: bool
-
-
-@dataclass(frozen=True)
 class MessageArrived(StateEvent):
     wall: float  # wall-clock seconds: the seal's freshness
     kind: str
@@ -277,12 +277,6 @@ class Deliver(Generic[OfferT]):
     epoch: int
     offer: OfferT
     attempt: int
-
-
-@dataclass(frozen=True)
-class Probe:
-    pilot_id: int
-    address: tuple[str, int]
 
 
 @dataclass(frozen=True)

@@ -235,8 +235,8 @@ class DistributedWorker:
                 self.loop.spawn(self._meet(instruction), name=f"hello-{self.pilot_id}")
             elif isinstance(instruction, ws.CheckEnd):
                 self.loop.spawn(self._check_end(instruction), name=f"end-{self.pilot_id}")
-            elif isinstance(instruction, ws.Probe):
-                await self._probe(instruction.master)
+            elif isinstance(instruction, machine.Probe):
+                await self._probe(instruction)
             elif isinstance(instruction, ws.Claim):
                 await self._claim(instruction)
             elif isinstance(instruction, ws.BecomeMaster):
@@ -359,14 +359,14 @@ class DistributedWorker:
             wait = self.state.next_tick(time.monotonic())
             await asyncio.sleep(min(ELECTION_STEP, max(0.05, wait)))
 
-    async def _probe(self, view: MasterView) -> None:
+    async def _probe(self, probe: machine.Probe) -> None:
         node = self.net.node
         if node is None:
             return
-        alive = await node.ping(view.address) is not None
+        alive = await node.ping(probe.address) is not None
         if alive:
             self.net.refresh()  # its TaskLists miss us: make ourselves known
-        await self._handle(ws.Probed(time.monotonic(), alive))
+        await self._handle(machine.ProbeEnded(time.monotonic(), probe.pilot_id, alive))
 
     async def _claim(self, claim: ws.Claim) -> None:
         node = self.net.node

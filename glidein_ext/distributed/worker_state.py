@@ -24,7 +24,7 @@ Events (what the shell tells it):
 ``Ended``           this pilot's task ended: its completion is to be reported
 ``GaveBack``        this pilot's task was given back unrun (evicted: not the task's fault)
 ``Tick``            the election's timer
-``Probed``          the silent master answered its probe, or not
+``ProbeEnded``      the silent master answered its probe, or not
 ``ClaimAnswered``   the Task Queue granted the role, named another master, refused, or the
                     call failed (one claim is on its way at a time)
 ==================  ==========================================================================
@@ -62,7 +62,7 @@ from typing import Any, Union
 
 from glidein_ext.distributed import codec
 from glidein_ext.distributed.door import Admitted, Door, Refused, Role
-from glidein_ext.distributed.machine import Answer, Log, StateEvent, Tick
+from glidein_ext.distributed.machine import Answer, Log, Probe, ProbeEnded, StateEvent, Tick
 from glidein_ext.sched.election import Action, MasterView, Succession, lost_own_task
 from glidein_ext.sched.outbox import Outbox
 from glidein_ext.tq.client.protocol import Completion, TaskAssignment
@@ -133,11 +133,6 @@ class GaveBack(StateEvent):
 
 
 @dataclass(frozen=True)
-class Probed(StateEvent):
-    alive: bool
-
-
-@dataclass(frozen=True)
 class ClaimAnswered(StateEvent):
     granted: bool
     master: MasterView | None  # the master the Task Queue names (this pilot when granted)
@@ -155,7 +150,7 @@ Event = Union[
     Ended,
     GaveBack,
     Tick,
-    Probed,
+    ProbeEnded,
     ClaimAnswered,
 ]
 
@@ -201,11 +196,6 @@ class ReplyBusy:
 class CheckEnd:
     epoch: int
     reason: str
-
-
-@dataclass(frozen=True)
-class Probe:
-    master: MasterView
 
 
 @dataclass(frozen=True)
@@ -517,7 +507,7 @@ class WorkerState:
         action = self.succession.next_action(event.now)
         master = self.master
         if action is Action.PROBE and master is not None:
-            return [Probe(master)]
+            return [Probe(master.pilot_id, master.address)]
         if action is Action.CLAIM:
             lower = tuple(
                 (pilot, self.addresses.get(pilot))
@@ -535,9 +525,9 @@ class WorkerState:
             wait = min(wait, max(0.0, self._recheck[0] - now))
         return wait
 
-    def _on_probed(self, event: Probed) -> list[Instruction]:
+    def _on_probed(self, event: ProbeEnded) -> list[Instruction]:
         master = self.master
-        if not event.alive:
+        if not event.answered:
             self.succession.probe_failed(event.now)
             who = master.pilot_id if master is not None else "?"
             return [Log(logging.INFO, f"pilot {self.pilot_id}: the master (pilot {who}) is silent")]
@@ -586,6 +576,6 @@ _HANDLERS: dict[type, Any] = {
     Ended: WorkerState._on_ended,
     GaveBack: WorkerState._on_gave_back,
     Tick: WorkerState._on_tick,
-    Probed: WorkerState._on_probed,
+    ProbeEnded: WorkerState._on_probed,
     ClaimAnswered: WorkerState._on_claim_answered,
 }

@@ -345,8 +345,8 @@ class SiteModel:
                 self._to_master(p, ins.master, ins.done, self._acked(p, ins.key))
             elif isinstance(ins, ws.CheckEnd):
                 self._ask(p, ins)
-            elif isinstance(ins, ws.Probe):
-                self._probe_master(p, ins.master)
+            elif isinstance(ins, machine.Probe):
+                self._probe(p, ins, lambda event: self._worker_if(p, event))
             elif isinstance(ins, ws.Claim):
                 self._claim_role(p, ins)
             elif isinstance(ins, ws.BecomeMaster):
@@ -425,13 +425,16 @@ class SiteModel:
         if pilot is not None:
             self._worker(pilot, event)
 
-    def _probe_master(self, p: int, view: MasterView) -> None:
+    def _probe(self, p: int, ins: machine.Probe, feed: Callable[[Any], None]) -> None:
+        """Pilot ``p`` pings another (its master, a suspect worker); ``feed`` takes the end."""
+        target = ins.pilot_id
+
         def go() -> Callable[[], None] | None:
-            alive = self.alive(view.pilot_id) is not None
-            return lambda: self._worker_if(p, ws.Probed(self.now, alive))
+            answered = self.alive(target) is not None
+            return lambda: feed(machine.ProbeEnded(self.now, target, answered))
 
         self._fly(
-            f"ping {p}->{view.pilot_id}", go, lambda: self._worker_if(p, ws.Probed(self.now, False))
+            f"ping {p}->{target}", go, lambda: feed(machine.ProbeEnded(self.now, target, False))
         )
 
     def _claim(self, p: int, ins: ws.Claim) -> Callable[[], None] | None:
@@ -490,18 +493,8 @@ class SiteModel:
             self._master_if(p, core, ms.Solved(self.now, result, None))
         elif isinstance(ins, ms.Deliver):
             self._deliver(p, core, ins)
-        elif isinstance(ins, ms.Probe):
-            target = ins.pilot_id
-
-            def ping() -> Callable[[], None] | None:
-                answered = self.alive(target) is not None
-                return lambda: self._master_if(p, core, ms.ProbeEnded(self.now, target, answered))
-
-            self._fly(
-                f"ping {p}->{target}",
-                ping,
-                lambda: self._master_if(p, core, ms.ProbeEnded(self.now, target, False)),
-            )
+        elif isinstance(ins, machine.Probe):
+            self._probe(p, ins, lambda event: self._master_if(p, core, event))
         elif isinstance(ins, ms.Send):
             self._to_worker(epoch, ins.pilot_id, ins.key, ins.message, _ignore)
         elif isinstance(ins, ms.ArmTimer):

@@ -247,14 +247,14 @@ def test_a_dead_worker_is_reported_in_the_next_sync() -> None:
     site.ranks = {7: {}}  # worker 8 is silent
     for now in (0.1, 20.1, 40.1):  # three rounds missed
         site.feed(machine.Tick(now))
-    assert of(site.out, ms.Probe) == [ms.Probe(8, ("127.0.0.1", 4008))]
-    out = state.handle(ms.ProbeEnded(41.0, 8, False))
+    assert of(site.out, machine.Probe) == [machine.Probe(8, ("127.0.0.1", 4008))]
+    out = state.handle(machine.ProbeEnded(41.0, 8, False))
     assert 8 in state.book.workers and not of(out, ms.Send)  # within the grace: a suspect
     site.out.clear()
     site.feed(machine.Tick(60.1))
-    assert of(site.out, ms.Probe) == [ms.Probe(8, ("127.0.0.1", 4008))]  # probed again
+    assert of(site.out, machine.Probe) == [machine.Probe(8, ("127.0.0.1", 4008))]  # again
     site.out.clear()
-    site.feed(ms.ProbeEnded(101.0, 8, False))
+    site.feed(machine.ProbeEnded(101.0, 8, False))
     reason = "the Task Queue no longer has this pilot"
     end = ms.Send(8, ("127.0.0.1", 4008), key(8), messages.End(reason))
     assert of(site.out, ms.Send) == [end]

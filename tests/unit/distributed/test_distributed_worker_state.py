@@ -151,12 +151,13 @@ def test_the_election_probes_a_silent_master_then_the_successors_claim_in_turn()
     w = _worker()
     _heard(w, M1, 1.0)  # successors 1, 2, 7
     assert w.handle(machine.Tick(10.0)) == []
-    assert w.handle(machine.Tick(31.0)) == [ws.Probe(M1)]
+    probe = machine.Probe(M1.pilot_id, M1.address)
+    assert w.handle(machine.Tick(31.0)) == [probe]
     assert w.handle(machine.Tick(31.5)) == []  # one probe at a time
-    out = w.handle(ws.Probed(32.0, True))
+    out = w.handle(machine.ProbeEnded(32.0, M1.pilot_id, True))
     assert _of(out, ws.Meet) and not _of(out, ws.Meet)[0].resend  # alive: hello again
-    assert w.handle(machine.Tick(62.5)) == [ws.Probe(M1)]
-    w.handle(ws.Probed(63.0, False))
+    assert w.handle(machine.Tick(62.5)) == [probe]
+    w.handle(machine.ProbeEnded(63.0, M1.pilot_id, False))
     # Third in the list: it waits two staggers for pilots 1 and 2 to claim first.
     assert w.handle(machine.Tick(65.0)) == []
     claim = w.handle(machine.Tick(67.0))
@@ -228,7 +229,7 @@ def test_an_unanswered_check_is_asked_again() -> None:
 def test_one_claim_at_a_time() -> None:
     w = _worker()
     _heard(w, M1, 1.0)
-    w.handle(ws.Probed(40.0, False))
+    w.handle(machine.ProbeEnded(40.0, M1.pilot_id, False))
     assert _of(w.handle(machine.Tick(50.0)), ws.Claim)
     assert w.handle(machine.Tick(60.0)) == []  # its answer has not come
     w.handle(ws.ClaimAnswered(61.0, False, None, ()))  # the call failed
