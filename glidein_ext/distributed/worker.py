@@ -315,7 +315,7 @@ class DistributedWorker:
             answer = await self._request(meet.master, meet.hello)
         except DhtError:
             return  # the election probes a silent master
-        await self._handle(ws.Greeted(time.monotonic(), meet.master, answer, meet.resend))
+        await self._handle(ws.Greeted(time.monotonic(), meet, answer))
 
     async def _send(self, sends: Sequence[ws.SendDone]) -> None:
         """Completions to a master, one after the other: the first without an answer, or
@@ -344,7 +344,7 @@ class DistributedWorker:
         except TaskQueueError as exc:  # not obeyed on a master's word alone: asked again
             log.warning("pilot %s: the Task Queue did not confirm: %s", self.pilot_id, exc)
             gone = None
-        await self._handle(ws.EndChecked(time.monotonic(), check.epoch, gone, check.reason))
+        await self._handle(ws.EndChecked(time.monotonic(), check, gone))
 
     async def _tq(self, call: Callable[..., Any], *args: Any) -> Any:
         loop = asyncio.get_running_loop()

@@ -96,9 +96,8 @@ class Arrived(StateEvent):
 
 @dataclass(frozen=True)
 class EndChecked(StateEvent):
-    epoch: int
+    check: CheckEnd  # the check it answers
     gone: bool | None  # the Task Queue no longer has this pilot (None: it did not answer)
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -108,9 +107,8 @@ class Named(StateEvent):
 
 @dataclass(frozen=True)
 class Greeted(StateEvent):
-    master: MasterView
+    meet: Meet  # the hello it answers
     answer: Any  # None: not the master (any more)
-    resend: bool
 
 
 @dataclass(frozen=True)
@@ -359,10 +357,12 @@ class WorkerState:
         if event.answer is None:
             self.succession.forget(event.now)
             return []
-        out = self._held(event.answer, event.master.epoch)
+        epoch = event.meet.master.epoch
+        out = self._held(event.answer, epoch)
         if event.answer != codec.PENDING:
-            self._met = max(self._met, event.master.epoch)
-        return out + (self._sends(self.outbox.everything(), event.now) if event.resend else [])
+            self._met = max(self._met, epoch)
+        resend = event.meet.resend
+        return out + (self._sends(self.outbox.everything(), event.now) if resend else [])
 
     def _held(self, answer: Any, epoch: int) -> list[Instruction]:
         """A master's answer: ``"pending"`` (held until it has this pilot's key) too often in a
@@ -422,15 +422,16 @@ class WorkerState:
         return [Log(logging.INFO, f"pilot {self.pilot_id}: the master of epoch {epoch} leaves")]
 
     def _on_end_checked(self, event: EndChecked) -> list[Instruction]:
-        who = f"pilot {self.pilot_id}: {event.reason} (the master of epoch {event.epoch})"
+        check = event.check
+        who = f"pilot {self.pilot_id}: {check.reason} (the master of epoch {check.epoch})"
         if event.gone is None:  # asked again soon: the master that told it may not tell again
-            self._recheck = (event.now + self.resend_after, CheckEnd(event.epoch, event.reason))
+            self._recheck = (event.now + self.resend_after, check)
             return []
         self._recheck = None
         if event.gone:
             return [
                 Log(logging.WARNING, f"{who}; the Task Queue agrees: leaving"),
-                Leave(event.reason),
+                Leave(check.reason),
             ]
         return [Log(logging.WARNING, f"{who}; the Task Queue still has this pilot: it stays")]
 

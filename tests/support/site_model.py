@@ -362,7 +362,7 @@ class SiteModel:
         def then(answer: Any) -> None:
             pilot = self.alive(p)
             if pilot is not None and answer is not ws.NO_ANSWER:
-                self._worker(pilot, ws.Greeted(self.now, meet.master, answer, meet.resend))
+                self._worker(pilot, ws.Greeted(self.now, meet, answer))
 
         return then
 
@@ -400,7 +400,7 @@ class SiteModel:
         self._fly(f"{kind} {p}->{view.pilot_id}", go, lambda: then(ws.NO_ANSWER))
 
     def _ask(self, p: int, ins: ws.CheckEnd) -> None:
-        unknown = ws.EndChecked(self.now, ins.epoch, None, ins.reason)  # no answer came
+        unknown = ws.EndChecked(self.now, ins, None)  # no answer came
         self._fly(
             f"heartbeat {p}", lambda: self._check_end(p, ins), lambda: self._worker_if(p, unknown)
         )
@@ -418,7 +418,7 @@ class SiteModel:
         pilot = self.alive(p)
         if pilot is None:
             return None
-        return lambda: self._worker_if(p, ws.EndChecked(self.now, ins.epoch, gone, ins.reason))
+        return lambda: self._worker_if(p, ws.EndChecked(self.now, ins, gone))
 
     def _worker_if(self, p: int, event: Any) -> None:
         pilot = self.alive(p)

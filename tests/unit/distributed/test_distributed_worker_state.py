@@ -39,6 +39,11 @@ def _of(out: list[Any], kind: type) -> list[Any]:
     return [i for i in out if isinstance(i, kind)]
 
 
+def _met(master: MasterView, resend: bool = True) -> ws.Meet:
+    """The hello a ``Greeted`` answers."""
+    return ws.Meet(master, codec.Hello(ME, ("10.0.0.7", 4007)), resend)
+
+
 def _heard(w: ws.WorkerState, master: MasterView, now: float, room: bool = True) -> list[Any]:
     successors = ((1, ("10.0.0.1", 4001)), (2, ("10.0.0.2", 4002)), (ME, ("10.0.0.7", 4007)))
     return w.handle(ws.Heard(now, master, successors, room))
@@ -85,7 +90,7 @@ def test_a_completion_is_reported_until_a_master_holds_it_and_kept_until_synced(
     # A new master gets every completion no master synced, once it answered the hello.
     out = _heard(w, M2, 6.0)
     meet = _of(out, ws.Meet)[0]
-    resent = w.handle(ws.Greeted(6.1, meet.master, [2], meet.resend))
+    resent = w.handle(ws.Greeted(6.1, meet, [2]))
     assert resent == [ws.SendDone(M2, codec.Done(ME, done))]
     w.handle(ws.Acked(6.2, (40, 1), codec.DONE_SYNCED))
     assert len(w.outbox) == 0
@@ -99,9 +104,9 @@ def test_an_end_is_checked_with_the_task_queue_before_the_pilot_leaves() -> None
     out = _arrive(w, codec.End("the Task Queue no longer has this pilot"), 1)
     assert _of(out, ws.CheckEnd) == [ws.CheckEnd(1, "the Task Queue no longer has this pilot")]
     assert not _of(out, ws.Leave)
-    still = w.handle(ws.EndChecked(2.0, 1, False, "x"))
+    still = w.handle(ws.EndChecked(2.0, ws.CheckEnd(1, "x"), False))
     assert not _of(still, ws.Leave)  # the Task Queue still has it: not obeyed
-    gone = w.handle(ws.EndChecked(3.0, 1, True, "revoked"))
+    gone = w.handle(ws.EndChecked(3.0, ws.CheckEnd(1, "revoked"), True))
     assert _of(gone, ws.Leave) == [ws.Leave("revoked")]
 
 
@@ -189,7 +194,7 @@ def test_an_evicted_task_leaves_the_worker_idle_without_a_report() -> None:
 def test_a_master_that_says_it_is_none_is_forgotten() -> None:
     w = _worker()
     _heard(w, M1, 1.0)
-    w.handle(ws.Greeted(1.5, M1, None, True))
+    w.handle(ws.Greeted(1.5, _met(M1), None))
     assert w.succession.master_dead
 
 
@@ -200,7 +205,7 @@ def test_a_worker_greets_its_master_again_until_a_hello_is_answered() -> None:
     assert not _of(_heard(w, M1, 2.0), ws.Meet)  # not at every TaskList
     again = _of(_heard(w, M1, 1.0 + ws.RESEND_AFTER), ws.Meet)
     assert again and again[0].master == M1
-    w.handle(ws.Greeted(5.0, M1, [1], True))
+    w.handle(ws.Greeted(5.0, _met(M1), [1]))
     assert not _of(_heard(w, M1, 5.0 + ws.RESEND_AFTER), ws.Meet)
 
 
@@ -211,7 +216,7 @@ def test_a_worker_a_master_holds_for_a_key_asks_the_task_queue_about_itself() ->
     _heard(w, M1, 1.0)
     checks = []
     for i in range(ws.PENDING_CHECK):
-        checks += _of(w.handle(ws.Greeted(2.0 + i, M1, codec.PENDING, False)), ws.CheckEnd)
+        checks += _of(w.handle(ws.Greeted(2.0 + i, _met(M1, False), codec.PENDING)), ws.CheckEnd)
     assert checks == [ws.CheckEnd(1, "the master has no key for this pilot")]
     w.handle(ws.Acked(9.0, (40, 1), codec.PENDING))
     w.handle(ws.Acked(9.1, (40, 1), codec.PENDING))
@@ -221,7 +226,7 @@ def test_a_worker_a_master_holds_for_a_key_asks_the_task_queue_about_itself() ->
 def test_an_unanswered_check_is_asked_again() -> None:
     w = _worker()
     _heard(w, M1, 1.0)
-    w.handle(ws.EndChecked(2.0, 1, None, "stop"))  # the Task Queue did not answer
+    w.handle(ws.EndChecked(2.0, ws.CheckEnd(1, "stop"), None))  # the Task Queue did not answer
     assert w.next_tick(2.0) <= ws.RESEND_AFTER
     assert w.handle(machine.Tick(2.0 + ws.RESEND_AFTER)) == [ws.CheckEnd(1, "stop")]
 
@@ -241,7 +246,7 @@ def test_an_idle_worker_given_nothing_greets_its_master_again_once_a_silence() -
     says hello again rather than idle unseen for ever."""
     w = _worker()
     _heard(w, M1, 1.0)
-    w.handle(ws.Greeted(1.1, M1, [1], True))
+    w.handle(ws.Greeted(1.1, _met(M1), [1]))
     assert not _of(_heard(w, M1, 2.0), ws.Meet)
     assert not _of(_heard(w, M1, 2.0 + w.silence - 1), ws.Meet)
     assert _of(_heard(w, M1, 2.0 + w.silence), ws.Meet)
