@@ -133,7 +133,7 @@ class MasterRole:
             ms.Broadcast: self._broadcast,
             ms.Solve: self._solve,
             ms.Deliver: self._deliver,
-            ms.Probe: self._probe,
+            machine.Probe: self._probe,
         }
 
     # --- the core's state, for the worker and the logs (tests read the core) -------------------
@@ -253,32 +253,10 @@ class MasterRole:
         start = self._spawned.get(type(instruction))
         if start is not None:
             self._spawn(start(instruction))
-        elif isinstance(instruction, ms.SendEnd):
-            body = [instruction.reason]
-            self._spawn(
-                self._send(
-                    messages.END,
-                    instruction.pilot_id,
-                    instruction.address,
-                    instruction.key,
-                    body,
-                    "its end",
-                )
-            )
-        elif isinstance(instruction, ms.SendResign):
-            # their order: who claims first
-            body = messages.encode(messages.Resign(instruction.successors))
-            send = self._spawn(
-                self._send(
-                    messages.RESIGN,
-                    instruction.pilot_id,
-                    instruction.address,
-                    instruction.key,
-                    body,
-                    "the resignation",
-                )
-            )
-            self._resigning.append(send)
+        elif isinstance(instruction, ms.Send):
+            send = self._spawn(self._send(instruction))
+            if isinstance(instruction.message, messages.Resign):
+                self._resigning.append(send)
         elif isinstance(instruction, ms.ArmTimer):
             self._arm(instruction.at)
         elif isinstance(instruction, ms.LogRefused):
@@ -415,24 +393,19 @@ class MasterRole:
             pass
         self._feed(ms.HandOutEnded(time.monotonic(), ins.handout, outcome))
 
-    async def _probe(self, ins: ms.Probe) -> None:
+    async def _probe(self, ins: machine.Probe) -> None:
         answer = await self.node.ping(ins.address, timeout=PROBE_TIMEOUT)
-        self._feed(ms.ProbeEnded(time.monotonic(), ins.pilot_id, answer is not None))
+        self._feed(machine.ProbeEnded(time.monotonic(), ins.pilot_id, answer is not None))
 
-    async def _send(
-        self,
-        kind: str,
-        pilot_id: int,
-        address: tuple[str, int],
-        key: bytes,
-        body: Any,
-        what: str,
-    ) -> None:
-        payload = messages.seal(key, kind, pilot_id, self.epoch, body, time.time())
+    async def _send(self, ins: ms.Send) -> None:
+        message = ins.message
+        payload = messages.seal_message(ins.key, message, ins.pilot_id, self.epoch, time.time())
+        kind = messages.kind_of(message)
         try:
-            await self.node.message(address, kind, payload, timeout=SEND_TIMEOUT)
+            await self.node.message(ins.address, kind, payload, timeout=SEND_TIMEOUT)
         except DhtError:
-            log.info("master: pilot %s did not answer %s", pilot_id, what)
+            what = "the resignation" if isinstance(message, messages.Resign) else "its end"
+            log.info("master: pilot %s did not answer %s", ins.pilot_id, what)
 
 
 # --- refused -----------------------------------------------------------------------------------

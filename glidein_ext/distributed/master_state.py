@@ -18,7 +18,7 @@ miss rounds are probed; one that fails its probe and stays unheard for the grace
 the next call says so.  The workers' hello/done/bye messages pass ``distributed.door``; one
 whose key has not come is held until a ``sync`` brings it.
 
-Events (frozen dataclasses, each with ``now``):
+Events (frozen dataclasses, each with ``now``: ``machine.StateEvent``):
 
 - :class:`Installed`: the role starts, with the site's live pilots (a takeover);
 - :class:`Started`: the rounds may begin;
@@ -44,7 +44,7 @@ Instructions (frozen dataclasses):
 - :class:`Solve`: solve the rank matrix (the product in a thread);
 - :class:`Deliver`: hand a task out to a worker (sealed ``assign``);
 - :class:`Probe`: ping a suspect;
-- :class:`SendEnd` / :class:`SendResign`: tell a worker to leave / that the role is free;
+- :class:`Send`: tell a worker to leave (``End``) / that the role is free (``Resign``);
 - :class:`Answer`: the sealed answer to the message being handled (None: no answer);
 - :class:`ArmTimer`: feed :class:`Tick` at ``at`` (replaces the timer armed before);
 - :class:`LogRefused`: the pairs the Task Queue refused, for the rate-limited log;
@@ -67,8 +67,9 @@ from typing import Any, Generic, TypeVar, Union
 from glidein_ext.dht import wire
 from glidein_ext.dht.protocol import BODY_BUDGET
 from glidein_ext.distributed import codec as messages
+from glidein_ext.distributed import machine
 from glidein_ext.distributed.door import Admitted, Decision, Door, Pending, Refused, Role
-from glidein_ext.distributed.machine import Answer, Log, Tick
+from glidein_ext.distributed.machine import Answer, Log, StateEvent, Tick
 from glidein_ext.distributed.phases import RoundPhases
 from glidein_ext.errors import MissingDependencyError
 from glidein_ext.sched.assign import FALLBACK_METHOD, assign, other_method
@@ -98,25 +99,27 @@ BROADCAST_SAMPLES = 16  # recent broadcasts the wait is fitted to
 
 OfferT = TypeVar("OfferT", bound=HasTaskId)
 
+# A suspect worker's probe and its end are the machines' shared ones (a worker probes its master
+# alike), under the master's names too.
+Probe = machine.Probe
+ProbeEnded = machine.ProbeEnded
+
 
 # --- events ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Installed:
-    now: float
+class Installed(StateEvent):
     pilots: tuple[SitePilot, ...] = ()  # the site's live pilots at a takeover, this one too
 
 
 @dataclass(frozen=True)
-class Started:
-    now: float
+class Started(StateEvent):
     address: tuple[str, int] | None = None  # the master's DHT address, for its TaskLists
 
 
 @dataclass(frozen=True)
-class SyncAnswered(Generic[OfferT]):
-    now: float
+class SyncAnswered(StateEvent, Generic[OfferT]):
     call: int
     offers: tuple[OfferT, ...] = ()
     queued: int = 0  # runnable tasks of the site in all
@@ -134,8 +137,7 @@ class Failure(enum.Enum):
 
 
 @dataclass(frozen=True)
-class CallFailed:
-    now: float
+class CallFailed(StateEvent):
     call: int
     failure: Failure
     reason: str
@@ -154,30 +156,26 @@ class Accepted(Generic[OfferT]):
 
 
 @dataclass(frozen=True)
-class AssignAnswered(Generic[OfferT]):
-    now: float
+class AssignAnswered(StateEvent, Generic[OfferT]):
     call: int
     accepted: tuple[Accepted[OfferT], ...] = ()
     refused: tuple[Any, ...] = ()  # each with task_id, pilot_id, reason
 
 
 @dataclass(frozen=True)
-class BroadcastEnded:
-    now: float
+class BroadcastEnded(StateEvent):
     value: Any  # the aggregated replies
     elapsed: float
     complete: bool
 
 
 @dataclass(frozen=True)
-class BroadcastFailed:
-    now: float
+class BroadcastFailed(StateEvent):
     reason: str
 
 
 @dataclass(frozen=True)
-class Solved:
-    now: float
+class Solved(StateEvent):
     result: Any  # ``sched.assign``'s result
     other: Any = None  # the other method's, for the counters (None: not run)
 
@@ -189,44 +187,33 @@ class HandOut(enum.Enum):
 
 
 @dataclass(frozen=True)
-class HandOutEnded:
-    now: float
+class HandOutEnded(StateEvent):
     handout: int
     outcome: HandOut
 
 
 @dataclass(frozen=True)
-class ProbeEnded:
-    now: float
-    pilot_id: int
-    answered: bool
-
-
-@dataclass(frozen=True)
-class MessageArrived:
-    now: float
+class MessageArrived(StateEvent):
     wall: float  # wall-clock seconds: the seal's freshness
     kind: str
     payload: Any
 
 
 @dataclass(frozen=True)
-class LocalDone:
-    now: float
+class LocalDone(StateEvent):
     pilot_id: int
     completion: Any
 
 
 @dataclass(frozen=True)
-class Undelivered:
-    now: float
+class Undelivered(StateEvent):
     task_id: int
     pilot_id: int
 
 
 @dataclass(frozen=True)
-class Close:
-    now: float
+class Close(StateEvent):
+    """The pilot leaves."""
 
 
 Event = Union[
@@ -293,25 +280,14 @@ class Deliver(Generic[OfferT]):
 
 
 @dataclass(frozen=True)
-class Probe:
-    pilot_id: int
-    address: tuple[str, int]
+class Send:
+    """Send a worker a message sealed with its key: leave (``End``), or the role is free
+    (``Resign``, with the successors in the order they claim)."""
 
-
-@dataclass(frozen=True)
-class SendEnd:
     pilot_id: int
     address: tuple[str, int]
     key: bytes
-    reason: str
-
-
-@dataclass(frozen=True)
-class SendResign:
-    pilot_id: int
-    address: tuple[str, int]
-    key: bytes
-    successors: tuple[tuple[int, tuple[str, int]], ...]
+    message: messages.End | messages.Resign
 
 
 @dataclass(frozen=True)
@@ -342,8 +318,7 @@ Instruction = Union[
     Solve,
     Deliver[Any],
     Probe,
-    SendEnd,
-    SendResign,
+    Send,
     Answer,
     ArmTimer,
     LogRefused,
@@ -759,7 +734,7 @@ class MasterState(Generic[OfferT]):
                 line = f"master: pilot {pilot_id} is no live pilot of the site any more"
                 out.append(Log(logging.INFO, line))
                 reason = "the Task Queue no longer has this pilot"
-                out.append(SendEnd(pilot_id, worker.address, known, reason))
+                out.append(Send(pilot_id, worker.address, known, messages.End(reason)))
 
     # --- Task Queue calls ----------------------------------------------------------------------
 
@@ -1166,7 +1141,7 @@ class MasterState(Generic[OfferT]):
             key = self.keys.pop(event.pilot_id, None)
             if key is not None:  # a slow one that still hears leaves, rather than idle unseen
                 reason = "the Task Queue no longer has this pilot"
-                out.append(SendEnd(event.pilot_id, address, key, reason))
+                out.append(Send(event.pilot_id, address, key, messages.End(reason)))
 
     # --- the end -------------------------------------------------------------------------------
 
@@ -1218,5 +1193,5 @@ class MasterState(Generic[OfferT]):
             for pilot_id, address in successors:
                 key = self.keys.get(pilot_id)
                 if key is not None:
-                    out.append(SendResign(pilot_id, address, key, successors))
+                    out.append(Send(pilot_id, address, key, messages.Resign(successors)))
         out.append(Finished(clean))

@@ -175,7 +175,7 @@ class DistributedWorker:
         if master is not None and master.pilot_id == self.pilot_id:
             self.loop.run(self._do(self.state.granted(master.epoch, (), time.monotonic())))
         elif master is not None:
-            self.loop.run(self._handle(ws.Named(view_of(master), time.monotonic())))
+            self.loop.run(self._handle(ws.Named(time.monotonic(), view_of(master))))
 
     def leave(self) -> None:
         """A normal exit: tell the master (bye), stop the master role if held."""
@@ -235,8 +235,8 @@ class DistributedWorker:
                 self.loop.spawn(self._meet(instruction), name=f"hello-{self.pilot_id}")
             elif isinstance(instruction, ws.CheckEnd):
                 self.loop.spawn(self._check_end(instruction), name=f"end-{self.pilot_id}")
-            elif isinstance(instruction, ws.Probe):
-                await self._probe(instruction.master)
+            elif isinstance(instruction, machine.Probe):
+                await self._probe(instruction)
             elif isinstance(instruction, ws.Claim):
                 await self._claim(instruction)
             elif isinstance(instruction, ws.BecomeMaster):
@@ -262,7 +262,7 @@ class DistributedWorker:
         view = MasterView(tasklist.master, tasklist.address, tasklist.epoch)
         room = self.executor.has_room()
         now = time.monotonic()
-        event = ws.Heard(view, tuple(tasklist.successors), now, room)
+        event = ws.Heard(now, view, tuple(tasklist.successors), room)
         instructions = self.state.handle(event)
         self.loop.spawn(self._do(instructions), name=f"heard-{self.pilot_id}")
         if learn and self.needed is not None and instructions[-1] != machine.Answer(None):
@@ -283,7 +283,7 @@ class DistributedWorker:
     def _on_message(self, kind: str, payload: Any, _sender: int, _address: Any) -> Any:
         """A master's sealed message (assign, end, resign): its sealed answer, or False."""
         can_run = not (self.stop.is_set() or self.executor.closed())
-        event = ws.Arrived(kind, payload, time.monotonic(), time.time(), can_run)
+        event = ws.Arrived(time.monotonic(), kind, payload, time.time(), can_run)
         instructions = self.state.handle(event)
         answer = next(i for i in instructions if isinstance(i, machine.Answer))
         rest = [i for i in instructions if not isinstance(i, machine.Answer)]
@@ -315,7 +315,7 @@ class DistributedWorker:
             answer = await self._request(meet.master, meet.hello)
         except DhtError:
             return  # the election probes a silent master
-        await self._handle(ws.Greeted(meet.master, answer, meet.resend, time.monotonic()))
+        await self._handle(ws.Greeted(time.monotonic(), meet, answer))
 
     async def _send(self, sends: Sequence[ws.SendDone]) -> None:
         """Completions to a master, one after the other: the first without an answer, or
@@ -324,11 +324,10 @@ class DistributedWorker:
         try:
             for send in sends:
                 try:
-                    done = codec.Done(self.pilot_id, send.completion)
-                    answer = await self._request(send.master, done)
+                    answer = await self._request(send.master, send.done)
                 except DhtError:
                     answer = ws.NO_ANSWER
-                await self._handle(ws.Acked(send.key, answer, time.monotonic()))
+                await self._handle(ws.Acked(time.monotonic(), send.key, answer))
                 if answer is None or answer is ws.NO_ANSWER:
                     return
         finally:
@@ -345,7 +344,7 @@ class DistributedWorker:
         except TaskQueueError as exc:  # not obeyed on a master's word alone: asked again
             log.warning("pilot %s: the Task Queue did not confirm: %s", self.pilot_id, exc)
             gone = None
-        await self._handle(ws.EndChecked(check.epoch, gone, check.reason, time.monotonic()))
+        await self._handle(ws.EndChecked(time.monotonic(), check, gone))
 
     async def _tq(self, call: Callable[..., Any], *args: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -360,19 +359,19 @@ class DistributedWorker:
             wait = self.state.next_tick(time.monotonic())
             await asyncio.sleep(min(ELECTION_STEP, max(0.05, wait)))
 
-    async def _probe(self, view: MasterView) -> None:
+    async def _probe(self, probe: machine.Probe) -> None:
         node = self.net.node
         if node is None:
             return
-        alive = await node.ping(view.address) is not None
+        alive = await node.ping(probe.address) is not None
         if alive:
             self.net.refresh()  # its TaskLists miss us: make ourselves known
-        await self._handle(ws.Probed(alive, time.monotonic()))
+        await self._handle(machine.ProbeEnded(time.monotonic(), probe.pilot_id, alive))
 
     async def _claim(self, claim: ws.Claim) -> None:
         node = self.net.node
         if node is None:
-            await self._handle(ws.ClaimAnswered(False, None, (), time.monotonic()))
+            await self._handle(ws.ClaimAnswered(time.monotonic(), False, None, ()))
             return
         unreachable = []
         for pilot, address in claim.lower:
@@ -388,7 +387,7 @@ class DistributedWorker:
             lost = f"the Task Queue refuses it ({exc})"
         except TaskQueueError as exc:
             log.warning("pilot %s: claiming the master role failed: %s", self.pilot_id, exc)
-            await self._handle(ws.ClaimAnswered(False, None, (), time.monotonic()))
+            await self._handle(ws.ClaimAnswered(time.monotonic(), False, None, ()))
             return
         else:
             named = None
@@ -397,11 +396,11 @@ class DistributedWorker:
                     named = view_of(answer.master)
                 except DhtError as exc:
                     log.warning("pilot %s: %s", self.pilot_id, exc)
-            event = ws.ClaimAnswered(answer.granted, named, answer.pilots, time.monotonic())
+            event = ws.ClaimAnswered(time.monotonic(), answer.granted, named, answer.pilots)
             await self._handle(event)
             return
         log.warning("pilot %s: %s; stopping", self.pilot_id, lost)
-        await self._handle(ws.ClaimAnswered(False, None, (), time.monotonic(), lost=lost))
+        await self._handle(ws.ClaimAnswered(time.monotonic(), False, None, (), lost=lost))
 
     def _become_master(self, become: ws.BecomeMaster) -> None:
         node = self.net.node
@@ -456,7 +455,7 @@ class DistributedWorker:
             if self.stop.is_set() and execution.outcome.exit_code != 0:
                 break  # interrupted: the deregistration requeues it
             if execution.evicted:
-                self.loop.run(self._handle(ws.GaveBack(key, time.monotonic())))
+                self.loop.run(self._handle(ws.GaveBack(time.monotonic(), key)))
                 idle_since = time.monotonic()
                 continue
             ended = time.monotonic()
@@ -485,7 +484,7 @@ class DistributedWorker:
         stopping_since: float | None = None
         while True:
             try:
-                ended = ws.Ended(completion, time.monotonic())
+                ended = ws.Ended(time.monotonic(), completion)
                 self.loop.run(self._do(self.state.handle(ended), urgent=True), 30.0)
             except Exception as exc:  # noqa: BLE001 -- a report is retried, never fatal: logged
                 log.warning("pilot %s: reporting failed: %s", self.pilot_id, exc)

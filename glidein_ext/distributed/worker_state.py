@@ -2,8 +2,9 @@
 events in, instructions out.
 
 The asyncio shell (``distributed.worker``) delivers what happened and carries out what this core
-says; the core does no I/O, reads no clock (each event carries ``now``, the monotonic time, and a
-message's ``wall``, the wall-clock time its seal is checked against) and draws no random number.
+says; the core does no I/O, reads no clock (each event carries ``now``, the monotonic time, as
+its first field, ``machine.StateEvent``; a message its ``wall``, the wall-clock time its seal is
+checked against) and draws no random number.
 Its state: the master it knows and when to probe or claim (``sched.election.Succession``), its
 door (``distributed.door``: a master of an older epoch than the newest it knew is not obeyed),
 the task it runs or reports, the last tasks it finished (a resent assignment of one is answered,
@@ -23,7 +24,7 @@ Events (what the shell tells it):
 ``Ended``           this pilot's task ended: its completion is to be reported
 ``GaveBack``        this pilot's task was given back unrun (evicted: not the task's fault)
 ``Tick``            the election's timer
-``Probed``          the silent master answered its probe, or not
+``ProbeEnded``      the silent master answered its probe, or not
 ``ClaimAnswered``   the Task Queue granted the role, named another master, refused, or the
                     call failed (one claim is on its way at a time)
 ==================  ==========================================================================
@@ -34,7 +35,7 @@ Instructions (what the shell does):
 ``Answer``          the value a message handler returns (sealed by the door's key)
 ``Run``             queue this assignment for the pilot's thread
 ``Meet``            say hello to this master (then resend the completions, when ``resend``)
-``SendDone``        send this completion to this master
+``SendDone``        send this completion (the ``Done`` message) to this master
 ``Rank``            answer the TaskList with this pilot's ranks (idle, room for a task)
 ``ReplyBusy``       answer the TaskList as busy with this task (0: idle but full)
 ``CheckEnd``        ask the Task Queue whether it still has this pilot (an ``end`` came, or
@@ -61,7 +62,7 @@ from typing import Any, Union
 
 from glidein_ext.distributed import codec
 from glidein_ext.distributed.door import Admitted, Door, Refused, Role
-from glidein_ext.distributed.machine import Answer, Log, Tick
+from glidein_ext.distributed.machine import Answer, Log, Probe, ProbeEnded, StateEvent, Tick
 from glidein_ext.sched.election import Action, MasterView, Succession, lost_own_task
 from glidein_ext.sched.outbox import Outbox
 from glidein_ext.tq.client.protocol import Completion, TaskAssignment
@@ -79,78 +80,61 @@ FINISHED_KEPT = 16  # the last (task, attempt)s run: a late resend of one is ack
 
 
 @dataclass(frozen=True)
-class Heard:
+class Heard(StateEvent):
     master: MasterView
     successors: tuple[tuple[int, Address], ...]
-    now: float
     room: bool = True  # the pilot could start a task now (its startd has room)
 
 
 @dataclass(frozen=True)
-class Arrived:
+class Arrived(StateEvent):
     kind: str
     payload: Any
-    now: float
     wall: float
     can_run: bool = True  # the pilot's executor still takes tasks (its glidein is not retiring)
 
 
 @dataclass(frozen=True)
-class EndChecked:
-    epoch: int
+class EndChecked(StateEvent):
+    check: CheckEnd  # the check it answers
     gone: bool | None  # the Task Queue no longer has this pilot (None: it did not answer)
-    reason: str
-    now: float
 
 
 @dataclass(frozen=True)
-class Named:
+class Named(StateEvent):
     master: MasterView | None
-    now: float
 
 
 @dataclass(frozen=True)
-class Greeted:
-    master: MasterView
+class Greeted(StateEvent):
+    meet: Meet  # the hello it answers
     answer: Any  # None: not the master (any more)
-    resend: bool
-    now: float
 
 
 @dataclass(frozen=True)
-class Acked:
+class Acked(StateEvent):
     key: Key
     answer: Any  # None, "pending", True, "synced"; NO_ANSWER when none came
-    now: float
 
 
 NO_ANSWER: Any = object()
 
 
 @dataclass(frozen=True)
-class Ended:
+class Ended(StateEvent):
     completion: Completion
-    now: float
 
 
 @dataclass(frozen=True)
-class GaveBack:
+class GaveBack(StateEvent):
     key: Key
-    now: float
 
 
 @dataclass(frozen=True)
-class Probed:
-    alive: bool
-    now: float
-
-
-@dataclass(frozen=True)
-class ClaimAnswered:
+class ClaimAnswered(StateEvent):
     granted: bool
     master: MasterView | None  # the master the Task Queue names (this pilot when granted)
     pilots: Sequence[Any]  # the site's live pilots (a granted claim)
-    now: float
     lost: str = ""  # the Task Queue forgot or refuses this pilot: it leaves
 
 
@@ -164,7 +148,7 @@ Event = Union[
     Ended,
     GaveBack,
     Tick,
-    Probed,
+    ProbeEnded,
     ClaimAnswered,
 ]
 
@@ -187,8 +171,12 @@ class Meet:
 @dataclass(frozen=True)
 class SendDone:
     master: MasterView
-    key: Key
-    completion: Completion
+    done: codec.Done  # this pilot's completion, as the message
+
+    @property
+    def key(self) -> Key:
+        completion = self.done.completion
+        return (completion.task_id, completion.attempt)
 
 
 @dataclass(frozen=True)
@@ -206,11 +194,6 @@ class ReplyBusy:
 class CheckEnd:
     epoch: int
     reason: str
-
-
-@dataclass(frozen=True)
-class Probe:
-    master: MasterView
 
 
 @dataclass(frozen=True)
@@ -374,10 +357,12 @@ class WorkerState:
         if event.answer is None:
             self.succession.forget(event.now)
             return []
-        out = self._held(event.answer, event.master.epoch)
+        epoch = event.meet.master.epoch
+        out = self._held(event.answer, epoch)
         if event.answer != codec.PENDING:
-            self._met = max(self._met, event.master.epoch)
-        return out + (self._sends(self.outbox.everything(), event.now) if event.resend else [])
+            self._met = max(self._met, epoch)
+        resend = event.meet.resend
+        return out + (self._sends(self.outbox.everything(), event.now) if resend else [])
 
     def _held(self, answer: Any, epoch: int) -> list[Instruction]:
         """A master's answer: ``"pending"`` (held until it has this pilot's key) too often in a
@@ -437,15 +422,16 @@ class WorkerState:
         return [Log(logging.INFO, f"pilot {self.pilot_id}: the master of epoch {epoch} leaves")]
 
     def _on_end_checked(self, event: EndChecked) -> list[Instruction]:
-        who = f"pilot {self.pilot_id}: {event.reason} (the master of epoch {event.epoch})"
+        check = event.check
+        who = f"pilot {self.pilot_id}: {check.reason} (the master of epoch {check.epoch})"
         if event.gone is None:  # asked again soon: the master that told it may not tell again
-            self._recheck = (event.now + self.resend_after, CheckEnd(event.epoch, event.reason))
+            self._recheck = (event.now + self.resend_after, check)
             return []
         self._recheck = None
         if event.gone:
             return [
                 Log(logging.WARNING, f"{who}; the Task Queue agrees: leaving"),
-                Leave(event.reason),
+                Leave(check.reason),
             ]
         return [Log(logging.WARNING, f"{who}; the Task Queue still has this pilot: it stays")]
 
@@ -494,7 +480,7 @@ class WorkerState:
             return []
         for key, _ in items:
             self.outbox.sent(key, now)
-        return [SendDone(master, key, completion) for key, completion in items]
+        return [SendDone(master, codec.Done(self.pilot_id, completion)) for _, completion in items]
 
     def _on_acked(self, event: Acked) -> list[Instruction]:
         if event.answer is NO_ANSWER:
@@ -522,7 +508,7 @@ class WorkerState:
         action = self.succession.next_action(event.now)
         master = self.master
         if action is Action.PROBE and master is not None:
-            return [Probe(master)]
+            return [Probe(master.pilot_id, master.address)]
         if action is Action.CLAIM:
             lower = tuple(
                 (pilot, self.addresses.get(pilot))
@@ -540,9 +526,9 @@ class WorkerState:
             wait = min(wait, max(0.0, self._recheck[0] - now))
         return wait
 
-    def _on_probed(self, event: Probed) -> list[Instruction]:
+    def _on_probed(self, event: ProbeEnded) -> list[Instruction]:
         master = self.master
-        if not event.alive:
+        if not event.answered:
             self.succession.probe_failed(event.now)
             who = master.pilot_id if master is not None else "?"
             return [Log(logging.INFO, f"pilot {self.pilot_id}: the master (pilot {who}) is silent")]
@@ -559,7 +545,7 @@ class WorkerState:
             return self._become_master(named.epoch, event.pilots, event.now)
         dead = self.master
         if named is not None and (dead is None or named.epoch > dead.epoch):
-            return self._on_named(Named(named, event.now))  # another pilot took it
+            return self._on_named(Named(event.now, named))  # another pilot took it
         # Else the Task Queue still hears the master found dead (its timeout has not run out),
         # or a lower-id pilot should claim: the claim is retried shortly.
         return []
@@ -591,6 +577,6 @@ _HANDLERS: dict[type, Any] = {
     Ended: WorkerState._on_ended,
     GaveBack: WorkerState._on_gave_back,
     Tick: WorkerState._on_tick,
-    Probed: WorkerState._on_probed,
+    ProbeEnded: WorkerState._on_probed,
     ClaimAnswered: WorkerState._on_claim_answered,
 }

@@ -306,7 +306,7 @@ class SiteModel:
             self._worker_do(pilot, core.granted(1, (), self.now))
         elif self.tq.master is not None:
             view = MasterView(self.tq.master, ("m", self.tq.master), self.tq.epoch)
-            self._worker(pilot, ws.Named(view, self.now))
+            self._worker(pilot, ws.Named(self.now, view))
 
     def alive(self, pilot_id: int) -> Pilot | None:
         return self.pilots.get(pilot_id)
@@ -342,12 +342,11 @@ class SiteModel:
             elif isinstance(ins, ws.Meet):
                 self._to_master(p, ins.master, ins.hello, self._greeted(p, ins))
             elif isinstance(ins, ws.SendDone):
-                done = codec.Done(p, ins.completion)
-                self._to_master(p, ins.master, done, self._acked(p, ins.key))
+                self._to_master(p, ins.master, ins.done, self._acked(p, ins.key))
             elif isinstance(ins, ws.CheckEnd):
                 self._ask(p, ins)
-            elif isinstance(ins, ws.Probe):
-                self._probe_master(p, ins.master)
+            elif isinstance(ins, machine.Probe):
+                self._probe(p, ins, lambda event: self._worker_if(p, event))
             elif isinstance(ins, ws.Claim):
                 self._claim_role(p, ins)
             elif isinstance(ins, ws.BecomeMaster):
@@ -363,7 +362,7 @@ class SiteModel:
         def then(answer: Any) -> None:
             pilot = self.alive(p)
             if pilot is not None and answer is not ws.NO_ANSWER:
-                self._worker(pilot, ws.Greeted(meet.master, answer, meet.resend, self.now))
+                self._worker(pilot, ws.Greeted(self.now, meet, answer))
 
         return then
 
@@ -371,7 +370,7 @@ class SiteModel:
         def then(answer: Any) -> None:
             pilot = self.alive(p)
             if pilot is not None:
-                self._worker(pilot, ws.Acked(key, answer, self.now))
+                self._worker(pilot, ws.Acked(self.now, key, answer))
 
         return then
 
@@ -401,13 +400,13 @@ class SiteModel:
         self._fly(f"{kind} {p}->{view.pilot_id}", go, lambda: then(ws.NO_ANSWER))
 
     def _ask(self, p: int, ins: ws.CheckEnd) -> None:
-        unknown = ws.EndChecked(ins.epoch, None, ins.reason, self.now)  # no answer came
+        unknown = ws.EndChecked(self.now, ins, None)  # no answer came
         self._fly(
             f"heartbeat {p}", lambda: self._check_end(p, ins), lambda: self._worker_if(p, unknown)
         )
 
     def _claim_role(self, p: int, ins: ws.Claim) -> None:
-        failed = ws.ClaimAnswered(False, None, (), self.now)  # the call failed
+        failed = ws.ClaimAnswered(self.now, False, None, ())  # the call failed
         self._fly(f"claim {p}", lambda: self._claim(p, ins), lambda: self._worker_if(p, failed))
 
     def _check_end(self, p: int, ins: ws.CheckEnd) -> Callable[[], None] | None:
@@ -419,20 +418,23 @@ class SiteModel:
         pilot = self.alive(p)
         if pilot is None:
             return None
-        return lambda: self._worker_if(p, ws.EndChecked(ins.epoch, gone, ins.reason, self.now))
+        return lambda: self._worker_if(p, ws.EndChecked(self.now, ins, gone))
 
     def _worker_if(self, p: int, event: Any) -> None:
         pilot = self.alive(p)
         if pilot is not None:
             self._worker(pilot, event)
 
-    def _probe_master(self, p: int, view: MasterView) -> None:
+    def _probe(self, p: int, ins: machine.Probe, feed: Callable[[Any], None]) -> None:
+        """Pilot ``p`` pings another (its master, a suspect worker); ``feed`` takes the end."""
+        target = ins.pilot_id
+
         def go() -> Callable[[], None] | None:
-            alive = self.alive(view.pilot_id) is not None
-            return lambda: self._worker_if(p, ws.Probed(alive, self.now))
+            answered = self.alive(target) is not None
+            return lambda: feed(machine.ProbeEnded(self.now, target, answered))
 
         self._fly(
-            f"ping {p}->{view.pilot_id}", go, lambda: self._worker_if(p, ws.Probed(False, self.now))
+            f"ping {p}->{target}", go, lambda: feed(machine.ProbeEnded(self.now, target, False))
         )
 
     def _claim(self, p: int, ins: ws.Claim) -> Callable[[], None] | None:
@@ -440,11 +442,11 @@ class SiteModel:
         try:
             granted, view, pilots = self.tq.claim(p, unreachable, self.now)
         except Gone as exc:
-            lost = ws.ClaimAnswered(False, None, (), self.now, str(exc))
+            lost = ws.ClaimAnswered(self.now, False, None, (), str(exc))
             return lambda: self._worker_if(p, lost)
         if granted:
             self.trace.append(f"{self.now:.1f} pilot {p} is the master of epoch {view.epoch}")
-        return lambda: self._worker_if(p, ws.ClaimAnswered(granted, view, pilots, self.now))
+        return lambda: self._worker_if(p, ws.ClaimAnswered(self.now, granted, view, pilots))
 
     def _become_master(self, pilot: Pilot, ins: ws.BecomeMaster) -> None:
         p = pilot.pilot_id
@@ -491,24 +493,10 @@ class SiteModel:
             self._master_if(p, core, ms.Solved(self.now, result, None))
         elif isinstance(ins, ms.Deliver):
             self._deliver(p, core, ins)
-        elif isinstance(ins, ms.Probe):
-            target = ins.pilot_id
-
-            def ping() -> Callable[[], None] | None:
-                answered = self.alive(target) is not None
-                return lambda: self._master_if(p, core, ms.ProbeEnded(self.now, target, answered))
-
-            self._fly(
-                f"ping {p}->{target}",
-                ping,
-                lambda: self._master_if(p, core, ms.ProbeEnded(self.now, target, False)),
-            )
-        elif isinstance(ins, ms.SendEnd):
-            self._to_worker(epoch, ins.pilot_id, ins.key, codec.End(ins.reason), _ignore)
-        elif isinstance(ins, ms.SendResign):
-            self._to_worker(
-                epoch, ins.pilot_id, ins.key, codec.Resign(ins.successors), lambda value: None
-            )
+        elif isinstance(ins, machine.Probe):
+            self._probe(p, ins, lambda event: self._master_if(p, core, event))
+        elif isinstance(ins, ms.Send):
+            self._to_worker(epoch, ins.pilot_id, ins.key, ins.message, _ignore)
         elif isinstance(ins, ms.ArmTimer):
             pilot.master_timer = ins.at
         elif isinstance(ins, ms.StepDown):
@@ -553,7 +541,7 @@ class SiteModel:
             for other in list(self.pilots.values()):
                 if other.pilot_id == p or self.rng.random() < 0.05:  # a reply lost in the tree
                     continue
-                event = ws.Heard(master, core.book.successors(), self.now)
+                event = ws.Heard(self.now, master, core.book.successors())
                 out = self._worker(other, event)
                 reply = out[-1]
                 if isinstance(reply, ws.ReplyBusy):
@@ -598,7 +586,7 @@ class SiteModel:
             pilot = self.alive(target)
             if pilot is None:
                 return lambda: then(ws.NO_ANSWER)
-            out = self._worker(pilot, ws.Arrived(kind, payload, self.now, WALL + self.now))
+            out = self._worker(pilot, ws.Arrived(self.now, kind, payload, WALL + self.now))
             answer = next(i.value for i in out if isinstance(i, machine.Answer))
             try:
                 value = codec.open_answer(key, kind, payload[2], answer)
@@ -687,7 +675,7 @@ class SiteModel:
             return
         done = pilot.reporting
         key = (done.task_id, done.attempt)
-        self._worker(pilot, ws.Ended(done, self.now))
+        self._worker(pilot, ws.Ended(self.now, done))
         if pilot.worker.acknowledged(key):
             pilot.worker.finish(key)
             pilot.reporting = None

@@ -247,16 +247,17 @@ def test_a_dead_worker_is_reported_in_the_next_sync() -> None:
     site.ranks = {7: {}}  # worker 8 is silent
     for now in (0.1, 20.1, 40.1):  # three rounds missed
         site.feed(machine.Tick(now))
-    assert of(site.out, ms.Probe) == [ms.Probe(8, ("127.0.0.1", 4008))]
-    out = state.handle(ms.ProbeEnded(41.0, 8, False))
-    assert 8 in state.book.workers and not of(out, ms.SendEnd)  # within the grace: a suspect
+    assert of(site.out, machine.Probe) == [machine.Probe(8, ("127.0.0.1", 4008))]
+    out = state.handle(machine.ProbeEnded(41.0, 8, False))
+    assert 8 in state.book.workers and not of(out, ms.Send)  # within the grace: a suspect
     site.out.clear()
     site.feed(machine.Tick(60.1))
-    assert of(site.out, ms.Probe) == [ms.Probe(8, ("127.0.0.1", 4008))]  # probed again
+    assert of(site.out, machine.Probe) == [machine.Probe(8, ("127.0.0.1", 4008))]  # again
     site.out.clear()
-    site.feed(ms.ProbeEnded(101.0, 8, False))
+    site.feed(machine.ProbeEnded(101.0, 8, False))
     reason = "the Task Queue no longer has this pilot"
-    assert of(site.out, ms.SendEnd) == [ms.SendEnd(8, ("127.0.0.1", 4008), key(8), reason)]
+    end = ms.Send(8, ("127.0.0.1", 4008), key(8), messages.End(reason))
+    assert of(site.out, ms.Send) == [end]
     assert 8 not in state.book.workers
     assert site.syncs[-1].report.dead == (8,)  # the next call says so
 
@@ -276,9 +277,10 @@ def test_close_makes_a_last_sync_then_resigns() -> None:
     (last,) = of(state.handle(machine.Tick(1.6)), ms.CallSync)
     assert [c.task_id for _, c in last.report.completions] == [41]
     out = state.handle(ms.SyncAnswered(1.7, last.call))
-    resigns = of(out, ms.SendResign)
+    resigns = of(out, ms.Send)
     assert [(r.pilot_id, r.key) for r in resigns] == [(7, key(7)), (8, key(8))]
-    assert resigns[0].successors == ((7, ("127.0.0.1", 4007)), (8, ("127.0.0.1", 4008)))
+    successors = ((7, ("127.0.0.1", 4007)), (8, ("127.0.0.1", 4008)))
+    assert [r.message for r in resigns] == [messages.Resign(successors)] * 2
     assert out[-1] == ms.Finished(True) and not state.active and state.clean
 
 
