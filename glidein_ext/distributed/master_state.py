@@ -67,9 +67,8 @@ from typing import Any, Generic, TypeVar, Union
 from glidein_ext.dht import wire
 from glidein_ext.dht.protocol import BODY_BUDGET
 from glidein_ext.distributed import codec as messages
-from glidein_ext.distributed import machine
 from glidein_ext.distributed.door import Admitted, Decision, Door, Pending, Refused, Role
-from glidein_ext.distributed.machine import Answer, Log, StateEvent, Tick
+from glidein_ext.distributed.machine import Answer, Log, Probe, ProbeEnded, StateEvent, Tick
 from glidein_ext.distributed.phases import RoundPhases
 from glidein_ext.errors import MissingDependencyError
 from glidein_ext.sched.assign import FALLBACK_METHOD, assign, other_method
@@ -98,11 +97,6 @@ BROADCAST_FLOOR = 0.5  # seconds: the shortest TaskList wait
 BROADCAST_SAMPLES = 16  # recent broadcasts the wait is fitted to
 
 OfferT = TypeVar("OfferT", bound=HasTaskId)
-
-# A suspect worker's probe and its end are the machines' shared ones (a worker probes its master
-# alike), under the master's names too.
-Probe = machine.Probe
-ProbeEnded = machine.ProbeEnded
 
 
 # --- events ------------------------------------------------------------------------------------

@@ -89,7 +89,7 @@ class SiteMaster:
             ms.Broadcast: self._broadcast,
             ms.Solve: self._solve,
             ms.Deliver: self.run_task,
-            ms.Probe: self._probe,
+            machine.Probe: self._probe,
         }
 
     # --- events in, instructions out ---
@@ -143,9 +143,9 @@ class SiteMaster:
         worker.current, worker.last_done = 0, task.task_id
         self._feed(ms.LocalDone(ctx.env.now, pilot_id, outcome))
 
-    def _probe(self, ins: ms.Probe) -> Generator[Any, Any, None]:
+    def _probe(self, ins: machine.Probe) -> Generator[Any, Any, None]:
         yield self.ctx.env.timeout(2 * self.ctx.config.network.lan_latency)
-        self._feed(ms.ProbeEnded(self.ctx.env.now, ins.pilot_id, ins.pilot_id in self.workers))
+        self._feed(machine.ProbeEnded(self.ctx.env.now, ins.pilot_id, ins.pilot_id in self.workers))
 
     # --- the master ---
 
