@@ -159,7 +159,7 @@ def wrapper(
 
     from glidein_ext.errors import UsageError
     from glidein_ext.glidein.handoff.wiring import TqOptions, load_token
-    from glidein_ext.glidein.settings import load_settings
+    from glidein_ext.glidein.settings import Settings
     from glidein_ext.glidein.wrapper import GlideinWrapper, WrapperConfig
     from glidein_ext.timefmt import parse_duration
 
@@ -167,7 +167,7 @@ def wrapper(
         if value is not None and not re.fullmatch(r"[A-Za-z0-9_.@:+-]{1,200}", value):
             raise UsageError(f"{option} {value!r}: use letters, digits and _ . @ : + - only")
 
-    settings = load_settings(
+    settings = Settings.load(
         config_file,
         overrides={
             "cron_period": cron_period,
