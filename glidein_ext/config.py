@@ -1,10 +1,10 @@
 """Layered settings, generic: packaged defaults < TOML file < environment < command-line flags.
 
 Each part of the product declares its own frozen dataclass of settings beside its users
-(``glidein/settings.py``, ``agent/settings.py``, ``dht/settings.py``,
-``tq/service/settings.py``) and loads it with :func:`load_layers` under its own prefix: the file
-is ``--config FILE`` or ``$<PREFIX>CONFIG``; a key ``name`` is overridden by ``$<PREFIX><NAME>``
-and then by a flag.  Values are checked here, once, and a bad value raises ConfigError naming the
+(``glidein/settings.py``, ``agent/settings.py``, ``tq/service/settings.py``), a
+:class:`LayeredSettings` naming its own prefix, and loads it with ``load()``: the file is
+``--config FILE`` or ``$<PREFIX>CONFIG``; a key ``name`` is overridden by ``$<PREFIX><NAME>`` and
+then by a flag.  Values are checked here, once, and a bad value raises ConfigError naming the
 setting and where it came from.
 """
 
@@ -13,21 +13,12 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from typing import Self
 
 from glidein_ext.errors import ConfigError
-
-
-class LayeredSettings(Protocol):
-    """A frozen dataclass of settings with a ``check()`` that validates it."""
-
-    def check(self) -> Self: ...
-
-
-S = TypeVar("S", bound=LayeredSettings)
 
 
 def _coerce(name: str, raw: Any, kind: type, origin: str) -> Any:
@@ -77,39 +68,49 @@ def read_toml(path: str) -> dict[str, Any]:
     return data
 
 
-def load_layers(
-    cls: type[S],
-    env_prefix: str,
-    config_file: str | None = None,
-    env: Mapping[str, str] | None = None,
-    overrides: Mapping[str, Any] | None = None,
-) -> S:
-    """Build ``cls`` from the layers: its defaults < the TOML file (``config_file`` or
-    ``$<env_prefix>CONFIG``) < ``$<env_prefix><NAME>`` < ``overrides`` (flags; None ignored)."""
-    environ = os.environ if env is None else env
-    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
-    defaults = cls()
-    kinds = {name: type(getattr(defaults, name)) for name in names}
-    values: dict[str, Any] = {}
+class LayeredSettings:
+    """The base of a part's frozen dataclass of settings: ``env_prefix`` (a ClassVar) names its
+    environment variables, ``check()`` validates it, ``load()`` builds it from the layers."""
 
-    path = config_file or environ.get(f"{env_prefix}CONFIG")
-    if path:
-        data = read_toml(path)
-        for key, raw in data.items():
-            if key not in kinds:
-                raise ConfigError(f"config file {path}: unknown setting {key!r}")
-            values[key] = _coerce(key, raw, kinds[key], f"config file {path}")
+    env_prefix: ClassVar[str]
 
-    for name in names:
-        env_name = f"{env_prefix}{name.upper()}"
-        if env_name in environ:
-            values[name] = _coerce(name, environ[env_name], kinds[name], f"${env_name}")
+    def check(self) -> Self:
+        """These settings, each value checked; ConfigError names a bad one."""
+        return self
 
-    for name, raw in (overrides or {}).items():
-        if raw is None:
-            continue
-        if name not in kinds:
-            raise ConfigError(f"unknown setting {name!r}")
-        values[name] = _coerce(name, raw, kinds[name], f"--{name.replace('_', '-')}")
+    @classmethod
+    def load(
+        cls,
+        config_file: str | None = None,
+        env: Mapping[str, str] | None = None,
+        overrides: Mapping[str, Any] | None = None,
+    ) -> Self:
+        """The settings from the layers: the defaults < the TOML file (``config_file`` or
+        ``$<env_prefix>CONFIG``) < ``$<env_prefix><NAME>`` < ``overrides`` (flags; None ignored)."""
+        environ = os.environ if env is None else env
+        names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+        defaults = cls()
+        kinds = {name: type(getattr(defaults, name)) for name in names}
+        values: dict[str, Any] = {}
 
-    return cls(**values).check()
+        path = config_file or environ.get(f"{cls.env_prefix}CONFIG")
+        if path:
+            data = read_toml(path)
+            for key, raw in data.items():
+                if key not in kinds:
+                    raise ConfigError(f"config file {path}: unknown setting {key!r}")
+                values[key] = _coerce(key, raw, kinds[key], f"config file {path}")
+
+        for name in names:
+            env_name = f"{cls.env_prefix}{name.upper()}"
+            if env_name in environ:
+                values[name] = _coerce(name, environ[env_name], kinds[name], f"${env_name}")
+
+        for name, raw in (overrides or {}).items():
+            if raw is None:
+                continue
+            if name not in kinds:
+                raise ConfigError(f"unknown setting {name!r}")
+            values[name] = _coerce(name, raw, kinds[name], f"--{name.replace('_', '-')}")
+
+        return cls(**values).check()

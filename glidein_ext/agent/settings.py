@@ -1,22 +1,21 @@
 """The pilot agent's settings (``GLIDEIN_EXT_PILOT_*``): the one place for its defaults.
 
-Layered by :func:`glidein_ext.config.load_layers`: packaged defaults < TOML file (``--config FILE``
-or ``$GLIDEIN_EXT_PILOT_CONFIG``) < ``$GLIDEIN_EXT_PILOT_<NAME>`` < ``glidein-ext pilot run`` flags.
+Layered by ``AgentSettings.load()`` (:class:`glidein_ext.config.LayeredSettings`): packaged
+defaults < TOML file (``--config FILE`` or ``$GLIDEIN_EXT_PILOT_CONFIG``) <
+``$GLIDEIN_EXT_PILOT_<NAME>`` < ``glidein-ext pilot run`` flags.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
 from glidein_ext.cache.lru import cache_capacity
-from glidein_ext.config import load_layers
+from glidein_ext.config import LayeredSettings
 from glidein_ext.errors import CacheError, ConfigError
 from glidein_ext.sched.assign import DEFAULT_METHOD, method_problem
 
-ENV_PREFIX = "GLIDEIN_EXT_PILOT_"
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORECASE)
 # The settings that must be above 0: the waits of the agent, the distributed rounds and the SE.
@@ -39,8 +38,10 @@ def parse_size(text: str) -> int:
 
 
 @dataclass(frozen=True)
-class AgentSettings:
+class AgentSettings(LayeredSettings):
     """Every tunable of the pilot agent, with its packaged default."""
+
+    env_prefix: ClassVar[str] = "GLIDEIN_EXT_PILOT_"
 
     # Resources the pilot registers (Hasham 2011 §IV-E) and offers to tasks.
     cpus: int = 1
@@ -115,12 +116,3 @@ class AgentSettings:
         except CacheError as exc:
             raise ConfigError(f"settings cache_max_space/cache_min_threshold: {exc}") from None
         return self
-
-
-def load_agent_settings(
-    config_file: str | None = None,
-    env: Mapping[str, str] | None = None,
-    overrides: Mapping[str, Any] | None = None,
-) -> AgentSettings:
-    """AgentSettings from the layers; ``overrides`` are flags (None values are ignored)."""
-    return load_layers(AgentSettings, ENV_PREFIX, config_file, env, overrides)

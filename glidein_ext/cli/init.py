@@ -30,12 +30,12 @@ def init(
     """Write glidein.json and the first .pilot.ad (USED_FRACTION1k = 0)."""
     from glidein_ext.errors import UsageError
     from glidein_ext.glidein.info import GlideinInfo
-    from glidein_ext.glidein.settings import load_settings
+    from glidein_ext.glidein.settings import Settings
     from glidein_ext.glidein.startup import init_glidein
 
     if not os.path.isdir(start_dir):
         raise UsageError(f"start dir {start_dir} is not a directory")
-    settings = load_settings(config_file, overrides={"priority_factor": priority_factor})
+    settings = Settings.load(config_file, overrides={"priority_factor": priority_factor})
     now = int(time.time())
     info = GlideinInfo(
         cpus=cpus,

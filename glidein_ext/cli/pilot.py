@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import re
@@ -178,7 +179,6 @@ def run(**opts: Any) -> None:
     from glidein_ext.agent.agent import PilotAgent
     from glidein_ext.agent.checks import run_checks
     from glidein_ext.agent.config import agent_config, pilot_token, workdir_checks
-    from glidein_ext.agent.settings import load_agent_settings
     from glidein_ext.agent.swarm import Swarm, swarm_configs
     from glidein_ext.cache.se import condition
     from glidein_ext.tq.client.endpoints import parse_endpoints
@@ -192,8 +192,8 @@ def run(**opts: Any) -> None:
     if opts["se_condition"]:
         table = condition(opts["se_condition"])
         opts["se_delay"], opts["se_failure_rate"] = table.delay_factor, table.failure_rate
-    layered = {name: opts[name] for name in AgentSettings.__dataclass_fields__}
-    settings = load_agent_settings(opts["config_file"], os.environ, overrides=layered)
+    layered = {f.name: opts[f.name] for f in dataclasses.fields(AgentSettings)}
+    settings = AgentSettings.load(opts["config_file"], os.environ, overrides=layered)
     # A credential's file (per pilot, private) wins over the shared token (small setups).
     token = pilot_token(settings, opts["token"], os.environ)
     url = ",".join(opts["url"]) or os.environ.get(URL_ENV, "")

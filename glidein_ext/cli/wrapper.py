@@ -5,10 +5,25 @@ from __future__ import annotations
 import os
 import re
 from importlib import resources
+from typing import Any
 
 import click
 
 GLIDEIN_SNIPPET = "50-glidein-ext-glidein.config"
+# The flags that go as they are into the glidein's Settings (layered over its file and
+# environment), its TqOptions and its WrapperConfig (glidein.wrapper), each under its own name.
+SETTINGS_FLAGS = ("cron_period", "priority_factor", "deadline_margin", "max_vacate_time")
+TQ_FLAGS = ("fetch_delay", "se", "se_dir", "dht_bind", "pilot_config")
+WRAPPER_FLAGS = (
+    "launcher",
+    "extra_config",
+    "condor_master",
+    "static_slots",
+    "collector",
+    "site",
+    "agent_only",
+    "watch_pid",
+)
 
 
 def default_snippet() -> str:
@@ -59,7 +74,7 @@ def default_snippet() -> str:
 @click.option("--config", "config_file", default=None, help="glidein-ext settings file (TOML).")
 @click.option(
     "--condor-config-line",
-    "extra",
+    "extra_config",
     multiple=True,
     help="Extra HTCondor config line (repeatable), after the snippet.",
 )
@@ -118,39 +133,7 @@ def default_snippet() -> str:
     help="With --agent-only: leave when this process (the glidein's) has ended.",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Log the agent's every step.")
-def wrapper(
-    start_dir: str,
-    cpus: int | None,
-    memory_mb: int | None,
-    name: str | None,
-    base_config: str | None,
-    collector: str | None,
-    site: str | None,
-    snippet: str | None,
-    launcher: str | None,
-    lifetime: str | None,
-    retire_after: str | None,
-    cron_period: int | None,
-    priority_factor: int | None,
-    deadline_margin: int | None,
-    max_vacate_time: int | None,
-    config_file: str | None,
-    extra: tuple[str, ...],
-    condor_master: str,
-    static_slots: bool,
-    tq_url: str | None,
-    tq_token_file: str | None,
-    tq_ca_file: str | None,
-    tq_lanes: int | None,
-    fetch_delay: int,
-    se: str,
-    se_dir: str | None,
-    dht_bind: str | None,
-    pilot_config: str | None,
-    agent_only: bool,
-    watch_pid: int | None,
-    verbose: bool,
-) -> None:
+def wrapper(**opts: Any) -> None:
     """Write .pilot.ad, start condor_master with the glidein config, obey .site.ad.
 
     With --tq, also run the pilot agent: the startd pulls Task Queue tasks through its
@@ -159,22 +142,18 @@ def wrapper(
 
     from glidein_ext.errors import UsageError
     from glidein_ext.glidein.handoff.wiring import TqOptions, load_token
-    from glidein_ext.glidein.settings import load_settings
+    from glidein_ext.glidein.settings import Settings
     from glidein_ext.glidein.wrapper import GlideinWrapper, WrapperConfig
     from glidein_ext.timefmt import parse_duration
 
-    for option, value in (("--name", name), ("--site", site), ("--collector", collector)):
+    site, tq_url = opts["site"], opts["tq_url"]
+    for option in ("name", "site", "collector"):
+        value = opts[option]
         if value is not None and not re.fullmatch(r"[A-Za-z0-9_.@:+-]{1,200}", value):
-            raise UsageError(f"{option} {value!r}: use letters, digits and _ . @ : + - only")
+            raise UsageError(f"--{option} {value!r}: use letters, digits and _ . @ : + - only")
 
-    settings = load_settings(
-        config_file,
-        overrides={
-            "cron_period": cron_period,
-            "priority_factor": priority_factor,
-            "deadline_margin": deadline_margin,
-            "max_vacate_time": max_vacate_time,
-        },
+    settings = Settings.load(
+        opts["config_file"], overrides={name: opts[name] for name in SETTINGS_FLAGS}
     )
     tq = None
     if tq_url is not None:
@@ -190,43 +169,32 @@ def wrapper(
         tq = TqOptions(
             url=tq_url,
             site=site,
-            token=load_token(tq_token_file, pilot_config, os.environ),
-            ca_file=os.path.abspath(tq_ca_file) if tq_ca_file else None,
-            lanes=tq_lanes,
-            fetch_delay=fetch_delay,
-            se=se,
-            se_dir=se_dir,
-            dht_bind=dht_bind,
-            pilot_config=pilot_config,
+            token=load_token(opts["tq_token_file"], opts["pilot_config"], os.environ),
+            ca_file=os.path.abspath(opts["tq_ca_file"]) if opts["tq_ca_file"] else None,
+            lanes=opts["tq_lanes"],
+            **{name: opts[name] for name in TQ_FLAGS},
         )
         logging.basicConfig(
-            level=logging.INFO if verbose else logging.WARNING,
+            level=logging.INFO if opts["verbose"] else logging.WARNING,
             format="glidein-ext agent %(asctime)s %(levelname)s %(name)s %(message)s",
         )
         # What a site operator reads in the glidein's log: the lanes coming and going.
         logging.getLogger("glidein_ext.agent.glidein").setLevel(logging.INFO)
-    elif agent_only:
+    elif opts["agent_only"]:
         raise UsageError("--agent-only needs --tq")
-    ncpus = cpus or os.cpu_count() or 1
+    ncpus = opts["cpus"] or os.cpu_count() or 1
     cfg = WrapperConfig(
-        start_dir=os.path.abspath(start_dir),
+        start_dir=os.path.abspath(opts["start_dir"]),
         cpus=ncpus,
-        memory_mb=memory_mb or 2048 * ncpus,
-        name=name or f"glidein_{os.getpid()}",
-        snippet=os.path.abspath(snippet) if snippet else default_snippet(),
-        base_config=os.path.abspath(base_config) if base_config else None,
-        launcher=launcher,
-        lifetime=parse_duration(lifetime) if lifetime else None,
-        retire_after=parse_duration(retire_after) if retire_after else None,
+        memory_mb=opts["memory_mb"] or 2048 * ncpus,
+        name=opts["name"] or f"glidein_{os.getpid()}",
+        snippet=os.path.abspath(opts["snippet"]) if opts["snippet"] else default_snippet(),
+        base_config=os.path.abspath(opts["base_config"]) if opts["base_config"] else None,
+        lifetime=parse_duration(opts["lifetime"]) if opts["lifetime"] else None,
+        retire_after=parse_duration(opts["retire_after"]) if opts["retire_after"] else None,
         settings=settings,
-        extra_config=extra,
-        condor_master=condor_master,
-        static_slots=static_slots,
-        collector=collector,
-        site=site,
         tq=tq,
-        agent_only=agent_only,
-        watch_pid=watch_pid,
+        **{name: opts[name] for name in WRAPPER_FLAGS},
     )
 
     def log(message: str) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from glidein_ext.adfile import write_text_atomic
 from glidein_ext.errors import ConfigError, StateError
@@ -20,6 +19,7 @@ from glidein_ext.glidein.jobtimes import (
     TimeSource,
     parse_sources,
 )
+from glidein_ext.glidein.jsonfields import optional_int
 
 STATE_DIR = ".glidein-ext"
 INFO_FILE = "glidein.json"
@@ -65,15 +65,6 @@ def save_info(start_dir: str, info: GlideinInfo) -> None:
     write_text_atomic(path, json.dumps(asdict(info), indent=1, sort_keys=True) + "\n")
 
 
-def _int_or_none(data: dict[str, Any], key: str) -> int | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise StateError(f"glidein.json: {key} must be an integer")
-    return value
-
-
 def load_info(start_dir: str) -> GlideinInfo:
     """Read glidein.json; StateError if it is missing or malformed."""
     path = os.path.join(state_dir(start_dir), INFO_FILE)
@@ -92,16 +83,21 @@ def load_info(start_dir: str) -> GlideinInfo:
         raise StateError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise StateError(f"{path}: not a JSON object")
-    cpus = _int_or_none(data, "cpus")
-    start = _int_or_none(data, "start_time")
+    try:
+        cpus, start, todie, retire_time, priority_factor = (
+            optional_int(data, key)
+            for key in ("cpus", "start_time", "todie", "retire_time", "priority_factor")
+        )
+    except ValueError as exc:
+        raise StateError(f"{path}: {exc}") from None
     if cpus is None or cpus < 1 or start is None:
         raise StateError(f"{path}: cpus and start_time are required")
     info = GlideinInfo(
         cpus=cpus,
         start_time=start,
-        todie=_int_or_none(data, "todie"),
-        retire_time=_int_or_none(data, "retire_time"),
-        priority_factor=_int_or_none(data, "priority_factor") or 0,
+        todie=todie,
+        retire_time=retire_time,
+        priority_factor=priority_factor or 0,
         expected_end_sources=str(data.get("expected_end_sources", DEFAULT_EXPECTED_END_SOURCES)),
         max_end_sources=str(data.get("max_end_sources", DEFAULT_MAX_END_SOURCES)),
         name=str(data.get("name", "")),

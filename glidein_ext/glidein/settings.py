@@ -1,14 +1,13 @@
-"""The glidein side's settings (``GLIDEIN_EXT_*``), layered by ``glidein_ext.config.load_layers``:
+"""The glidein side's settings (``GLIDEIN_EXT_*``), layered by ``Settings.load()``:
 packaged defaults < TOML file (``--config FILE`` or ``$GLIDEIN_EXT_CONFIG``) < environment < flags.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
-from glidein_ext.config import load_layers
+from glidein_ext.config import LayeredSettings
 from glidein_ext.errors import ConfigError
 from glidein_ext.glidein.jobtimes import (
     DEFAULT_EXPECTED_END_SOURCES,
@@ -16,12 +15,12 @@ from glidein_ext.glidein.jobtimes import (
     parse_sources,
 )
 
-ENV_PREFIX = "GLIDEIN_EXT_"
-
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(LayeredSettings):
     """Every tunable of the glidein side, with its packaged default."""
+
+    env_prefix: ClassVar[str] = "GLIDEIN_EXT_"
 
     # Seconds between startd cron runs (STARTD_CRON_GLIDEINEXT_PERIOD); the heartbeat period.
     cron_period: int = 60
@@ -47,12 +46,3 @@ class Settings:
         parse_sources(self.expected_end_sources, allow_max=True)
         parse_sources(self.max_end_sources, allow_max=False)
         return self
-
-
-def load_settings(
-    config_file: str | None = None,
-    env: Mapping[str, str] | None = None,
-    overrides: Mapping[str, Any] | None = None,
-) -> Settings:
-    """The glidein side's Settings from the layers (``GLIDEIN_EXT_*``)."""
-    return load_layers(Settings, ENV_PREFIX, config_file, env, overrides)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from glidein_ext.errors import ConfigError, UsageError
-from glidein_ext.glidein.settings import Settings, load_settings
+from glidein_ext.glidein.settings import Settings
 from glidein_ext.timefmt import format_duration, format_relative, parse_deadline, parse_duration
 
 # A settings file is TOML: tomllib from Python 3.11, else the tomli package if installed; a worker
@@ -19,23 +19,23 @@ NO_TOML = "TOML needs Python 3.11\\+ or the tomli package"
 
 
 def test_layers_defaults_file_env_flags(tmp_path: Path) -> None:
-    assert load_settings(env={}) == Settings()
-    assert load_settings(env={"GLIDEIN_EXT_CRON_PERIOD": "20"}).cron_period == 20
+    assert Settings.load(env={}) == Settings()
+    assert Settings.load(env={"GLIDEIN_EXT_CRON_PERIOD": "20"}).cron_period == 20
     cfg = tmp_path / "g.toml"
     cfg.write_text("cron_period = 30\npriority_factor = 2\n")
     if not HAVE_TOML:
         with pytest.raises(ConfigError, match=NO_TOML):
-            load_settings(str(cfg), env={})
+            Settings.load(str(cfg), env={})
         return
-    assert load_settings(str(cfg), env={}).cron_period == 30
+    assert Settings.load(str(cfg), env={}).cron_period == 30
     env = {"GLIDEIN_EXT_CRON_PERIOD": "20"}
-    merged = load_settings(str(cfg), env=env)
+    merged = Settings.load(str(cfg), env=env)
     assert (merged.cron_period, merged.priority_factor) == (20, 2)
-    flagged = load_settings(
+    flagged = Settings.load(
         str(cfg), env=env, overrides={"cron_period": 10, "priority_factor": None}
     )
     assert (flagged.cron_period, flagged.priority_factor) == (10, 2)
-    assert load_settings(env={"GLIDEIN_EXT_CONFIG": str(cfg)}).cron_period == 30
+    assert Settings.load(env={"GLIDEIN_EXT_CONFIG": str(cfg)}).cron_period == 30
 
 
 @pytest.mark.parametrize(
@@ -55,12 +55,12 @@ def test_bad_settings(tmp_path: Path, content: str, env: dict[str, str], fragmen
     if content and not HAVE_TOML:
         fragment = NO_TOML
     with pytest.raises(ConfigError, match=fragment):
-        load_settings(str(cfg) if content else None, env=env)
+        Settings.load(str(cfg) if content else None, env=env)
 
 
 def test_missing_config_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
-        load_settings(str(tmp_path / "none.toml"), env={})
+        Settings.load(str(tmp_path / "none.toml"), env={})
 
 
 def test_durations() -> None:

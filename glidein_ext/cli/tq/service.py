@@ -58,11 +58,11 @@ def serve(
         raise UsageError(f"tq serve needs Python 3.11 or newer (this is {sys.version.split()[0]})")
     from glidein_ext.timefmt import parse_duration
     from glidein_ext.tq.service.server import serve as run_server
-    from glidein_ext.tq.service.settings import load_tq_settings
+    from glidein_ext.tq.service.settings import TqSettings
 
     if monitor_interval is not None:
         flags["monitor_interval"] = parse_duration(monitor_interval)
-    settings = load_tq_settings(config_file, overrides=flags)
+    settings = TqSettings.load(config_file, overrides=flags)
     _log_to_stderr(log_level)
     try:
         run_server(settings, port_file=port_file, announce=lambda line: click.echo(line, err=True))
@@ -105,12 +105,12 @@ def monitor(
     from glidein_ext.tq.manager.monitor import run_cycle
     from glidein_ext.tq.manager.sites import load_sites
     from glidein_ext.tq.service.server import PilotMonitorService, open_store
-    from glidein_ext.tq.service.settings import load_tq_settings
+    from glidein_ext.tq.service.settings import TqSettings
 
     if not once:
         raise UsageError("give --once (the periodic PilotMonitor runs in `tq serve --sites`)")
     sites = load_sites(sites_file)
-    settings = load_tq_settings(config_file, overrides={"database": database})
+    settings = TqSettings.load(config_file, overrides={"database": database})
     tq_url = url or f"http://{settings.host}:{settings.port}"
     store = open_store(settings)
     try:

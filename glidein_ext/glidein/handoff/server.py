@@ -54,6 +54,7 @@ from glidein_ext.glidein.handoff import link
 from glidein_ext.glidein.handoff.board import Board
 from glidein_ext.glidein.handoff.caller import CallerGate, ProcFs
 from glidein_ext.glidein.handoff.core import Key, SlotView
+from glidein_ext.glidein.jsonfields import optional_int
 
 log = logging.getLogger("glidein_ext.agent.hooks")
 DEADLINE = 10.0  # seconds a connection has to send its whole request
@@ -66,15 +67,6 @@ def _int(request: Mapping[str, Any], name: str, low: int = 0) -> int:
     value = request.get(name)
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ValueError(f"field {name!r} must be an integer >= {low}")
-    return value
-
-
-def _opt_int(request: Mapping[str, Any], name: str) -> int | None:
-    value = request.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"field {name!r} must be an integer or null")
     return value
 
 
@@ -134,8 +126,8 @@ def dispatch(
         board.exited(
             key,
             reason if isinstance(reason, str) else "exit",
-            _opt_int(request, "exit_code"),
-            _opt_int(request, "signal") if request.get("by_signal") is True else None,
+            optional_int(request, "exit_code"),
+            optional_int(request, "signal") if request.get("by_signal") is True else None,
         )
         return {"ok": True}
     if op == "status":

@@ -66,9 +66,9 @@ def load_token(token_file: str | None, pilot_config: str | None, env: Mapping[st
     """The glidein's pilot credential (``agent.config.pilot_token``): ``token_file`` (the
     wrapper's --tq-token-file) wins over the settings' ``token_file``, then the environment."""
     from glidein_ext.agent.config import pilot_token
-    from glidein_ext.agent.settings import load_agent_settings
+    from glidein_ext.agent.settings import AgentSettings
 
-    settings = load_agent_settings(pilot_config, env, {"token_file": token_file})
+    settings = AgentSettings.load(pilot_config, env, {"token_file": token_file})
     return pilot_token(settings, None, env)
 
 
@@ -119,7 +119,7 @@ def build_agent(
     """The glidein's :class:`~glidein_ext.glidein.handoff.agent.GlideinAgent`, not started."""
     from glidein_ext.agent.checks import run_checks
     from glidein_ext.agent.config import agent_config, workdir_checks
-    from glidein_ext.agent.settings import load_agent_settings
+    from glidein_ext.agent.settings import AgentSettings
     from glidein_ext.glidein.handoff.agent import GlideinAgent, GlideinAgentConfig
     from glidein_ext.glidein.handoff.executor import GlideinIdentity
 
@@ -129,7 +129,7 @@ def build_agent(
         "memory": memory_mb,
         "ca_file": tq.ca_file,
     }
-    settings = load_agent_settings(tq.pilot_config, env, overrides)
+    settings = AgentSettings.load(tq.pilot_config, env, overrides)
     workdir = Path(state_dir(start_dir)) / "tq"
     os.makedirs(workdir.parent, exist_ok=True)
     run_checks(workdir_checks(settings, workdir))

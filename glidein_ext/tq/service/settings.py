@@ -6,20 +6,19 @@ The file is ``--config FILE`` or ``$GLIDEIN_EXT_TQ_CONFIG``; a key ``name`` is o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
-from glidein_ext.config import load_layers
+from glidein_ext.config import LayeredSettings
 from glidein_ext.errors import ConfigError
 from glidein_ext.tq.models import Architecture
 
-ENV_PREFIX = "GLIDEIN_EXT_TQ_"
-
 
 @dataclass(frozen=True)
-class TqSettings:
+class TqSettings(LayeredSettings):
     """Every tunable of the Task Queue service, with its packaged default."""
+
+    env_prefix: ClassVar[str] = "GLIDEIN_EXT_TQ_"
 
     # SQLAlchemy URL, or a file path for the embedded SQLite default.
     database: str = "tq.sqlite"
@@ -141,12 +140,3 @@ class TqSettings:
     def default_architecture(self) -> Architecture:
         """``architecture``, or the old ``cache_mode`` when it is not set."""
         return Architecture(self.architecture or self.cache_mode)
-
-
-def load_tq_settings(
-    config_file: str | None = None,
-    env: Mapping[str, str] | None = None,
-    overrides: Mapping[str, Any] | None = None,
-) -> TqSettings:
-    """Build TqSettings from the layers; ``overrides`` are flags (None values are ignored)."""
-    return load_layers(TqSettings, ENV_PREFIX, config_file, env, overrides)

@@ -3,6 +3,7 @@ integration tests)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -12,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from glidein_ext.cli.wrapper import default_snippet
-from glidein_ext.errors import UsageError
-from glidein_ext.glidein.info import GlideinInfo, load_info
+from glidein_ext.errors import StateError, UsageError
+from glidein_ext.glidein.info import GlideinInfo, load_info, save_info
 from glidein_ext.glidein.settings import Settings
 from glidein_ext.glidein.wrapper import (
     GlideinWrapper,
@@ -80,6 +81,32 @@ def test_prepare_writes_initial_pilot_ad_and_info(tmp_path: Path) -> None:
     launcher = tmp_path / ".glidein-ext" / "bin" / "glidein-ext"
     assert launcher.stat().st_mode & 0o777 == 0o755
     assert "-m glidein_ext" in launcher.read_text()
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"cpus": True}, "field 'cpus' must be an integer or null"),
+        ({"todie": "3600"}, "field 'todie' must be an integer or null"),
+        ({"priority_factor": 1.5}, "field 'priority_factor' must be an integer or null"),
+        ({"cpus": None}, "cpus and start_time are required"),
+    ],
+)
+def test_glidein_json_with_a_bad_integer_is_one_state_error(
+    tmp_path: Path, fields: dict[str, object], problem: str
+) -> None:
+    save_info(str(tmp_path), GlideinInfo(cpus=2, start_time=100))
+    path = tmp_path / ".glidein-ext" / "glidein.json"
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "todie": None, **fields}))
+    with pytest.raises(StateError, match=f"glidein.json: {problem}"):
+        load_info(str(tmp_path))
+
+
+def test_glidein_json_null_integers_read_as_unset(tmp_path: Path) -> None:
+    save_info(str(tmp_path), GlideinInfo(cpus=2, start_time=100, todie=None, retire_time=None))
+    info = load_info(str(tmp_path))
+    assert (info.cpus, info.start_time, info.todie, info.retire_time) == (2, 100, None, None)
 
 
 def test_prepare_rejects_bad_paths(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from glidein_ext.tq.client.protocol import (
     to_json,
 )
 from glidein_ext.tq.service.server import build_app, open_store
-from glidein_ext.tq.service.settings import TqSettings, load_tq_settings
+from glidein_ext.tq.service.settings import TqSettings
 from glidein_ext.tq.service.store import Store
 from glidein_ext.tq.workflow import generate
 
@@ -98,7 +98,7 @@ def test_protocol_round_trip_and_errors(tmp_path: Path) -> None:
 def test_settings_layers(tmp_path: Path) -> None:
     config = tmp_path / "tq.toml"
     config.write_text('wait_for_data = 5\ncache_mode = "centralized"\n')
-    settings = load_tq_settings(
+    settings = TqSettings.load(
         str(config), env={"GLIDEIN_EXT_TQ_WAIT_FOR_DATA": "7"}, overrides={"port": 0}
     )
     assert (settings.wait_for_data, settings.cache_mode, settings.port) == (7, "centralized", 0)
