@@ -157,15 +157,11 @@ def task_detail(
 
 
 def _asks(spec: MatchSpec) -> dict[str, Any]:
-    """What the task asks of a pilot (its match ad, Hasham 2011 §IV-E)."""
-    return {
-        "requirements": spec.requirements,
-        "rank": spec.rank,
-        "request_cpus": spec.request_cpus,
-        "request_memory": spec.request_memory,
-        "request_disk": spec.request_disk,
-        "max_runtime": spec.max_runtime,
-    }
+    """What the task asks of a pilot (its match ad, Hasham 2011 §IV-E): its MatchSpec but the
+    ad's own attributes."""
+    asks = dataclasses.asdict(spec)
+    del asks["attributes"]
+    return asks
 
 
 def _analysis(spec: MatchSpec, live: Sequence[Any], now: float) -> analysis.Analysis:
