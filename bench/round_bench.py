@@ -31,34 +31,17 @@ from glidein_ext.dht import wire
 from glidein_ext.dht.node import DhtNode
 from glidein_ext.dht.settings import DhtSettings
 from glidein_ext.distributed.master_state import REPLY_BUDGET, TASKLIST_BUDGET
+from glidein_ext.sched import ranking, tasklist
 from glidein_ext.sched.assign import assign
 from glidein_ext.sched.matrix import RankMatrix
-from glidein_ext.sched.ranking import (
-    InputFile,
-    Ranker,
-    TaskEntry,
-    TaskSpec,
-    WorkerAd,
-    WorkerState,
-)
-from glidein_ext.sched.tasklist import (
-    TaskList,
-    combine,
-    decode_replies,
-    decode_tasklist,
-    encode_reply,
-    encode_tasklist,
-    fit_tasks,
-    reply_limit,
-)
 
 GROUPS = 8
 TOPIC = "tasklist"
 
 
-def specs() -> list[TaskSpec]:
+def specs() -> list[ranking.TaskSpec]:
     return [
-        TaskSpec(
+        ranking.TaskSpec(
             requirements=f"TARGET.Kind =!= {g % 5} && TARGET.Memory >= {500 * (g % 3)}",
             rank=f"TARGET.Memory / 1000.0 + {g}",
             max_runtime=3600.0,
@@ -83,17 +66,19 @@ class Worker:
     def __init__(self, pilot_id: int, cached: frozenset[str], rng: random.Random) -> None:
         self.pilot_id = pilot_id
         attributes = {"Kind": rng.randrange(6)}
-        self.ranker = Ranker(WorkerAd(attributes, 1, rng.choice((1000, 2000)), 10_000))
-        self.state = WorkerState(remaining=7200.0, cached=cached)
+        self.ranker = ranking.Ranker(
+            ranking.WorkerAd(attributes, 1, rng.choice((1000, 2000)), 10_000)
+        )
+        self.state = ranking.WorkerState(remaining=7200.0, cached=cached)
         self.reply: Any = None
 
     def prepare(self, payload: Any) -> float:
         """Decode and rank the TaskList (what a worker does on receiving it); the seconds spent."""
         started = time.perf_counter()
-        tasklist = decode_tasklist(wire.decode(wire.encode(payload)))
-        entries = [TaskEntry(i, e.spec, e.inputs) for i, e in enumerate(tasklist.tasks)]
-        ranking = self.ranker.rank(entries, self.state, tasklist.limit, spread=self.pilot_id)
-        self.reply = encode_reply(self.pilot_id, 0, 0, ranking)
+        shown = tasklist.decode_tasklist(wire.decode(wire.encode(payload)))
+        entries = [ranking.TaskEntry(i, e.spec, e.inputs) for i, e in enumerate(shown.tasks)]
+        ranks = self.ranker.rank(entries, self.state, shown.limit, spread=self.pilot_id)
+        self.reply = tasklist.encode_reply(self.pilot_id, 0, 0, ranks)
         return time.perf_counter() - started
 
     def answer(self, payload: Any) -> Any:
@@ -101,21 +86,25 @@ class Worker:
 
 
 async def one_round(
-    master: DhtNode, entries: list[TaskEntry], workers: list[Worker]
+    master: DhtNode, entries: list[ranking.TaskEntry], workers: list[Worker]
 ) -> dict[str, float]:
     started = time.perf_counter()
 
-    def build(chosen: Sequence[TaskEntry]) -> Any:
-        limit = reply_limit(len(workers), REPLY_BUDGET)
-        return encode_tasklist(TaskList(1, 1, 0, master.address, (), limit, tuple(chosen)))
+    def build(chosen: Sequence[ranking.TaskEntry]) -> Any:
+        limit = tasklist.reply_limit(len(workers), REPLY_BUDGET)
+        return tasklist.encode_tasklist(
+            tasklist.TaskList(1, 1, 0, master.address, (), limit, tuple(chosen))
+        )
 
-    payload, fitted = fit_tasks(entries, build, lambda p: len(wire.encode(p)), TASKLIST_BUDGET)
+    payload, fitted = tasklist.fit_tasks(
+        entries, build, lambda p: len(wire.encode(p)), TASKLIST_BUDGET
+    )
     fit = time.perf_counter() - started
-    ranking = statistics.median(worker.prepare(payload) for worker in workers)
+    rank_s = statistics.median(worker.prepare(payload) for worker in workers)
     sent = time.perf_counter()
     result = await master.broadcast(TOPIC, payload, timeout=300.0)
     aggregated = time.perf_counter()
-    replies = decode_replies(result.value, fitted)
+    replies = tasklist.decode_replies(result.value, fitted)
     matrix = RankMatrix.from_replies(
         list(range(fitted)),
         [r.ranks for r in replies],
@@ -129,9 +118,9 @@ async def one_round(
     return {
         "tasks": fitted,
         "replies": len(replies),
-        "limit": decode_tasklist(payload).limit,
+        "limit": tasklist.decode_tasklist(payload).limit,
         "fit_s": fit,
-        "rank_s": ranking,
+        "rank_s": rank_s,
         "broadcast_s": aggregated - sent,
         "matrix_s": built - aggregated,
         "optimal_s": solved - built,
@@ -156,15 +145,16 @@ async def bench(pilots: int, rounds: int, seed: int) -> dict[str, float]:
         groups = specs()
         n_tasks = 2 * pilots
         entries = [
-            TaskEntry(i, groups[i % GROUPS], (InputFile(lfn(i), 10**8),)) for i in range(n_tasks)
+            ranking.TaskEntry(i, groups[i % GROUPS], (ranking.InputFile(lfn(i), 10**8),))
+            for i in range(n_tasks)
         ]
-        nodes[0].register_broadcast(TOPIC, lambda payload: None, combine)  # the master
+        nodes[0].register_broadcast(TOPIC, lambda payload: None, tasklist.combine)  # the master
         workers = []
         for index, node in enumerate(nodes[1:]):
             held = frozenset(lfn(rng.randrange(n_tasks)) for _ in range(2))
             worker = Worker(index + 1, held, rng)
             workers.append(worker)
-            node.register_broadcast(TOPIC, worker.answer, combine)
+            node.register_broadcast(TOPIC, worker.answer, tasklist.combine)
         results = [await one_round(nodes[0], entries, workers) for _ in range(rounds)]
     finally:
         await stop_nodes(nodes)

@@ -76,15 +76,11 @@ def simulated(
 
 
 def measured(row: Any) -> dict[str, Any]:
-    return {
-        "tasks": row.tasks,
-        "requests_per_task": row.requests_per_task,
-        "delay_median": row.delay_median,
-        "cache_hit": row.cache_hit,
-        "local_hit": row.local_hit,
-        "turnaround": row.turnaround,
-        "requests_by_kind": dict(row.kinds),
-    }
+    """A real run's row: its tasks and the metrics the table compares, in the simulator's
+    summary's names, and its requests by kind."""
+    values = {name: getattr(row, name) for name in ("tasks", *(m for m, _, _, _ in MARGINS))}
+    values["requests_by_kind"] = dict(row.kinds)
+    return values
 
 
 def task_time(counters: dict[str, Any], sleep: float) -> tuple[float, float]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from glidein_ext.cache.se import SE_CONDITIONS, SeCondition
 from glidein_ext.errors import UsageError
 from glidein_ext.sched.assign import DEFAULT_METHOD, METHODS
+from glidein_ext.sched.rounds import FULL_FRACTION
 from glidein_ext.site.victims import POLICY_NAMES
 
 ARCHITECTURES = ("pre-dht", "centralized", "distributed")
@@ -128,9 +129,9 @@ class SimConfig:
     round_window: float = 0.2
     round_period: float = 2.0
     # A batch is full (its round starts at once) when completions freed this fraction of the
-    # site's workers (``sched.rounds.FULL_FRACTION``); 0: rounds by the window alone, as the
+    # site's workers (the product's, ``sched.rounds``); 0: rounds by the window alone, as the
     # paper's master with its fixed TaskList period.
-    round_full: float = 0.1
+    round_full: float = FULL_FRACTION
     # A round whose offers the master already holds (the successors the Task Queue named, a
     # fresh sync's leftovers: ``sched.stock``) makes no sync, its assign carrying the
     # completions; False: every round syncs, as the paper's master fetches its TaskList.

@@ -63,10 +63,10 @@ from typing import Any
 import numpy as np
 
 from glidein_ext.errors import UsageError
-from glidein_ext.sched.rounds import FULL_FRACTION, MAX_BATCH, MAX_WANT, WANT_PER_IDLE, full_batch
+from glidein_ext.sched.rounds import MAX_BATCH, MAX_WANT, WANT_PER_IDLE, full_batch
 from glidein_ext.sched.tasklist import reply_limit
 from glidein_ext.sim.calibration import REFERENCE, CostModel
-from glidein_ext.sim.config import SimConfig
+from glidein_ext.sim.config import Network, SimConfig, TqCosts
 
 ARCHITECTURES = ("pre-dht", "centralized", "distributed")
 # Calls a second of a Task Queue pool in the request loop, by instances (PostgreSQL), and the
@@ -102,23 +102,23 @@ class Scale:
     pilots: int = 150_000
     sites: int = 100
     tasks: int = 1_000_000
-    runtime: float = 198.0
-    runtime_sd: float = 20.0
+    runtime: float = SimConfig.runtime_mean
+    runtime_sd: float = SimConfig.runtime_sd
     call_cost: float = 1 / 1416.0
-    per_row: float = 1e-4
+    per_row: float = TqCosts.per_row
     per_completion: float | None = ROW_COSTS["completion"]
     per_pair: float | None = ROW_COSTS["pair"]
-    latency: float = 0.025  # one way, pilot (or master) to Task Queue
-    lan: float = 0.0005
-    heartbeat: float = 30.0
-    poll_interval: float = 1.0
-    poll_max: float = 10.0
-    round_window: float = 0.2
-    round_period: float = 2.0
-    round_full: float = FULL_FRACTION
-    master_timeout: float = 60.0
-    fanout: int = 8
-    decode_per_task: float = 5.7e-6
+    latency: float = Network.tq_latency  # one way, pilot (or master) to Task Queue
+    lan: float = Network.lan_latency
+    heartbeat: float = SimConfig.heartbeat_interval
+    poll_interval: float = SimConfig.poll_interval
+    poll_max: float = SimConfig.poll_max
+    round_window: float = SimConfig.round_window
+    round_period: float = SimConfig.round_period
+    round_full: float = SimConfig.round_full
+    master_timeout: float = SimConfig.master_timeout
+    fanout: int = Network.fanout
+    decode_per_task: float = Network.decode_per_task
     files_per_task: int = 2  # an input and an output (W1)
 
     def __post_init__(self) -> None:

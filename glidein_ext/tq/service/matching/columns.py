@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from glidein_ext.tq.service.matching import classad_values
 from glidein_ext.tq.service.matching.classad_parse import Node
 from glidein_ext.tq.service.matching.classad_values import (
     COMPARISONS,
@@ -23,15 +24,6 @@ from glidein_ext.tq.service.matching.classad_values import (
     Ad,
     Special,
     Value,
-    arithmetic,
-    compare,
-    identical,
-    logical_junction,
-    logical_not,
-    matches,
-    negate,
-    rank_value,
-    truth,
 )
 
 Array = Any  # numpy arrays (numpy's own typing is not strict-mypy friendly here)
@@ -181,7 +173,7 @@ def _arith_kind(item: Item) -> str:
 def _code(item: Item) -> Array | int:
     """Truth codes (false, true, undefined, error) of a column, or one code."""
     if not isinstance(item, _Col):
-        found = truth(item)
+        found = classad_values.truth(item)
         return _CODE[found] if type(found) is bool else (_U if found is UNDEFINED else _E)
     if item.kind == "s":
         base = np.full(item.val.shape, _E, np.int8)
@@ -291,7 +283,8 @@ def evaluate(
     if kind == "un":
         inner = evaluate(node[2], columns, target, n, rows)
         if not isinstance(inner, _Col):
-            return negate(inner) if node[1] == "-" else logical_not(inner)
+            one = classad_values.negate if node[1] == "-" else classad_values.logical_not
+            return one(inner)
         if node[1] == "!":
             code = _code(inner)
             return _from_code(np.choose(code, np.array([_T, _F, _U, _E], np.int8)))
@@ -303,8 +296,8 @@ def evaluate(
         a = evaluate(node[1], columns, target, n, rows)
         b = evaluate(node[2], columns, target, n, rows)
         if not isinstance(a, _Col) and not isinstance(b, _Col):
-            left, right = truth(a), truth(b)
-            return logical_junction(left, right, kind == "or")
+            left, right = classad_values.truth(a), classad_values.truth(b)
+            return classad_values.logical_junction(left, right, kind == "or")
         table = _AND if kind == "and" else _OR
         code = table[_code(a), _code(b)]
         return _from_code(np.broadcast_to(code, (n,)))
@@ -313,7 +306,7 @@ def evaluate(
         yes = evaluate(node[2], columns, target, n, rows)
         no = evaluate(node[3], columns, target, n, rows)
         if not isinstance(test, _Col):
-            chosen = truth(test)
+            chosen = classad_values.truth(test)
             if chosen is True:
                 return yes
             return no if chosen is False else chosen
@@ -323,11 +316,11 @@ def evaluate(
     b = evaluate(node[3], columns, target, n, rows)
     if not isinstance(a, _Col) and not isinstance(b, _Col):
         if op in ("=?=", "=!="):
-            same = identical(a, b)
+            same = classad_values.identical(a, b)
             return same if op == "=?=" else not same
         if op in ("+", "-", "*", "/"):
-            return arithmetic(op, a, b)
-        return compare(op, a, b)
+            return classad_values.arithmetic(op, a, b)
+        return classad_values.compare(op, a, b)
     if op in ("=?=", "=!="):
         same_rows = _identical(a, b, n)
         return _Col("b", same_rows if op == "=?=" else ~same_rows)
@@ -359,14 +352,14 @@ def values(item: Item, n: int) -> list[Value]:
 def truths(item: Item, n: int) -> Array:
     """Which rows a Requirements value lets match."""
     if not isinstance(item, _Col):
-        return np.full(n, matches(item))
+        return np.full(n, classad_values.matches(item))
     return np.broadcast_to(_code(item) == _T, (n,))
 
 
 def ranks(item: Item, n: int) -> Array:
     """The rows' Rank values as the matcher ranks them (``classad_values.rank_value``)."""
     if not isinstance(item, _Col):
-        return np.full(n, rank_value(item))
+        return np.full(n, classad_values.rank_value(item))
     if item.kind == "s":
         return np.zeros(n)
     values = np.broadcast_to(item.val.astype(np.float64), (n,))

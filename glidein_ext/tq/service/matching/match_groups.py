@@ -13,51 +13,53 @@ from glidein_ext.tq.client.limits import is_costly
 from glidein_ext.tq.models import MatchSpec, PilotInfo, QueuedTask
 from glidein_ext.tq.service.matching import batched, classad_values, compiled
 
+# The ClassAd attribute each record field is matched as, beside the record's own attributes
+# (Hasham 2011 §IV-E): a task's requests, a pilot's place and resources.
+_TASK_ATTRIBUTES = (
+    ("RequestCpus", "request_cpus"),
+    ("RequestMemory", "request_memory"),
+    ("RequestDisk", "request_disk"),
+    ("MaxRunTime", "max_runtime"),
+)
+_PILOT_ATTRIBUTES = (
+    ("Site", "site"),
+    ("Host", "host"),
+    ("SE", "se"),
+    ("Cpus", "cpus"),
+    ("Memory", "memory"),
+    ("Disk", "disk"),
+)
 
-def _task_attributes(spec: MatchSpec) -> dict[str, classads.Scalar]:
-    attrs: dict[str, classads.Scalar] = dict(spec.attributes)
-    attrs.update(
-        RequestCpus=spec.request_cpus,
-        RequestMemory=spec.request_memory,
-        RequestDisk=spec.request_disk,
-        MaxRunTime=spec.max_runtime,
-    )
-    return attrs
 
-
-def _pilot_attributes(pilot: PilotInfo) -> dict[str, classads.Scalar]:
-    attrs: dict[str, classads.Scalar] = dict(pilot.attributes)
-    attrs.update(
-        Site=pilot.site,
-        Host=pilot.host,
-        SE=pilot.se,
-        Cpus=pilot.cpus,
-        Memory=pilot.memory,
-        Disk=pilot.disk,
-    )
+def _attributes(
+    record: MatchSpec | PilotInfo, named: tuple[tuple[str, str], ...]
+) -> dict[str, classads.Scalar]:
+    """The record's own attributes and, by ``named``, its fields as ClassAd attributes."""
+    attrs: dict[str, classads.Scalar] = dict(record.attributes)
+    attrs.update((attribute, getattr(record, name)) for attribute, name in named)
     return attrs
 
 
 def task_ad(spec: MatchSpec) -> classads.ClassAd:
     """The ClassAd a task is matched with: its MatchSpec (Hasham 2011 §IV-E)."""
-    attrs = _task_attributes(spec)
+    attrs = _attributes(spec, _TASK_ATTRIBUTES)
     return classads.make_ad(attrs, {"Requirements": spec.requirements, "Rank": spec.rank})
 
 
 def task_values(spec: MatchSpec) -> dict[str, classad_values.Value]:
     """The plain attributes of ``task_ad(spec)``, by lower-case name (``classad_values``)."""
-    return classad_values.lower_ad(_task_attributes(spec))
+    return classad_values.lower_ad(_attributes(spec, _TASK_ATTRIBUTES))
 
 
 def pilot_values(pilot: PilotInfo) -> dict[str, classad_values.Value]:
     """The plain attributes of ``pilot_ad(pilot)``, by lower-case name (``classad_values``)."""
-    return classad_values.lower_ad(_pilot_attributes(pilot))
+    return classad_values.lower_ad(_attributes(pilot, _PILOT_ATTRIBUTES))
 
 
 def pilot_ad(pilot: PilotInfo) -> classads.ClassAd:
     """The ClassAd a pilot is matched with: what it registered (Hasham 2011 §IV-E: Host, SE,
     site)."""
-    attrs = _pilot_attributes(pilot)
+    attrs = _attributes(pilot, _PILOT_ATTRIBUTES)
     return classads.make_ad(attrs, {"Requirements": pilot.requirements, "Rank": pilot.rank})
 
 

@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import KW_ONLY, InitVar, asdict, dataclass, field
+from dataclasses import KW_ONLY, InitVar, asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar
 
 import sqlalchemy as sa
@@ -41,11 +41,12 @@ from glidein_ext.tq.service.matching.matcher import Matcher
 from glidein_ext.tq.service.store.statements import row_by_id
 
 if TYPE_CHECKING:
-    pass
+    from _typeshed import DataclassInstance
 
 ACTIVE = (PilotState.IDLE.value, PilotState.BUSY.value)
 CHUNK = 500  # values per IN (...) clause
 log = logging.getLogger("glidein_ext.tq.service.store")
+D = TypeVar("D", bound="DataclassInstance")
 R = TypeVar("R")
 V = TypeVar("V")
 
@@ -259,19 +260,24 @@ def queued_task(row: Any, since: float | None = None) -> QueuedTask:
     )
 
 
+@functools.cache
+def _field_names(cls: type[DataclassInstance]) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls) if f.init)
+
+
+def record(cls: type[D], row: Any, **computed: Any) -> D:
+    """A ``cls`` dataclass from a row whose columns carry its fields' names; ``computed``: the
+    fields the row holds otherwise (under another name, as JSON) or not at all."""
+    read = {name: getattr(row, name) for name in _field_names(cls) if name not in computed}
+    return cls(**read, **computed)
+
+
 def pilot_info(row: Any) -> PilotInfo:
-    return PilotInfo(
+    return record(
+        PilotInfo,
+        row,
         pilot_id=row.id,
-        site=row.site,
-        host=row.host,
-        se=row.se,
-        cpus=row.cpus,
-        memory=row.memory,
-        disk=row.disk,
-        expires_at=row.expires_at,
         attributes=json.loads(row.attributes),
-        requirements=row.requirements,
-        rank=row.rank,
         idle=row.state == PilotState.IDLE.value,
         cached=set(json.loads(row.cached)),
     )

@@ -10,7 +10,6 @@ the site, so a revoked pilot would otherwise never lapse.  Which pilot a credent
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -28,7 +27,7 @@ from glidein_ext.tq.client.credentials import (
 from glidein_ext.tq.client.limits import MAX_NAME_CHARS, text_problem
 from glidein_ext.tq.models import PilotState
 from glidein_ext.tq.service import tables as t
-from glidein_ext.tq.service.store.core import ACTIVE, StoreCore, Tx, inserted_id
+from glidein_ext.tq.service.store.core import ACTIVE, StoreCore, Tx, inserted_id, record
 from glidein_ext.tq.service.store.pilots import PilotProtocol
 
 
@@ -87,7 +86,7 @@ class CredentialStore:
         row = conn.execute(
             sa.select(t.credentials).where(t.credentials.c.secret_hash == digest)
         ).one_or_none()
-        return None if row is None else _info(row, 0)
+        return None if row is None else record(CredentialInfo, row, pilots=0)
 
     def credentials(self, conn: Connection) -> list[CredentialInfo]:
         """Every credential (no secret), with the number of pilots registered with each."""
@@ -102,7 +101,7 @@ class CredentialStore:
             .outerjoin(counts, counts.c.credential_id == t.credentials.c.id)
             .order_by(t.credentials.c.id)
         )
-        return [_info(row, row.n or 0) for row in conn.execute(query)]
+        return [record(CredentialInfo, row, pilots=row.n or 0) for row in conn.execute(query)]
 
     def bind_credentials(self, tx: Tx, pairs: Sequence[tuple[int, str]]) -> None:
         """Bind credentials to the batch jobs carrying them (credential id, batch id): they then
@@ -150,16 +149,3 @@ class CredentialStore:
         if row is None:
             raise TaskQueueNotFound(f"pilot {pilot_id} is unknown")
         return None if row.credential_id is None else int(row.credential_id)
-
-
-def _info(row: Any, pilots: int) -> CredentialInfo:
-    return CredentialInfo(
-        id=row.id,
-        site=row.site,
-        created_at=row.created_at,
-        expires_at=row.expires_at,
-        revoked_at=row.revoked_at,
-        note=row.note,
-        batch_id=row.batch_id,
-        pilots=pilots,
-    )

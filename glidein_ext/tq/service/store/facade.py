@@ -18,23 +18,8 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Engine
 
+from glidein_ext.tq.client import protocol as p
 from glidein_ext.tq.client.credentials import CredentialInfo, IssuedCredential
-from glidein_ext.tq.client.protocol import (
-    Claim,
-    ClaimAnswer,
-    Completion,
-    CompletionAnswer,
-    HeartbeatAnswer,
-    RegisterAnswer,
-    Registration,
-    SiteAssign,
-    SiteAssignAnswer,
-    SiteSync,
-    SiteSyncAnswer,
-    Status,
-    TaskAssignment,
-    TaskOffer,
-)
 from glidein_ext.tq.manager.monitor import SiteView
 from glidein_ext.tq.models import Architecture, PilotInfo
 from glidein_ext.tq.service.counters import RunCounters
@@ -138,22 +123,24 @@ class Store:
 
     # --- the pilot protocol (Hasham 2011 §IV), with the site DHT (Delgado Peris 2014) --------
 
-    def register(self, reg: Registration, credential_id: int | None = None) -> RegisterAnswer:
+    def register(self, reg: p.Registration, credential_id: int | None = None) -> p.RegisterAnswer:
         """A new pilot: its id, the heartbeat it owes, and the other pilots on its host (IV-D);
         at a site with a DHT also its DHT id, contacts, key and master.  ``credential_id``: the
         credential it registers with (None: the shared pilot token)."""
         return self._core.write(lambda tx: self._sites.register(tx, reg, credential_id))
 
-    def request(self, pilot_id: int, cached: Sequence[str] | None = None) -> TaskAssignment | None:
+    def request(
+        self, pilot_id: int, cached: Sequence[str] | None = None
+    ) -> p.TaskAssignment | None:
         """Hasham 2011 §IV-E: match the pilot to its best task and assign it; None when nothing
         fits."""
         return self._core.write(lambda tx: self._pilots.request(tx, pilot_id, cached))
 
-    def heartbeat(self, pilot_id: int, cached: Sequence[str] | None = None) -> HeartbeatAnswer:
+    def heartbeat(self, pilot_id: int, cached: Sequence[str] | None = None) -> p.HeartbeatAnswer:
         """Hasham 2011 §IV-D: the pilot is alive; answer the other live pilots on its host."""
         return self._core.write(lambda tx: self._pilots.heartbeat(tx, pilot_id, cached))
 
-    def complete(self, pilot_id: int, completion: Completion) -> CompletionAnswer:
+    def complete(self, pilot_id: int, completion: p.Completion) -> p.CompletionAnswer:
         """A task's end; idempotent: a repeated or stale report is answered, never counted twice."""
         return self._core.write(lambda tx: self._sites.complete(tx, pilot_id, completion))
 
@@ -171,15 +158,15 @@ class Store:
 
     # --- a distributed site's master (Delgado Peris 2014 §III.B) -----------------------------
 
-    def claim_master(self, site: str, claim: Claim) -> ClaimAnswer:
+    def claim_master(self, site: str, claim: p.Claim) -> p.ClaimAnswer:
         """A pilot asks for its site's master role; granted by ``sched.election.arbitrate``."""
         return self._core.write(lambda tx: self._claim.claim_master(tx, site, claim))
 
-    def sync(self, site: str, call: SiteSync) -> SiteSyncAnswer:
+    def sync(self, site: str, call: p.SiteSync) -> p.SiteSyncAnswer:
         """The master's bulk call: completions, dead workers, undelivered tasks, runnable tasks."""
         return self._core.write(lambda tx: self._master.sync(tx, site, call))
 
-    def assign(self, site: str, call: SiteAssign) -> SiteAssignAnswer:
+    def assign(self, site: str, call: p.SiteAssign) -> p.SiteAssignAnswer:
         """The round's pairs; each task taken atomically, each pilot given one task at most."""
         return self._core.write(lambda tx: self._master.assign(tx, site, call))
 
@@ -188,7 +175,7 @@ class Store:
         as its call (it vouches for its pilots too); StaleMasterError if it is no more."""
         self._core.write(lambda tx: self._master.vouch(tx, site, pilot_id, epoch))
 
-    def offers(self, site: str, want: int) -> tuple[tuple[TaskOffer, ...], int]:
+    def offers(self, site: str, want: int) -> tuple[tuple[p.TaskOffer, ...], int]:
         """The site's runnable tasks (at most ``want``) and how many it has: a long poll's
         second look (``tq.service.site_waits``)."""
         found, queued = self._core.read(lambda conn: self._master.offers.runnable(conn, site, want))
@@ -251,7 +238,7 @@ class Store:
 
     # --- the operators' views ---------------------------------------------------------------
 
-    def status(self) -> Status:
+    def status(self) -> p.Status:
         """Workflows with their tasks by state; pilots by site and state."""
         return self._core.read(self._views.status)
 

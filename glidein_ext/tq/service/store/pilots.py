@@ -31,7 +31,7 @@ from glidein_ext.tq.client.protocol import (
     Registration,
     TaskAssignment,
 )
-from glidein_ext.tq.models import PilotInfo, PilotState, QueuedTask, TaskState
+from glidein_ext.tq.models import PilotState, QueuedTask, TaskState
 from glidein_ext.tq.service import tables as t
 from glidein_ext.tq.service.matching.match_groups import pilot_ad
 from glidein_ext.tq.service.store.core import (
@@ -70,23 +70,6 @@ class PilotProtocol:
         """A new pilot: its id, the heartbeat it owes, and the other pilots on its host (IV-D).
         ``credential_id``: the credential it registers with (None: the shared pilot token)."""
         now = self.core.clock()
-        info = PilotInfo(
-            0,
-            reg.site,
-            reg.host,
-            reg.se,
-            reg.cpus,
-            reg.memory,
-            reg.disk,
-            None,
-            dict(reg.attributes),
-            reg.requirements,
-            reg.rank,
-        )
-        problem = ad_problem(functools.partial(pilot_ad, info))
-        if problem is not None:
-            raise TaskQueueRequestError(f"pilot registration {problem}")
-        conn = tx.conn
         values = dict(
             site=reg.site,
             host=reg.host,
@@ -106,6 +89,13 @@ class PilotProtocol:
             last_seen=now,
             credential_id=credential_id,
         )
+        # the pilot as the matcher will hold it, its ad checked before anything is stored
+        problem = ad_problem(
+            functools.partial(pilot_ad, pilot_info(SimpleNamespace(id=0, **values)))
+        )
+        if problem is not None:
+            raise TaskQueueRequestError(f"pilot registration {problem}")
+        conn = tx.conn
         pilot_id = inserted_id(insert_row(conn, t.pilots, values))
         if reg.batch_id:
             conn.execute(

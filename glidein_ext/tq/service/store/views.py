@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 from glidein_ext.tq.client.protocol import Status, WorkflowStatus
 from glidein_ext.tq.models import PilotState, TaskState
 from glidein_ext.tq.service import tables as t
-from glidein_ext.tq.service.store.core import StoreCore
+from glidein_ext.tq.service.store.core import StoreCore, record
 
 
 @dataclass(frozen=True)
@@ -56,10 +56,9 @@ class StatusViews:
         ):
             counts.setdefault(wf_id, Counter())[state] = n
         workflows = tuple(
-            WorkflowStatus(
-                id=row.id,
-                name=row.name,
-                submitted_at=row.submitted_at,
+            record(
+                WorkflowStatus,
+                row,
                 tasks={s.value: counts.get(row.id, Counter())[s.value] for s in TaskState},
             )
             for row in conn.execute(sa.select(t.workflows).order_by(t.workflows.c.id))
@@ -88,14 +87,12 @@ class StatusViews:
     def task_rows(self, conn: Connection) -> list[TaskRow]:
         """Every task, in id order."""
         rows = conn.execute(sa.select(t.tasks).order_by(t.tasks.c.id)).all()
-        return [_task_row(row._mapping) for row in rows]
+        return [_task_row(row) for row in rows]
 
 
 _JSON_LISTS = ("inputs", "outputs", "after")  # columns holding a JSON list
 
 
-def _task_row(columns: sa.RowMapping) -> TaskRow:
-    values = {f.name: columns[f.name] for f in dataclasses.fields(TaskRow)}
-    for name in _JSON_LISTS:
-        values[name] = tuple(json.loads(values[name]))
-    return TaskRow(**values)
+def _task_row(row: Any) -> TaskRow:
+    lists = {name: tuple(json.loads(getattr(row, name))) for name in _JSON_LISTS}
+    return record(TaskRow, row, **lists)

@@ -157,15 +157,11 @@ def task_detail(
 
 
 def _asks(spec: MatchSpec) -> dict[str, Any]:
-    """What the task asks of a pilot (its match ad, Hasham 2011 §IV-E)."""
-    return {
-        "requirements": spec.requirements,
-        "rank": spec.rank,
-        "request_cpus": spec.request_cpus,
-        "request_memory": spec.request_memory,
-        "request_disk": spec.request_disk,
-        "max_runtime": spec.max_runtime,
-    }
+    """What the task asks of a pilot (its match ad, Hasham 2011 §IV-E): its MatchSpec but the
+    ad's own attributes."""
+    asks = dataclasses.asdict(spec)
+    del asks["attributes"]
+    return asks
 
 
 def _analysis(spec: MatchSpec, live: Sequence[Any], now: float) -> analysis.Analysis:
@@ -304,6 +300,24 @@ def _ids(ids: Iterable[object], limit: int = 5) -> str:
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
+# A listed task, in the listing's order: its columns, but ``pilot_id`` (the pilot holding it now,
+# else its last attempt's) and that pilot's ``site`` and ``host``.
+_LISTED = (
+    "id",
+    "workflow_id",
+    "name",
+    "state",
+    "attempt",
+    "failures",
+    "exit_code",
+    "report",
+    "pilot_id",
+    "site",
+    "host",
+    "finished_at",
+)
+
+
 def list_tasks(
     engine: Engine,
     workflow_id: int | None,
@@ -316,22 +330,14 @@ def list_tasks(
     the condition that rejects the most live pilots (``analysis``), for at most
     ``MAX_ANALYSED_SPECS`` distinct MatchSpecs."""
     pilot_id = sa.func.coalesce(t.tasks.c.pilot_id, t.completions.c.pilot_id)
+    joined = {
+        "pilot_id": pilot_id.label("pilot_id"),
+        "site": t.pilots.c.site,
+        "host": t.pilots.c.host,
+    }
+    listed = (joined[name] if name in joined else t.tasks.c[name] for name in _LISTED)
     query = (
-        sa.select(
-            t.tasks.c.id,
-            t.tasks.c.workflow_id,
-            t.tasks.c.name,
-            t.tasks.c.state,
-            t.tasks.c.attempt,
-            t.tasks.c.failures,
-            t.tasks.c.exit_code,
-            t.tasks.c.report,
-            pilot_id.label("pilot_id"),
-            t.tasks.c.finished_at,
-            t.tasks.c.spec,
-            t.pilots.c.site,
-            t.pilots.c.host,
-        )
+        sa.select(*listed, t.tasks.c.spec)
         .select_from(
             t.tasks.outerjoin(
                 t.completions,
@@ -363,18 +369,8 @@ def list_tasks(
                 )
     return [
         {
-            "id": r.id,
-            "workflow_id": r.workflow_id,
-            "name": r.name,
-            "state": r.state,
-            "attempt": r.attempt,
-            "failures": r.failures,
-            "exit_code": r.exit_code,
+            **{name: getattr(r, name) for name in _LISTED},
             "report": _first_line(r.report),
-            "pilot_id": r.pilot_id,
-            "site": r.site,
-            "host": r.host,
-            "finished_at": r.finished_at,
             "why": whys.get(r.spec) if r.state == TaskState.QUEUED.value else None,
         }
         for r in rows
