@@ -10,6 +10,7 @@ exercised without a factory; the HTCondor side is real in the integration test.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -72,6 +73,51 @@ def make_glidein_config(base: Path, entries: dict[str, str]) -> Path:
     }
     config.write_text("".join(f"{k} {v}\n" for k, v in lines.items()))
     return config
+
+
+def bundle(tmp_path: Path) -> Path:
+    """The glidein_ext package of this checkout copied under ``tmp_path``, as a bundle holds it."""
+    ext = tmp_path / "ext"
+    shutil.copytree(
+        REPO / "glidein_ext", ext / "glidein_ext", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return ext
+
+
+def run_script(config: Path) -> subprocess.CompletedProcess[str]:
+    """Run the custom script as glideinWMS does: on ``config``, in the "main" context."""
+    return subprocess.run(
+        ["bash", str(SETUP_SCRIPT), str(config), "main"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def setup_dirs(tmp_path: Path) -> tuple[Path, Path]:
+    """A glidein's start and work directories, made under ``tmp_path``."""
+    start, work = tmp_path / "start", tmp_path / "work"
+    start.mkdir()
+    work.mkdir()
+    return start, work
+
+
+def glidein(tmp_path: Path, python: str = sys.executable, **values: str) -> tuple[Path, Path, Path]:
+    """A glidein's start and work directories and its glidein_config: the bundle, ``python``, the
+    start and work directories, and ``values``."""
+    start, work = setup_dirs(tmp_path)
+    config = make_glidein_config(
+        tmp_path,
+        {
+            "GLIDEIN_EXT_DIR": str(bundle(tmp_path)),
+            "GLIDEIN_EXT_PYTHON": python,
+            "GLIDEIN_START_DIR_ORIG": str(start),
+            "GLIDEIN_WORK_DIR": str(work),
+            **values,
+        },
+    )
+    return start, work, config
 
 
 def error_gen_calls(base: Path) -> list[list[str]]:

@@ -2,64 +2,21 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from glidein_ext.adfile import read_ad
 from glidein_ext.glidein.info import load_info
 from glidein_ext.glidein.pilotad import PILOT_AD_SCHEMA
 from tests.support.glideinwms import (
-    REPO,
-    SETUP_SCRIPT,
     condor_vars,
     config_values,
     error_gen_calls,
+    glidein,
     make_glidein_config,
+    run_script,
+    setup_dirs,
 )
-
-
-def bundle(tmp_path: Path) -> Path:
-    ext = tmp_path / "ext"
-    shutil.copytree(
-        REPO / "glidein_ext", ext / "glidein_ext", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    return ext
-
-
-def run_script(config: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", str(SETUP_SCRIPT), str(config), "main"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-def setup_dirs(tmp_path: Path) -> tuple[Path, Path]:
-    start, work = tmp_path / "start", tmp_path / "work"
-    start.mkdir()
-    work.mkdir()
-    return start, work
-
-
-def glidein(tmp_path: Path, python: str = sys.executable, **values: str) -> tuple[Path, Path, Path]:
-    """A glidein's start and work directories and its glidein_config: the bundle, ``python``, the
-    start and work directories, and ``values``."""
-    start, work = setup_dirs(tmp_path)
-    config = make_glidein_config(
-        tmp_path,
-        {
-            "GLIDEIN_EXT_DIR": str(bundle(tmp_path)),
-            "GLIDEIN_EXT_PYTHON": python,
-            "GLIDEIN_START_DIR_ORIG": str(start),
-            "GLIDEIN_WORK_DIR": str(work),
-            **values,
-        },
-    )
-    return start, work, config
 
 
 def test_success_initialises_the_glidein_and_exports_the_config(tmp_path: Path) -> None:

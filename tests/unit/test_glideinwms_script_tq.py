@@ -15,8 +15,7 @@ from glidein_ext.errors import AgentLinkError
 from glidein_ext.glidein.handoff import hooks as fetchhook
 from glidein_ext.glidein.handoff import link as agentlink
 from tests.support.ca import write_test_ca
-from tests.support.glideinwms import condor_vars, config_values
-from tests.unit.test_glideinwms_script import glidein, run_script
+from tests.support.glideinwms import condor_vars, config_values, glidein, run_script
 
 SLOT_AD = 'State = "Unclaimed"\nPartitionableSlot = true\nCpus = 2\nMemory = 2048\nDisk = 9000\n'
 
@@ -32,18 +31,29 @@ def wait_gone(pid: int, timeout: float = 30) -> bool:
     return False
 
 
-def test_the_agent_starts_before_htcondor_and_the_hooks_are_turned_on(tmp_path: Path) -> None:
+def tq_glidein(
+    tmp_path: Path, url: str = "https://127.0.0.1:9", **values: str
+) -> tuple[Path, Path]:
+    """A glidein with a Task Queue at ``url`` (by default an https:// one nobody answers), its
+    token and ``values``: its start directory and glidein_config."""
+    tmp_path.mkdir(exist_ok=True)
     start, _, config = glidein(
         tmp_path,
-        GLIDEIN_CPUS="2",
-        GLIDEIN_Name="gfactory_instance",
         GLIDEIN_Site="T2_XY",
-        # nobody listens there: the lanes keep trying to register, the hooks still answer
-        GLIDEIN_EXT_TQ_URL="http://127.0.0.1:9",
+        GLIDEIN_EXT_TQ_URL=url,
         GLIDEIN_EXT_TQ_TOKEN_FILE="tq-credential",  # noqa: S106 (a file name)
+        **values,
+    )
+    (start / "tq-credential").write_text("gxp_secret-of-this-glidein\n")
+    return start, config
+
+
+def test_the_agent_starts_before_htcondor_and_the_hooks_are_turned_on(tmp_path: Path) -> None:
+    # nobody listens there: the lanes keep trying to register, the hooks still answer
+    start, config = tq_glidein(
+        tmp_path, "http://127.0.0.1:9", GLIDEIN_CPUS="2", GLIDEIN_Name="gfactory_instance"
     )
     credential = start / "tq-credential"
-    credential.write_text("gxp_secret-of-this-glidein\n")
     credential.chmod(0o644)  # as HTCondor's file transfer leaves it: the agent tightens it
     proc = run_script(config)
     state = start / ".glidein-ext"
@@ -67,20 +77,6 @@ def test_the_agent_starts_before_htcondor_and_the_hooks_are_turned_on(tmp_path: 
         os.kill(pid, signal.SIGTERM)
     assert wait_gone(pid), "the agent did not leave on SIGTERM"
     assert not (state / "agent" / agentlink.SOCKET_NAME).exists()
-
-
-def tq_glidein(tmp_path: Path, **values: str) -> tuple[Path, Path]:
-    """A glidein with an https:// Task Queue nobody answers, its token and ``values``."""
-    tmp_path.mkdir(exist_ok=True)
-    start, _, config = glidein(
-        tmp_path,
-        GLIDEIN_Site="T2_XY",
-        GLIDEIN_EXT_TQ_URL="https://127.0.0.1:9",
-        GLIDEIN_EXT_TQ_TOKEN_FILE="tq-credential",  # noqa: S106 (a file name)
-        **values,
-    )
-    (start / "tq-credential").write_text("gxp_secret-of-this-glidein\n")
-    return start, config
 
 
 def test_the_factorys_ca_file_reaches_the_agent(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from glidein_ext.cache.checksum import FileMeta
 from glidein_ext.cache.peer import PeerClient, PeerServer
 from glidein_ext.cache.store import CacheStore
 from glidein_ext.errors import TransferError
+from tests.support.background import BackgroundLoop
 
 KEY = b"site-key-0123456789abcdef"
 MB = 1024 * 1024
@@ -29,9 +30,25 @@ def data() -> bytes:
     return os.urandom(SIZE)
 
 
+def _store(path: Path) -> CacheStore:
+    return CacheStore(path, 64 * MB, fsync=False)
+
+
+def _client(connections: int, *, fast_checksum: bool = True) -> PeerClient:
+    return PeerClient(
+        KEY, connections=connections, checksum_threads=2, chunk=CHUNK, fast_checksum=fast_checksum
+    )
+
+
+@pytest.fixture
+def mine(tmp_path: Path) -> CacheStore:
+    """The fetching side's cache."""
+    return _store(tmp_path / "mine")
+
+
 @pytest.fixture
 def serving(tmp_path: Path, data: bytes) -> Iterator[tuple[CacheStore, PeerServer]]:
-    store = CacheStore(tmp_path / "peer", 64 * MB, fsync=False)
+    store = _store(tmp_path / "peer")
     store.insert_bytes(LFN, data)
     with PeerServer(store, KEY, max_transfers=4) as server:
         yield store, server
@@ -44,15 +61,14 @@ def _nothing_kept(store: CacheStore) -> bool:
 @pytest.mark.parametrize("connections", [1, 3])
 @pytest.mark.parametrize("known", [True, False])
 def test_a_file_of_many_chunks_arrives_whole(
-    tmp_path: Path,
+    mine: CacheStore,
     serving: tuple[CacheStore, PeerServer],
     data: bytes,
     connections: int,
     known: bool,
 ) -> None:
     _, server = serving
-    mine = CacheStore(tmp_path / "mine", 64 * MB, fsync=False)
-    client = PeerClient(KEY, connections=connections, checksum_threads=2, chunk=CHUNK)
+    client = _client(connections)
     expected = FileMeta(len(data), zlib.adler32(data)) if known else None  # else the Digest
     path = client.fetch(server.address, LFN, mine, expected)
     assert path.read_bytes() == data
@@ -65,7 +81,7 @@ def test_a_file_of_many_chunks_arrives_whole(
 @pytest.mark.parametrize("where", [0, CHUNK + 7, SIZE - 1])
 @pytest.mark.parametrize("fast", [True, False])
 def test_one_corrupted_byte_is_detected_and_the_file_not_kept(
-    tmp_path: Path,
+    mine: CacheStore,
     serving: tuple[CacheStore, PeerServer],
     data: bytes,
     connections: int,
@@ -76,10 +92,7 @@ def test_one_corrupted_byte_is_detected_and_the_file_not_kept(
     with open(peer_store.path_of(LFN), "r+b") as handle:  # the peer's disk rots one byte
         handle.seek(where)
         handle.write(bytes([data[where] ^ 0x01]))
-    mine = CacheStore(tmp_path / "mine", 64 * MB, fsync=False)
-    client = PeerClient(
-        KEY, connections=connections, checksum_threads=2, chunk=CHUNK, fast_checksum=fast
-    )
+    client = _client(connections, fast_checksum=fast)
     with pytest.raises(TransferError, match=r"adler32 [0-9a-f]{8}, expected"):
         client.fetch(server.address, LFN, mine, FileMeta(len(data), zlib.adler32(data)))
     assert _nothing_kept(mine)
@@ -87,12 +100,11 @@ def test_one_corrupted_byte_is_detected_and_the_file_not_kept(
 
 
 def test_a_busy_server_turns_extra_connections_away_and_the_rest_finish(
-    tmp_path: Path, data: bytes
+    tmp_path: Path, mine: CacheStore, data: bytes
 ) -> None:
-    store = CacheStore(tmp_path / "peer", 64 * MB, fsync=False)
+    store = _store(tmp_path / "peer")
     store.insert_bytes(LFN, data)
-    mine = CacheStore(tmp_path / "mine", 64 * MB, fsync=False)
-    client = PeerClient(KEY, connections=4, checksum_threads=2, chunk=CHUNK)
+    client = _client(4)
     with PeerServer(store, KEY, max_transfers=1) as server:
         for _ in range(20):  # 503 when every connection was turned away: try again
             try:
@@ -106,41 +118,34 @@ def test_a_busy_server_turns_extra_connections_away_and_the_rest_finish(
     assert path.read_bytes() == data
 
 
-class _BadPeer:
+class _BadPeer(BackgroundLoop):
     """A raw HTTP peer on 127.0.0.1 that answers every GET with a good header and then either
     dies after ``cut`` bytes of the body or names another range than the one asked for."""
 
     def __init__(self, data: bytes, *, cut: int | None = None, shift_range: bool = False) -> None:
+        super().__init__("bad-peer")
         self.data = data
         self.cut = cut
         self.shift_range = shift_range
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.listener.settimeout(0.2)
         self.address = self.listener.getsockname()[:2]
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._serve, name="bad-peer")
         self.handlers: list[threading.Thread] = []
 
-    def __enter__(self) -> _BadPeer:
-        self.thread.start()
-        return self
-
     def __exit__(self, *exc: object) -> None:
-        self.done.set()
-        self.thread.join()
+        super().__exit__(*exc)
         for handler in self.handlers:
             handler.join()
         self.listener.close()
 
-    def _serve(self) -> None:
-        while not self.done.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            handler = threading.Thread(target=self._answer, args=(conn,))
-            self.handlers.append(handler)
-            handler.start()
+    def step(self) -> None:
+        try:
+            conn, _ = self.listener.accept()
+        except TimeoutError:
+            return
+        handler = threading.Thread(target=self._answer, args=(conn,))
+        self.handlers.append(handler)
+        handler.start()
 
     def _answer(self, conn: socket.socket) -> None:
         with conn:
@@ -172,10 +177,9 @@ class _BadPeer:
 
 @pytest.mark.parametrize("connections", [1, 3])
 def test_a_peer_that_dies_mid_transfer_leaves_nothing(
-    tmp_path: Path, data: bytes, connections: int
+    mine: CacheStore, data: bytes, connections: int
 ) -> None:
-    mine = CacheStore(tmp_path / "mine", 64 * MB, fsync=False)
-    client = PeerClient(KEY, connections=connections, checksum_threads=2, chunk=CHUNK)
+    client = _client(connections)
     with (
         _BadPeer(data, cut=3 * CHUNK + 5) as peer,
         pytest.raises(TransferError, match=r"transfer broken after [0-9]+ bytes"),
@@ -185,9 +189,8 @@ def test_a_peer_that_dies_mid_transfer_leaves_nothing(
     assert mine.used == 0
 
 
-def test_a_range_answered_with_other_bytes_is_refused(tmp_path: Path, data: bytes) -> None:
-    mine = CacheStore(tmp_path / "mine", 64 * MB, fsync=False)
-    client = PeerClient(KEY, connections=3, checksum_threads=2, chunk=CHUNK)
+def test_a_range_answered_with_other_bytes_is_refused(mine: CacheStore, data: bytes) -> None:
+    client = _client(3)
     with (
         _BadPeer(data, shift_range=True) as peer,
         pytest.raises(TransferError, match=r"asked for bytes [0-9]+-[0-9]+/"),

@@ -17,11 +17,9 @@ def other_tasks() -> set[asyncio.Task[object]]:
     return {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
 
 
-def test_maintenance_loop_survives_a_failing_pass(caplog: pytest.LogCaptureFixture) -> None:
+async def test_maintenance_loop_survives_a_failing_pass(caplog: pytest.LogCaptureFixture) -> None:
     passes = 0
-
-    async def scenario() -> None:
-        nonlocal passes
+    with caplog.at_level(logging.ERROR, logger="glidein_ext.dht"):
         async with network(3, seed=61, settings=QUICK) as nodes:
             node = nodes[0]
             again = asyncio.Event()
@@ -40,9 +38,6 @@ def test_maintenance_loop_survives_a_failing_pass(caplog: pytest.LogCaptureFixtu
             assert await nodes[2].get("still/working") == [b"yes"]
         # Closing the nodes cancelled and awaited every task they had started.
         assert not other_tasks()
-
-    with caplog.at_level(logging.ERROR, logger="glidein_ext.dht"):
-        asyncio.run(scenario())
     assert passes >= 2
     failures = [r for r in caplog.records if "maintenance pass failed" in r.getMessage()]
     assert len(failures) == 1

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import signal
 import socket
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ from glidein_ext.tq.models import MatchSpec
 from glidein_ext.tq.service.server import open_store
 from glidein_ext.tq.service.settings import TqSettings
 from glidein_ext.tq.workflow import TaskDef, WorkflowDef
+from tests.support.background import BackgroundLoop
 from tests.support.procs import child_named
 from tests.support.rawhttp import post_json
 
@@ -132,31 +132,21 @@ def _peak_rss_kb(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
-class _Latency:
+class _Latency(BackgroundLoop):
     """Polls /healthz from a thread; the slowest answer while it ran."""
 
     def __init__(self, server: TqServer) -> None:
+        super().__init__("healthz-latency")
         self.server = server
         self.worst = 0.0
         self.answers = 0
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._run)
 
-    def _run(self) -> None:
-        while not self.done.is_set():
-            started = time.monotonic()
-            assert self.server.healthy()
-            self.answers += 1
-            self.worst = max(self.worst, time.monotonic() - started)
-            time.sleep(0.02)
-
-    def __enter__(self) -> _Latency:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.done.set()
-        self.thread.join()
+    def step(self) -> None:
+        started = time.monotonic()
+        assert self.server.healthy()
+        self.answers += 1
+        self.worst = max(self.worst, time.monotonic() - started)
+        time.sleep(0.02)
 
 
 def _send_raw(url: str, head: bytes, size: int) -> bytes:

@@ -47,10 +47,10 @@ def alive(site: dict[str, Any]) -> int:
     return int(site["inactive"] + site["idle"] + site["busy"])
 
 
+@pytest.mark.usefixtures("claim_to_be_glidein")
 def test_service_pilot_monitor_submits_and_keeps_thresholds(
     sandbox: CondorSandbox,
     glidein: Glidein,
-    claim_to_be_glidein: None,
     tmp_path: Path,
     tq_server: Callable[..., TqServer],
     wait_until: Callable[..., Any],

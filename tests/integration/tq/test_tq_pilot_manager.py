@@ -31,10 +31,10 @@ def glidein(sandbox: CondorSandbox) -> Iterator[Glidein]:
     started.stop()
 
 
+@pytest.mark.usefixtures("claim_to_be_glidein")
 def test_pilot_manager_submits_pilots_that_register_and_work(
     sandbox: CondorSandbox,
     glidein: Glidein,
-    claim_to_be_glidein: None,
     tq_server: Callable[..., Any],
     wait_until: Callable[..., Any],
 ) -> None:

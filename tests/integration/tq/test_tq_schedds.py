@@ -38,8 +38,9 @@ def _queued(sandbox: CondorSandbox, schedd: str) -> int:
     return len(json.loads(out)) if out.strip() else 0
 
 
+@pytest.mark.usefixtures("claim_to_be_glidein")
 def test_pilots_spread_over_two_schedds_and_a_failing_one_is_backed_off(
-    sandbox: CondorSandbox, second_schedd: ExtraSchedd, claim_to_be_glidein: None
+    sandbox: CondorSandbox, second_schedd: ExtraSchedd
 ) -> None:
     names = sandbox.run("condor_status", "-schedd", "-af", "Name").split()
     first = next(n for n in names if n != second_schedd.name)

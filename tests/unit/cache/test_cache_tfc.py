@@ -15,55 +15,54 @@ DATA = Path(__file__).resolve().parents[2] / "data"
 CERN = load_catalog(DATA / "T1_CH_CERN_storage.xml")
 
 
-@pytest.mark.parametrize(
-    ("protocol", "destination", "lfn", "pfn"),
-    [
-        # direct: the default rule, /+(.*) -> /castor/cern.ch/cms/$1
-        (
-            "direct",
-            "any",
-            "/store/data/Run1/RAW/a.root",
-            "/castor/cern.ch/cms/store/data/Run1/RAW/a.root",
-        ),
-        ("direct", "any", "/store/t0temp/x.root", "/eos/cms/store/t0temp/x.root"),
-        # rfio: first specific rule wins over the generic /store/ one
-        ("rfio", "any", "/store/express/x.root", "root://eoscms//eos/cms/store/express/x.root"),
-        (
-            "rfio",
-            "any",
-            "/store/mc/x.root",
-            "root://eoscms//eos/cms/store/mc/x.root?svcClass=default",
-        ),
-        # stageout chains to direct when nothing specific matches
-        ("stageout", "any", "/store/data/x.root", "/castor/cern.ch/cms/store/data/x.root"),
-        ("stageout", "any", "/store/user/u/x.root", "root://eoscms//eos/cms/store/user/u/x.root"),
-        # srmv2 with destination-match: T1 buffer, T2_CH_CERN (EOS), and the fallback
-        (
-            "srmv2",
-            "T1_CH_CERN_Buffer",
-            "/store/data/x.root",
-            "srm://srm-cms.cern.ch:8443/srm/managerv2?SFN=/castor/cern.ch/cms/store/data/x.root",
-        ),
-        (
-            "srmv2",
-            "T2_CH_CERN",
-            "/store/data/x.root",
-            "srm://srm-eoscms.cern.ch:8443/srm/v2/server?SFN=/castor/cern.ch/cms/store/data/x.root",
-        ),
-        (
-            "srmv2",
-            "any",
-            "/store/user/u/x.root",
-            "srm://srm-eoscms.cern.ch:8443/srm/v2/server?SFN=/eos/cms/store/user/u/x.root",
-        ),
+# (protocol, destination): [(LFN, its PFN), ...]
+CERN_LFN_TO_PFN = {
+    # direct: the default rule, /+(.*) -> /castor/cern.ch/cms/$1
+    ("direct", "any"): [
+        ("/store/data/Run1/RAW/a.root", "/castor/cern.ch/cms/store/data/Run1/RAW/a.root"),
+        ("/store/t0temp/x.root", "/eos/cms/store/t0temp/x.root"),
+    ],
+    # rfio: first specific rule wins over the generic /store/ one
+    ("rfio", "any"): [
+        ("/store/express/x.root", "root://eoscms//eos/cms/store/express/x.root"),
+        ("/store/mc/x.root", "root://eoscms//eos/cms/store/mc/x.root?svcClass=default"),
         # an &amp; in the XML is an & in the PFN
         (
-            "rfio",
-            "any",
             "/store/t0streamer/s.dat",
-            "root://castorcms//castor/cern.ch/cms/store/t0streamer/s.dat?svcClass=t0streamer&stageHost=castorcms",
+            "root://castorcms//castor/cern.ch/cms/store/t0streamer/s.dat"
+            "?svcClass=t0streamer&stageHost=castorcms",
         ),
     ],
+    # stageout chains to direct when nothing specific matches
+    ("stageout", "any"): [
+        ("/store/data/x.root", "/castor/cern.ch/cms/store/data/x.root"),
+        ("/store/user/u/x.root", "root://eoscms//eos/cms/store/user/u/x.root"),
+    ],
+    # srmv2 with destination-match: T1 buffer, T2_CH_CERN (EOS), and the fallback
+    ("srmv2", "T1_CH_CERN_Buffer"): [
+        (
+            "/store/data/x.root",
+            "srm://srm-cms.cern.ch:8443/srm/managerv2?SFN=/castor/cern.ch/cms/store/data/x.root",
+        )
+    ],
+    ("srmv2", "T2_CH_CERN"): [
+        (
+            "/store/data/x.root",
+            "srm://srm-eoscms.cern.ch:8443/srm/v2/server?SFN=/castor/cern.ch/cms/store/data/x.root",
+        )
+    ],
+    ("srmv2", "any"): [
+        (
+            "/store/user/u/x.root",
+            "srm://srm-eoscms.cern.ch:8443/srm/v2/server?SFN=/eos/cms/store/user/u/x.root",
+        )
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("protocol", "destination", "lfn", "pfn"),
+    [(*where, lfn, pfn) for where, pairs in CERN_LFN_TO_PFN.items() for lfn, pfn in pairs],
 )
 def test_cern_lfn_to_pfn(protocol: str, destination: str, lfn: str, pfn: str) -> None:
     assert CERN.lfn_to_pfn(lfn, [protocol], destination) == pfn

@@ -91,17 +91,29 @@ def run_as_startd(tmp_path: Path, bindir: Path, script: str) -> dict[str, str]:
     return {path.name: path.read_text().strip() for path in out.iterdir()}
 
 
+def task_1_runs(in_its_starter: str, then: str = "") -> str:
+    """A startd script: the startd fetches task 1 and replies, task 1's starter prepares it and
+    runs the sh lines ``in_its_starter`` (its payload's and its own hooks), then the startd runs
+    ``then``.  Each hook's answer goes to $OUT: fetch, reply1, prepare1 and the scripts' own."""
+    return f"""
+        $HOOK fetch > $OUT/fetch; true
+        $HOOK reply 1 s1 > $OUT/reply1; true
+        $STARTER -c '
+            $HOOK prepare 1 s1 > $OUT/prepare1; true
+{in_its_starter}
+        '; true
+{then}
+        """
+
+
 def test_a_payload_cannot_touch_another_task(glidein: tuple[Path, Board, Path]) -> None:
     start, board, bindir = glidein
     tmp = start.parent
     answers = run_as_startd(
         tmp,
         bindir,
-        """
-        $HOOK fetch > $OUT/fetch; true
-        $HOOK reply 1 s1 > $OUT/reply1; true
-        $STARTER -c '
-            $HOOK prepare 1 s1 > $OUT/prepare1; true
+        task_1_runs(
+            """
             # task 1 runs: these are its payload, a child of its starter, knowing task 2 secret
             $HOOK exit 2 s2 > $OUT/payload_exit2; true
             $HOOK prepare 2 s2 > $OUT/payload_prepare2; true
@@ -110,10 +122,12 @@ def test_a_payload_cannot_touch_another_task(glidein: tuple[Path, Board, Path]) 
             $HOOK reply 2 s2 > $OUT/payload_reply2; true
             $HOOK exit 1 s2 > $OUT/payload_wrong_secret; true
             $HOOK exit 1 s1 > $OUT/exit1; true
-        '; true
-        $HOOK fetch > $OUT/fetch2; true
-        $STARTER -c '$HOOK prepare 2 s2 > $OUT/prepare2; $HOOK exit 2 s2 > $OUT/exit2; true'; true
-        """,
+            """,
+            then="""
+            $HOOK fetch > $OUT/fetch2; true
+            $STARTER -c '$HOOK prepare 2 s2 > $OUT/prepare2; $HOOK exit 2 s2 > $OUT/exit2; true'
+            """,
+        ),
     )
     assert json.loads(answers["fetch"])["ad"] == {"ClusterId": 1}  # the startd's own fetch
     assert json.loads(answers["prepare1"])["ok"] is True
@@ -245,19 +259,18 @@ def test_a_payload_holding_the_link_keeps_no_hook_of_htcondor_out(
         answers = run_as_startd(
             tmp,
             bindir,
-            """
-            $HOOK fetch > $OUT/fetch; true
-            $HOOK reply 1 s1 > $OUT/reply1; true
-            $STARTER -c '
-                $HOOK prepare 1 s1 > $OUT/prepare1; true
+            task_1_runs(
+                """
                 $HOLDER 8 3 &
                 sleep 1
-            '; true
-            $HOOK fetch > $OUT/fetch2; true
-            $HOOK reply 2 s2 > $OUT/reply2; true
-            $STARTER -c '$HOOK prepare 2 s2 > $OUT/prepare2; $HOOK exit 2 s2 > $OUT/exit2; true'
-            wait
-            """,
+                """,
+                then="""
+                $HOOK fetch > $OUT/fetch2; true
+                $HOOK reply 2 s2 > $OUT/reply2; true
+                $STARTER -c '$HOOK prepare 2 s2 > $OUT/prepare2; $HOOK exit 2 s2 > $OUT/exit2; true'
+                wait
+                """,
+            ),
         )
     finally:
         for sock in held:
@@ -312,17 +325,14 @@ def test_job_exit_is_tried_again_until_the_agent_takes_it(
     answers = run_as_startd(
         tmp,
         bindir,
-        f"""
-        $HOOK fetch > $OUT/fetch; true
-        $HOOK reply 1 s1 > $OUT/reply1; true
-        $STARTER -c '
-            $HOOK prepare 1 s1 > $OUT/prepare1; true
+        task_1_runs(
+            f"""
             $HOLDER {STARTER_CONNECTIONS} 2 &
             sleep 0.5
             $EXIT 1 s1 > $OUT/exit1 2>&1; true
             wait
-        '; true
-        """,
+            """
+        ),
     )
     assert json.loads(answers["prepare1"])["ok"] is True, answers
     assert answers["exit1"] == "taken", answers
