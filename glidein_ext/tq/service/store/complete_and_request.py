@@ -12,17 +12,26 @@ completion releases are queued in the database but not yet offered to the reques
 it in the same transaction.  The answer then carries no task, and the pilot asks again at once
 with a plain request (``agent``), which finds them.  The files the task produced are told to the
 matcher before the choice (as a request's cache list is), so that the pilot's next task may be
-one that reads them.
+one that reads them.  The pilot's row, read and locked by the completion, is not read again, and
+is updated once: the completion's changes go with the request's.
 """
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from glidein_ext.errors import TaskQueueNotFound
-from glidein_ext.tq.client.protocol import CompleteAndRequest, CompleteAndRequestAnswer
+from glidein_ext.tq.client.protocol import (
+    CompleteAndRequest,
+    CompleteAndRequestAnswer,
+    TaskAssignment,
+)
 from glidein_ext.tq.models import TaskState
-from glidein_ext.tq.service.store.core import StoreCore, Tx
+from glidein_ext.tq.service import tables as t
+from glidein_ext.tq.service.store.core import ACTIVE, StoreCore, Tx
 from glidein_ext.tq.service.store.pilots import PilotProtocol
 from glidein_ext.tq.service.store.sites import SiteCoordination
+from glidein_ext.tq.service.store.statements import update_row
 
 
 class CompletionThenRequest:
@@ -39,13 +48,29 @@ class CompletionThenRequest:
     ) -> CompleteAndRequestAnswer:
         """The completion's answer and the pilot's next task (None when nothing fits now)."""
         completion = call.completion
-        result = self.sites.complete(tx, pilot_id, completion)
-        if result.accepted and result.state == TaskState.DONE.value and completion.outputs:
+        result, ended = self.sites.complete_ended(tx, pilot_id, completion, defer_pilot=True)
+        if ended is None:  # not counted: the pilot's row is untouched, the request reads it
+            return CompleteAndRequestAnswer(result, self._request(tx, pilot_id, call))
+        if ended.state is TaskState.DONE and completion.outputs:
             self.core.matcher.add_cached(pilot_id, list(completion.outputs))
+        if ended.pilot.state not in ACTIVE:
+            update_row(tx.conn, t.pilots, pilot_id, dict(ended.pilot_values))
+            return CompleteAndRequestAnswer(result, None)
+        # the row as the completion leaves it (idle, no task), written with the request's update
+        row = SimpleNamespace(**{**ended.pilot._asdict(), **ended.pilot_values})
         try:
-            task = self.pilots.request(tx, pilot_id, call.cached)
+            task = self.pilots.request(
+                tx, pilot_id, call.cached, row=row, pending=ended.pilot_values
+            )
+        except TaskQueueNotFound:  # raised before the request wrote anything
+            update_row(tx.conn, t.pilots, pilot_id, dict(ended.pilot_values))
+            task = None
+        return CompleteAndRequestAnswer(result, task)
+
+    def _request(self, tx: Tx, pilot_id: int, call: CompleteAndRequest) -> TaskAssignment | None:
+        try:
+            return self.pilots.request(tx, pilot_id, call.cached)
         except TaskQueueNotFound:
             # The pilot is gone or cannot be matched (nothing written by the request): the
             # completion stands as ``complete`` alone would; its plain request says why.
-            task = None
-        return CompleteAndRequestAnswer(result, task)
+            return None
