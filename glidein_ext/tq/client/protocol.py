@@ -177,7 +177,8 @@ class CompleteAndRequest:
 @dataclass(frozen=True)
 class CompleteAndRequestAnswer:
     """The completion's fate and the pilot's next task (None: nothing fits now, or the
-    completion released tasks a plain request then finds: the pilot asks again at once)."""
+    completion queued tasks, which only a request after its commit may choose: the pilot asks
+    again at once, with a plain request)."""
 
     result: CompletionAnswer
     task: TaskAssignment | None = None

@@ -8,12 +8,14 @@ request exactly ``request`` (the pilot's cache list, the task it may already hol
 the other in the caller's transaction, so a failure of either leaves neither done.
 
 The matcher learns a transaction's changes only after its commit (``core``): tasks that this
-completion releases are queued in the database but not yet offered to the request that follows
-it in the same transaction.  The answer then carries no task, and the pilot asks again at once
-with a plain request (``agent``), which finds them.  The files the task produced are told to the
-matcher before the choice (as a request's cache list is), so that the pilot's next task may be
-one that reads them.  The pilot's row, read and locked by the completion, is not read again, and
-is updated once: the completion's changes go with the request's.
+completion queues (the waiting tasks it releases, or the task itself again after a failed
+attempt) would not be offered to a request in the same transaction.  Such a completion is not
+followed by the request: the answer carries no task and the pilot asks again at once with a plain
+request (``agent``), which, after the commit, chooses among them too, as the two calls always
+did: a task that reads what the pilot just produced goes to that pilot (Hasham 2011 §IV-E, the
+cache-aware choice).  Otherwise the files the task produced are told to the matcher before the
+choice (as a request's cache list is).  The pilot's row, read and locked by the completion, is
+not read again, and is updated once: the completion's changes go with the request's.
 """
 
 from __future__ import annotations
@@ -51,11 +53,11 @@ class CompletionThenRequest:
         result, ended = self.sites.complete_ended(tx, pilot_id, completion, defer_pilot=True)
         if ended is None:  # not counted: the pilot's row is untouched, the request reads it
             return CompleteAndRequestAnswer(result, self._request(tx, pilot_id, call))
-        if ended.state is TaskState.DONE and completion.outputs:
-            self.core.matcher.add_cached(pilot_id, list(completion.outputs))
-        if ended.pilot.state not in ACTIVE:
+        if ended.queued or ended.pilot.state not in ACTIVE:  # the plain request (see the module)
             update_row(tx.conn, t.pilots, pilot_id, dict(ended.pilot_values))
             return CompleteAndRequestAnswer(result, None)
+        if ended.state is TaskState.DONE and completion.outputs:
+            self.core.matcher.add_cached(pilot_id, list(completion.outputs))
         # the row as the completion leaves it (idle, no task), written with the request's update
         row = SimpleNamespace(**{**ended.pilot._asdict(), **ended.pilot_values})
         try:

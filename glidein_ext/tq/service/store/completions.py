@@ -94,6 +94,7 @@ class Ended:
     # in it: written already, unless the caller said it writes them itself (``defer_pilot``).
     pilot: Any = None
     pilot_values: Mapping[str, Any] = field(default_factory=dict)
+    queued: int = 0  # tasks it queued (released, or this one again): the matcher learns them later
 
 
 class Completions:
@@ -181,7 +182,14 @@ class Completions:
         tx.after_commit(ended)
         answer = CompletionAnswer(accepted=True, duplicate=False, state=state.value)
         changed = Ended(
-            task.workflow_id, state, tuple(declared), pilot.site, finished, pilot, pilot_values
+            task.workflow_id,
+            state,
+            tuple(declared),
+            pilot.site,
+            finished,
+            pilot,
+            pilot_values,
+            len(newly_queued),
         )
         return answer, changed
 

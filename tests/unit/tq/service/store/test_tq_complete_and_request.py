@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from glidein_ext.errors import TaskQueueNotFound
 from glidein_ext.tq.client.protocol import (
     CompleteAndRequest,
+    CompleteAndRequestAnswer,
     Completion,
     CompletionAnswer,
     Registration,
@@ -99,24 +100,26 @@ def test_released_tasks_go_to_the_plain_request_that_follows(tmp_path: Path) -> 
     make = store.request(pilot)
     assert make is not None and make.name == "make"
     answer = store.complete_and_request(pilot, _done(make))
-    assert answer.result.accepted and answer.task is None
+    assert answer.result.accepted and answer.task is None  # "read" waits for the commit
     read = store.request(pilot)
     assert read is not None and read.name == "read"
     assert read.cached_inputs == 1  # the file it produced counts as cached at the pilot
 
 
-def test_a_failed_attempt_is_requeued_and_the_pilot_gets_another_task(tmp_path: Path) -> None:
+def test_a_failed_attempt_is_requeued_and_offered_to_the_next_request(tmp_path: Path) -> None:
+    """The failed task is queued again by the completion: no task in the answer, the plain
+    request that follows chooses among all of them, the retried one included."""
     store = _store(tmp_path)
-    store.submit(_tasks(2, max_retries=1))
+    store.submit(_tasks(1, max_retries=1))
     pilot = store.register(Registration(site="S", host="h")).pilot_id
     first = store.request(pilot)
     assert first is not None
     answer = store.complete_and_request(pilot, _done(first, exit_code=3))
-    assert answer.result == CompletionAnswer(accepted=True, duplicate=False, state="queued")
-    assert answer.task is not None and answer.task.task_id != first.task_id
-    retried = store.complete_and_request(pilot, _done(answer.task))
-    assert retried.task is not None and retried.task.task_id == first.task_id
-    assert retried.task.attempt == 2
+    assert answer == CompleteAndRequestAnswer(
+        CompletionAnswer(accepted=True, duplicate=False, state="queued"), None
+    )
+    again = store.request(pilot)
+    assert again is not None and (again.task_id, again.attempt) == (first.task_id, 2)
 
 
 def test_the_request_carries_the_cache_list(tmp_path: Path) -> None:
