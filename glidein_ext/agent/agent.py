@@ -54,7 +54,13 @@ from glidein_ext.errors import (
 )
 from glidein_ext.sched.ranking import Ranker, WorkerAd
 from glidein_ext.tq.client.client import TqClient
-from glidein_ext.tq.client.protocol import Neighbour, RegisterAnswer, Registration, TaskAssignment
+from glidein_ext.tq.client.protocol import (
+    Completion,
+    Neighbour,
+    RegisterAnswer,
+    Registration,
+    TaskAssignment,
+)
 
 T = TypeVar("T")
 log = logging.getLogger("glidein_ext.agent")
@@ -423,8 +429,7 @@ class PilotAgent:
         it (Lee 2003 4.2.3, courier)."""
         c = self.config
         cache = self.open_cache()
-        sends_cache = c.centralized or self.architecture == "centralized"
-        cached = cache.lfns() if sends_cache else None
+        cached = cache.lfns() if self._sends_cache() else None
         asked = time.monotonic()
         try:
             request = functools.partial(
@@ -445,20 +450,24 @@ class PilotAgent:
         empty = 0  # empty answers in a row (the wait grows with them)
         idle_since = time.monotonic()
         c = self.config
+        task: TaskAssignment | None = None  # the next task, from the last report's answer
         while not self.stop.is_set():
             if c.max_tasks is not None and ran >= c.max_tasks:
                 break
-            if not self.executor.wait_room(self.stop):
-                break  # the executor takes no more tasks (its glidein retires) or we stop
-            cache = self.open_cache()
-            task, offered = self._ask(pilot_id)
             if task is None:
-                if c.max_idle is not None and time.monotonic() - idle_since > c.max_idle:
-                    break
-                if not offered:  # a standing offer was the wait itself
-                    self.stop.wait(min(c.settings.poll_max, c.settings.poll_interval * 1.5**empty))
-                empty += 1
-                continue
+                if not self.executor.wait_room(self.stop):
+                    break  # the executor takes no more tasks (its glidein retires) or we stop
+                task, offered = self._ask(pilot_id)
+                if task is None:
+                    if c.max_idle is not None and time.monotonic() - idle_since > c.max_idle:
+                        break
+                    if not offered:  # a standing offer was the wait itself
+                        self.stop.wait(
+                            min(c.settings.poll_max, c.settings.poll_interval * 1.5**empty)
+                        )
+                    empty += 1
+                    continue
+            cache = self.open_cache()
             log.info("running task %s (%s)", task.task_id, task.name)
             execution = self.executor.execute(task, self.stop)  # never raises for the task
             if self.lost.is_set():
@@ -473,18 +482,15 @@ class PilotAgent:
                 # back (the Task Queue hands a pilot the task it holds); a pilot that leaves
                 # instead gives it back with its deregistration, which requeues it.
                 log.info("task %s given back: %s", task.task_id, execution.outcome.report)
+                task = None
                 continue
             completion = execution.completion()
             if (
                 self.net is not None
             ):  # centralized: the site DHT tracks files (Delgado Peris 2014 §III.A),
                 self._publish()  # before the report releases the tasks that read them
-            try:
-                self._retry(
-                    "complete", functools.partial(self.client.complete, pilot_id, completion)
-                )
-            except TaskQueueRequestError as exc:  # the TQ refused the report: it will not change
-                log.error("the Task Queue refused the report of task %s: %s", task.task_id, exc)
+            more = c.max_tasks is None or ran + 1 < c.max_tasks
+            task = self._report(pilot_id, completion, more)
             if self.tracks_files:
                 if completion.outputs:  # the TQ added them (pre-DHT): send the whole list
                     cache.forget_reported()
@@ -496,3 +502,45 @@ class PilotAgent:
             empty = 0
             idle_since = time.monotonic()
         return ran
+
+    def _report(self, pilot_id: int, completion: Completion, more: bool) -> TaskAssignment | None:
+        """Report a task's end.  When the pilot takes ``more`` tasks, the executor has room for
+        one now and the Task Queue takes it (its registration's answer says), the report also
+        asks for the next task (Hasham 2011 §IV-E): one call per task, its answer that task, or
+        None (nothing fits now: the loop asks with a plain request, which may stand as an
+        offer).  Otherwise the report alone, and None."""
+        combined = (
+            more
+            and self.answer is not None
+            and self.answer.complete_and_request
+            and not self.stop.is_set()
+            and self.executor.has_room()
+            and self.executor.wait_room(self.stop)
+        )
+        try:
+            if not combined:
+                self._retry(
+                    "complete", functools.partial(self.client.complete, pilot_id, completion)
+                )
+                return None
+            cache = self.open_cache()
+            cached = cache.lfns() if self._sends_cache() else None
+            try:
+                answer = self._retry(
+                    "complete",
+                    functools.partial(
+                        self.client.complete_and_request, pilot_id, completion, cached
+                    ),
+                )
+            finally:
+                self.executor.asked()
+            if cached is not None:
+                cache.mark_reported(cached)
+            return answer.task
+        except TaskQueueRequestError as exc:  # the TQ refused the report: it will not change
+            log.error("the Task Queue refused the report of task %s: %s", completion.task_id, exc)
+            return None
+
+    def _sends_cache(self) -> bool:
+        """Centralized: each request carries the pilot's cache list (Hasham 2011 §IV-E)."""
+        return self.config.centralized or self.architecture == "centralized"

@@ -54,6 +54,8 @@ from glidein_ext.tq.client.protocol import (
     API,
     Claim,
     ClaimAnswer,
+    CompleteAndRequest,
+    CompleteAndRequestAnswer,
     Completion,
     CompletionAnswer,
     Heartbeat,
@@ -308,6 +310,18 @@ class TqClient:
     def complete(self, pilot_id: int, completion: Completion) -> CompletionAnswer:
         path = f"{API}/pilots/{pilot_id}/complete"
         return self._post(path, to_json(completion), CompletionAnswer)
+
+    def complete_and_request(
+        self, pilot_id: int, completion: Completion, cached: Sequence[str] | None = None
+    ) -> CompleteAndRequestAnswer:
+        """``complete``, then ``request`` (never a standing offer) in one call and one
+        transaction: a busy pilot's one call per task, to a Task Queue whose registration answer
+        says it takes it (``RegisterAnswer.complete_and_request``).  Repeatable as both are: a
+        repeated completion is answered ``duplicate``, a repeated request returns the task the
+        pilot already holds."""
+        path = f"{API}/pilots/{pilot_id}/complete-and-request"
+        body = to_json(CompleteAndRequest(completion, _listed(cached)))
+        return self._post(path, body, CompleteAndRequestAnswer)
 
     def deregister(self, pilot_id: int) -> None:
         self.call("DELETE", f"{API}/pilots/{pilot_id}")

@@ -82,6 +82,9 @@ class RegisterAnswer:
     master: MasterInfo | None = None  # distributed: the master (this pilot, if it is)
     master_timeout: int = 60  # seconds the master may be silent before another takes over
     pilot_key: str | None = None  # distributed: hex; this pilot's own key (tq.client.pilotkeys)
+    # The service answers ``complete-and-request`` (``CompleteAndRequest``): a busy pilot makes
+    # one call per task.  False from a service that does not say: the two calls.
+    complete_and_request: bool = False
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,26 @@ class CompletionAnswer:
     accepted: bool
     duplicate: bool
     state: str
+
+
+@dataclass(frozen=True)
+class CompleteAndRequest:
+    """A busy pilot's one call per task: the end of its task and its request for the next
+    (Hasham 2011 §IV-E, late binding: the next task is matched when the pilot asks, here in the
+    transaction that records the end).  ``cached``: as a ``TaskRequest``'s."""
+
+    completion: Completion
+    cached: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class CompleteAndRequestAnswer:
+    """The completion's fate and the pilot's next task (None: nothing fits now, or the
+    completion queued tasks, which only a request after its commit may choose: the pilot asks
+    again at once, with a plain request)."""
+
+    result: CompletionAnswer
+    task: TaskAssignment | None = None
 
 
 @dataclass(frozen=True)
@@ -498,6 +521,8 @@ _READERS: dict[str, Callable[[Any], Any]] = {
     "Mapping[str, Scalar]": _mapping_of(_scalar),
     "MasterInfo | None": _optional(_message(MasterInfo)),
     "Completion": _message(Completion),
+    "CompletionAnswer": _message(CompletionAnswer),
+    "TaskAssignment | None": _optional(_message(TaskAssignment)),
     "RoundReport": _message(RoundReport),
     "tuple[SitePilot, ...]": _tuple_of(_message(SitePilot)),
     "tuple[PilotKey, ...]": _tuple_of(_message(PilotKey)),

@@ -60,6 +60,7 @@ PILOT_CALLS = {
     "request": "POST",
     "heartbeat": "POST",
     "complete": "POST",
+    "complete-and-request": "POST",  # a busy pilot's one call per task: one request
     "deregister": "DELETE",
     "claim": "POST",
     "sync": "POST",
@@ -76,7 +77,12 @@ def request_kind(method: str, path: str) -> str | None:
     return kind
 
 
-_PILOT_VERBS = {"request": "request", "heartbeat": "heartbeat", "complete": "complete"}
+_PILOT_VERBS = {
+    "request": "request",
+    "heartbeat": "heartbeat",
+    "complete": "complete",
+    "complete-and-request": "complete-and-request",
+}
 _SITE_VERBS = {"master": "claim", "sync": "sync", "assign": "assign"}
 
 

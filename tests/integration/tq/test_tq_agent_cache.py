@@ -122,9 +122,9 @@ def test_a_cache_report_follows_a_task_only_when_the_cache_changed(
     wait_until: Callable[..., Any],
     cached_file: CachedFile,
 ) -> None:
-    """Pre-DHT: a task that leaves the cache as the Task Queue knows it costs a request and a
-    completion, no heartbeat; one whose output evicts another is reported at once, long before
-    the next periodic heartbeat (10 minutes here)."""
+    """Pre-DHT: a task that leaves the cache as the Task Queue knows it costs one call (its
+    completion, with the request for the next task), no heartbeat; one whose output evicts another
+    is reported at once, long before the next periodic heartbeat (10 minutes here)."""
     server = tq_server(heartbeat_interval="600", stuck_silent_after="1200")
     client = server.operator()
     pilots.start(
@@ -142,7 +142,8 @@ def test_a_cache_report_follows_a_task_only_when_the_cache_changed(
     client.submit(trivial)
     wait_until(lambda: all_done(client, "trivial", 8), 60, "the trivial tasks")
     requests = _requests(client, "trivial")
-    assert (requests["request"], requests["complete"], requests.get("heartbeat")) == (8, 8, None)
+    calls = (requests["request"], requests["complete-and-request"], requests.get("heartbeat"))
+    assert calls == (1, 8, None) and "complete" not in requests
     outputs = [f"/store/o{i}.dat" for i in range(3)]
     for i, lfn in enumerate(outputs):  # one workflow each, so they run in this order
         client.submit(

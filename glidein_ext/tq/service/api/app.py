@@ -18,6 +18,7 @@ schemas built from them here give the same JSON and the OpenAPI description.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +36,7 @@ from glidein_ext.tq.client import protocol as p
 from glidein_ext.tq.client.limits import INT64_MAX
 from glidein_ext.tq.client.protocol import (
     API,
+    CompleteAndRequest,
     Completion,
     Heartbeat,
     Registration,
@@ -231,7 +233,7 @@ class _Owners:
 
 @dataclass
 class _PilotCalls:
-    """The pilots' three hot calls, one handler each: the FastAPI routes run them, and the fast
+    """The pilots' hot calls, one handler each: the FastAPI routes run them, and the fast
     path (``tq.service.api.fastpath``) runs them for a well-formed call (caller, pilot id or None,
     validated body)."""
 
@@ -246,7 +248,8 @@ class _PilotCalls:
         check_register(who, registration.site, registration.batch_id)
         answer = await unblocked(self.store, self.store.register, registration, who.credential_id)
         self.owners.remember(answer.pilot_id, who.credential_id)
-        return s.wire(answer)
+        # this service answers ``complete-and-request`` (a pilot of before asks twice still)
+        return s.wire(dataclasses.replace(answer, complete_and_request=True))
 
     async def take(self, _who: Principal, pilot_id: int | None, body: Any) -> Response:
         assert pilot_id is not None
@@ -264,6 +267,17 @@ class _PilotCalls:
         assert pilot_id is not None
         completion = s.message(body, Completion)
         return s.wire(await unblocked(self.store, self.store.complete, pilot_id, completion))
+
+    async def complete_and_request(
+        self, _who: Principal, pilot_id: int | None, body: Any
+    ) -> Response:
+        """``complete`` then ``request`` in one transaction (``store.complete_and_request``);
+        never a standing offer (a pilot that gets no task asks with a plain request)."""
+        assert pilot_id is not None
+        call = s.message(body, CompleteAndRequest)
+        store = self.store
+        await self.costly.settle(pilot_id, store.clock())
+        return s.wire(await unblocked(store, store.complete_and_request, pilot_id, call))
 
 
 def create_app(
@@ -316,6 +330,9 @@ def create_app(
             "": FastCall(s.RegisterRequest, calls.register),
             "request": FastCall(s.TaskRequest, calls.take),
             "complete": FastCall(s.CompleteRequest, calls.complete),
+            "complete-and-request": FastCall(
+                s.CompleteAndRequestRequest, calls.complete_and_request
+            ),
         },
         owns=owners.owns,
         answer_error=error_answer,
@@ -368,6 +385,15 @@ def create_app(
     async def complete(pilot_id: PilotId, body: s.CompleteRequest) -> Response:
         """A task ended; idempotent per (task, attempt)."""
         return await calls.complete(Principal(pilot=True), pilot_id, body)
+
+    @pilot_call("complete-and-request", s.CompleteAndRequestResponse)
+    async def complete_and_request(
+        pilot_id: PilotId, body: s.CompleteAndRequestRequest
+    ) -> Response:
+        """A task ended, and the pilot asks for its next (Hasham 2011 §IV-E): one transaction,
+        whose answer carries the completion's fate and the next task (null when nothing fits
+        now: the pilot then asks with ``request``)."""
+        return await calls.complete_and_request(Principal(pilot=True), pilot_id, body)
 
     @app.delete(f"{API}/pilots/{{pilot_id}}", dependencies=mine, responses=errors)
     async def deregister(pilot_id: PilotId) -> dict[str, bool]:

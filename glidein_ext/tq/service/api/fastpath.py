@@ -4,7 +4,8 @@ A burst of pilots makes three calls each: register, request a task, report its e
 resolves each call's dependencies (the caller, the pilot's owner, the path, the body) through a
 general machinery that costs a good part of what the call costs (measured: ``bench/tq_bench.py``).
 This middleware, inside the guard (``tq.service.api.guard``: the token is checked and the body read
-already), serves those three calls when they are well formed: the caller is a pilot, the pilot in
+already), serves those calls (and a busy pilot's ``complete-and-request``, which is one call
+for the last two) when they are well formed: the caller is a pilot, the pilot in
 the path is the caller's own, the body is JSON that the call's own pydantic model
 (``tq.service.api.schemas``) accepts.  It then runs the very handler the FastAPI route runs, and
 answers a store's error as the application's error handlers do.  Anything else (a bad token

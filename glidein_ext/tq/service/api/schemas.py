@@ -214,15 +214,23 @@ _request = request_model(
     {"cached": Cached, "wait": Annotated[float, Field(ge=0, le=MAX_OFFER_WAIT)]},
 )
 _heartbeat = request_model("HeartbeatRequest", p.Heartbeat, {"cached": Cached})
+# A busy pilot's one call per task: a completion and a request's cache list.
+_complete_and_request = request_model(
+    "CompleteAndRequestRequest",
+    p.CompleteAndRequest,
+    {"completion": _complete, "cached": Cached},
+)
 
 if TYPE_CHECKING:  # mypy takes a derived model for what it is: a pydantic model
     RegisterRequest = BaseModel
     CompleteRequest = BaseModel
     TaskRequest = BaseModel
     HeartbeatRequest = BaseModel
+    CompleteAndRequestRequest = BaseModel
 else:
     RegisterRequest, CompleteRequest = _register, _complete
     TaskRequest, HeartbeatRequest = _request, _heartbeat
+    CompleteAndRequestRequest = _complete_and_request
 
 
 class TaskResponse(BaseModel):
@@ -237,6 +245,7 @@ MasterInfo = p.MasterInfo
 RegisterResponse = p.RegisterAnswer
 HeartbeatResponse = p.HeartbeatAnswer
 CompleteResponse = p.CompletionAnswer
+CompleteAndRequestResponse = p.CompleteAndRequestAnswer
 SubmitResponse = p.SubmitAnswer
 WorkflowStatus = p.WorkflowStatus
 StatusResponse = p.Status

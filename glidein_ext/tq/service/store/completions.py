@@ -13,8 +13,8 @@ the task failed for good, with the reason in its report: a completion never loop
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
@@ -90,6 +90,11 @@ class Ended:
     outputs: tuple[str, ...]  # the task's declared outputs
     site: str  # the reporting pilot's
     finished: bool  # the workflow has no task left waiting, queued or running
+    # The reporting pilot's row as read (locked) before the report, and what the report changes
+    # in it: written already, unless the caller said it writes them itself (``defer_pilot``).
+    pilot: Any = None
+    pilot_values: Mapping[str, Any] = field(default_factory=dict)
+    queued: int = 0  # tasks it queued (released, or this one again): the matcher learns them later
 
 
 class Completions:
@@ -103,9 +108,11 @@ class Completions:
         return self.complete_ended(tx, pilot_id, completion)[0]
 
     def complete_ended(
-        self, tx: Tx, pilot_id: int, completion: Completion
+        self, tx: Tx, pilot_id: int, completion: Completion, *, defer_pilot: bool = False
     ) -> tuple[CompletionAnswer, Ended | None]:
-        """``complete``, and what an accepted report changed (None when not accepted)."""
+        """``complete``, and what an accepted report changed (None when not accepted).
+        ``defer_pilot``: the pilot's row is left as it was, and the caller writes
+        ``Ended.pilot_values`` to it in this transaction (with its own update of the row)."""
         task_id, attempt, exit_code = completion.task_id, completion.attempt, completion.exit_code
         now = self.core.clock()
         newly_queued: list[QueuedTask] = []
@@ -162,7 +169,8 @@ class Completions:
             state, newly_queued = _failed(conn, task, exit_code, completion.report, now)
         if finished is None:
             finished = run(conn, _UNFINISHED, {"workflow": task.workflow_id}).first() is None
-        update_row(conn, t.pilots, pilot_id, pilot_values)
+        if not defer_pilot:
+            update_row(conn, t.pilots, pilot_id, pilot_values)
 
         def ended() -> None:
             for item in newly_queued:
@@ -173,7 +181,17 @@ class Completions:
 
         tx.after_commit(ended)
         answer = CompletionAnswer(accepted=True, duplicate=False, state=state.value)
-        return answer, Ended(task.workflow_id, state, tuple(declared), pilot.site, finished)
+        changed = Ended(
+            task.workflow_id,
+            state,
+            tuple(declared),
+            pilot.site,
+            finished,
+            pilot,
+            pilot_values,
+            len(newly_queued),
+        )
+        return answer, changed
 
 
 def _succeeded(

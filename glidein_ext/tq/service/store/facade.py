@@ -26,6 +26,7 @@ from glidein_ext.tq.service.counters import RunCounters
 from glidein_ext.tq.service.matching.matcher import Matcher
 from glidein_ext.tq.service.store.bookkeeping import MonitorBookkeeping
 from glidein_ext.tq.service.store.claim import MasterClaim
+from glidein_ext.tq.service.store.complete_and_request import CompletionThenRequest
 from glidein_ext.tq.service.store.completions import Completions
 from glidein_ext.tq.service.store.core import CoreOptions, SkippedRow, StoreCore
 from glidein_ext.tq.service.store.credentials import CredentialStore
@@ -74,6 +75,7 @@ class Store:
         self._bookkeeping = MonitorBookkeeping(core)
         self._views = StatusViews(core)
         self._pool = PoolView(core)
+        self._next = CompletionThenRequest(core, self._sites, self._pilots)
 
     # --- the shared state --------------------------------------------------------------------
 
@@ -143,6 +145,13 @@ class Store:
     def complete(self, pilot_id: int, completion: p.Completion) -> p.CompletionAnswer:
         """A task's end; idempotent: a repeated or stale report is answered, never counted twice."""
         return self._core.write(lambda tx: self._sites.complete(tx, pilot_id, completion))
+
+    def complete_and_request(
+        self, pilot_id: int, call: p.CompleteAndRequest
+    ) -> p.CompleteAndRequestAnswer:
+        """``complete`` and then ``request`` in one transaction: a busy pilot's one call per
+        task (``complete_and_request``)."""
+        return self._core.write(lambda tx: self._next.complete_and_request(tx, pilot_id, call))
 
     def deregister(self, pilot_id: int) -> None:
         """The pilot leaves (on exit or SIGTERM); a task it still held goes back to the queue."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -118,15 +118,27 @@ class PilotProtocol:
             others=others,
         )
 
-    def request(self, tx: Tx, pilot_id: int, cached: Sequence[str] | None) -> TaskAssignment | None:
+    def request(
+        self,
+        tx: Tx,
+        pilot_id: int,
+        cached: Sequence[str] | None,
+        *,
+        row: Any = None,
+        pending: Mapping[str, Any] | None = None,
+    ) -> TaskAssignment | None:
         """Hasham 2011 §IV-E: match the pilot to its best task and assign it; None when nothing
-        fits."""
+        fits.  ``row``: the pilot's live row, read and locked in this transaction already (not
+        read again), with ``pending``, the values this transaction still has to write to it:
+        written with the request's own update (one update of the row, not two).  Raises
+        TaskQueueNotFound before it writes anything."""
         now = self.core.clock()
         conn = tx.conn
-        row = live_pilot(conn, pilot_id)
+        if row is None:
+            row = live_pilot(conn, pilot_id)
         if self.core.matcher.pilot(pilot_id) is None and not self.core.admit_pilot(row):
             raise TaskQueueNotFound(f"pilot {pilot_id} cannot be matched (see /healthz)")
-        values = _seen(now, cached)
+        values = {**(pending or {}), **_seen(now, cached)}
         if cached is not None:
             self.core.matcher.set_cache(pilot_id, cached)  # the choice below uses the new list
         if row.task_id is not None:

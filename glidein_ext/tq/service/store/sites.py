@@ -147,10 +147,19 @@ class SiteCoordination:
         return MasterInfo(pilot_id, row.dht_address or "", epoch)
 
     def complete(self, tx: Tx, pilot_id: int, completion: Completion) -> CompletionAnswer:
-        answer, ended = self.completions.complete_ended(tx, pilot_id, completion)
+        return self.complete_ended(tx, pilot_id, completion)[0]
+
+    def complete_ended(
+        self, tx: Tx, pilot_id: int, completion: Completion, *, defer_pilot: bool = False
+    ) -> tuple[CompletionAnswer, Ended | None]:
+        """``complete``, and what an accepted report changed (``Completions.complete_ended``,
+        ``defer_pilot`` included)."""
+        answer, ended = self.completions.complete_ended(
+            tx, pilot_id, completion, defer_pilot=defer_pilot
+        )
         if ended is not None:
             self._after_completion(tx, pilot_id, completion, ended)
-        return answer
+        return answer, ended
 
     def _after_completion(self, tx: Tx, pilot_id: int, completion: Completion, task: Ended) -> None:
         """What the pilot caches now, and the counters (the workflow may have ended).  The

@@ -52,13 +52,23 @@ completions = st.fixed_dictionaries(
 )
 # two pilots first, so that the calls name pilots that exist
 REGISTER = [("/api/v1/pilots", "pilot", {"site": "S", "host": host}, True) for host in ("h", "h2")]
-bodies = {"": registrations, "request": requests, "complete": completions}
+# a busy pilot's one call per task: a completion and a request's cache list
+combined = st.fixed_dictionaries(
+    {"completion": completions | json_values},
+    optional={"cached": st.lists(st.sampled_from(["/store/a", 7]), max_size=2)},
+)
+bodies = {
+    "": registrations,
+    "request": requests,
+    "complete": completions,
+    "complete-and-request": combined,
+}
 
 
 @st.composite
 def calls(draw: st.DrawFn) -> tuple[str, str, Any, bool]:
     """(path, token, body, whether the body is declared JSON)."""
-    name = draw(st.sampled_from(["", "request", "complete"]))
+    name = draw(st.sampled_from(["", "request", "complete", "complete-and-request"]))
     pilot = draw(st.sampled_from(["1", "1", "2", "2", "9", "0", "01", "x", str(2**64)]))
     path = "/api/v1/pilots" + (f"/{pilot}/{name}" if name else draw(st.sampled_from(["", "/"])))
     body = draw(st.one_of(bodies[name], bodies[name], bodies[name], json_values))

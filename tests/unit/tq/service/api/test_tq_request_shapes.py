@@ -22,6 +22,10 @@ PILOT_REQUESTS: dict[str, tuple[type[BaseModel], Any]] = {
     "request": (s.TaskRequest, p.TaskRequest(cached=("/a", "/b"), wait=5.0)),
     "heartbeat": (s.HeartbeatRequest, p.Heartbeat(cached=("/a",))),
     "complete": (s.CompleteRequest, p.Completion(3, 1, 0, ("/out",), "ok")),
+    "complete-and-request": (
+        s.CompleteAndRequestRequest,
+        p.CompleteAndRequest(p.Completion(3, 1, 0, ("/out",), "ok", 1.0, 2.0, {"se": 1}), ("/a",)),
+    ),
 }
 
 

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from glidein_ext.errors import TaskQueueError
 from glidein_ext.tq.client.protocol import (
     Claim,
+    CompleteAndRequest,
     Completion,
     Pair,
     Registration,
@@ -104,12 +105,16 @@ def test_every_public_method_is_one_transaction(tmp_path: Path) -> None:
     assert queued == synced.queued and len(again) == min(2, queued)
     call("seen", "S", master.pilot_id, master.epoch)  # and its end
     call("complete", answers[3].pilot_id, Completion(mine.task_id, mine.attempt, 0, mine.outputs))
+    # the same report again, with the request for the next task: a duplicate, then a request
+    repeated = Completion(mine.task_id, mine.attempt, 0, mine.outputs)
+    both = call("complete_and_request", answers[3].pilot_id, CompleteAndRequest(repeated))
+    assert both.result.duplicate
     clock.now += 6  # the master is silent past its timeout
     claim = call("claim_master", "S", Claim(answers[1].pilot_id))
     assert claim.granted  # and the old master was lost, in the same transaction
     call("deregister", answers[2].pilot_id)
     clock.now += 1000
-    assert call("reap") == [answers[1].pilot_id, answers[3].pilot_id]
+    assert sorted(call("reap")) == [answers[1].pilot_id, answers[3].pilot_id]
 
     call("record_submission", "1.0", "S")
     call("submissions", "S")

@@ -1,0 +1,170 @@
+"""``Store.complete_and_request`` on a real SQLite file: a busy pilot's report and its next task in
+one transaction, with the semantics of ``complete`` followed by ``request``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from glidein_ext.errors import TaskQueueNotFound
+from glidein_ext.tq.client.protocol import (
+    CompleteAndRequest,
+    CompleteAndRequestAnswer,
+    Completion,
+    CompletionAnswer,
+    Registration,
+    TaskAssignment,
+)
+from glidein_ext.tq.models import Architecture
+from glidein_ext.tq.service import tables
+from glidein_ext.tq.service.db import make_engine, migrate
+from glidein_ext.tq.service.store import Store
+from glidein_ext.tq.workflow import parse_workflow
+from tests.support.clock import Clock
+
+
+def _store(tmp_path: Path, **options: Any) -> Store:
+    engine = make_engine(str(tmp_path / "tq.sqlite"))
+    migrate(engine)
+    store = Store(engine, clock=Clock(), **options)
+    store.load()
+    return store
+
+
+def _tasks(count: int, **fields: Any) -> Any:
+    tasks = [{"name": f"t{i}", "command": "true", **fields} for i in range(count)]
+    return parse_workflow({"name": "w", "tasks": tasks})
+
+
+def _done(task: TaskAssignment, exit_code: int = 0) -> CompleteAndRequest:
+    return CompleteAndRequest(Completion(task.task_id, task.attempt, exit_code, task.outputs))
+
+
+def _pilot_row(store: Store, pilot: int) -> Any:
+    with store.engine.connect() as conn:
+        return conn.execute(sa.select(tables.pilots).where(tables.pilots.c.id == pilot)).one()
+
+
+def test_a_pilot_runs_a_workflow_with_one_call_per_task(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.submit(_tasks(5))
+    pilot = store.register(Registration(site="S", host="h")).pilot_id
+    task = store.request(pilot)
+    names = []
+    while task is not None:
+        names.append(task.name)
+        answer = store.complete_and_request(pilot, _done(task))
+        assert answer.result == CompletionAnswer(accepted=True, duplicate=False, state="done")
+        if answer.task is not None:  # the next task is this pilot's now, as a request's
+            row = _pilot_row(store, pilot)
+            assert (row.state, row.task_id) == ("busy", answer.task.task_id)
+        task = answer.task
+    assert sorted(names) == [f"t{i}" for i in range(5)]
+    row = _pilot_row(store, pilot)
+    assert (row.state, row.task_id) == ("idle", None)
+    status = store.status()
+    assert status.workflows[0].tasks["done"] == 5 and status.completions == 5
+
+
+def test_a_repeated_call_is_a_duplicate_and_hands_the_same_task(tmp_path: Path) -> None:
+    """The answer was lost and the pilot sends the call again: counted once, same next task."""
+    store = _store(tmp_path)
+    store.submit(_tasks(3))
+    pilot = store.register(Registration(site="S", host="h")).pilot_id
+    first = store.request(pilot)
+    assert first is not None
+    once = store.complete_and_request(pilot, _done(first))
+    again = store.complete_and_request(pilot, _done(first))
+    assert once.result.accepted and not once.result.duplicate
+    assert again.result == CompletionAnswer(accepted=False, duplicate=True, state="done")
+    assert once.task is not None and again.task == once.task
+    assert store.status().completions == 1
+
+
+def test_released_tasks_go_to_the_plain_request_that_follows(tmp_path: Path) -> None:
+    """A task the completion releases is queued in the same transaction, and offered to the
+    matcher after the commit: the combined answer has no task, a request then finds it."""
+    store = _store(tmp_path)
+    spec = {
+        "name": "chain",
+        "tasks": [
+            {"name": "make", "command": "true", "outputs": ["/store/a.dat"]},
+            {"name": "read", "command": "true", "inputs": ["/store/a.dat"]},
+        ],
+    }
+    store.submit(parse_workflow(spec))
+    pilot = store.register(Registration(site="S", host="h")).pilot_id
+    make = store.request(pilot)
+    assert make is not None and make.name == "make"
+    answer = store.complete_and_request(pilot, _done(make))
+    assert answer.result.accepted and answer.task is None  # "read" waits for the commit
+    read = store.request(pilot)
+    assert read is not None and read.name == "read"
+    assert read.cached_inputs == 1  # the file it produced counts as cached at the pilot
+
+
+def test_a_failed_attempt_is_requeued_and_offered_to_the_next_request(tmp_path: Path) -> None:
+    """The failed task is queued again by the completion: no task in the answer, the plain
+    request that follows chooses among all of them, the retried one included."""
+    store = _store(tmp_path)
+    store.submit(_tasks(1, max_retries=1))
+    pilot = store.register(Registration(site="S", host="h")).pilot_id
+    first = store.request(pilot)
+    assert first is not None
+    answer = store.complete_and_request(pilot, _done(first, exit_code=3))
+    assert answer == CompleteAndRequestAnswer(
+        CompletionAnswer(accepted=True, duplicate=False, state="queued"), None
+    )
+    again = store.request(pilot)
+    assert again is not None and (again.task_id, again.attempt) == (first.task_id, 2)
+
+
+def test_the_request_carries_the_cache_list(tmp_path: Path) -> None:
+    """Centralized: the call's cache list is the pilot's, and the choice uses it."""
+    store = _store(tmp_path, default_architecture=Architecture.CENTRALIZED)
+    spec = {
+        "name": "w",
+        "tasks": [
+            {"name": "first", "command": "true"},
+            {"name": "other", "command": "true", "inputs": ["/store/b.dat"]},
+            {"name": "mine", "command": "true", "inputs": ["/store/a.dat"]},
+        ],
+        "available": ["/store/a.dat", "/store/b.dat"],
+    }
+    store.submit(parse_workflow(spec))
+    pilot = store.register(Registration(site="S", host="h")).pilot_id
+    first = store.request(pilot)
+    assert first is not None and first.name == "first"
+    call = CompleteAndRequest(_done(first).completion, ("/store/a.dat",))
+    answer = store.complete_and_request(pilot, call)
+    assert answer.task is not None and answer.task.name == "mine"
+    assert answer.task.cached_inputs == 1
+    assert _pilot_row(store, pilot).cached == '["/store/a.dat"]'
+
+
+def test_an_unknown_task_changes_nothing(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.submit(_tasks(2))
+    pilot = store.register(Registration(site="S", host="h")).pilot_id
+    task = store.request(pilot)
+    assert task is not None
+    with pytest.raises(TaskQueueNotFound):
+        store.complete_and_request(pilot, CompleteAndRequest(Completion(999, 1, 0)))
+    row = _pilot_row(store, pilot)
+    assert (row.state, row.task_id) == ("busy", task.task_id)  # the transaction rolled back
+    assert store.status().completions == 0
+
+
+def test_a_lost_pilot_s_stale_report_gets_no_task(tmp_path: Path) -> None:
+    store = _store(tmp_path, heartbeat_timeout=10)
+    store.submit(_tasks(2))
+    pilot = store.register(Registration(site="S", host="h")).pilot_id
+    task = store.request(pilot)
+    assert task is not None
+    store.clock = Clock(5000.0)  # its heartbeat lapsed: lost, its task requeued
+    assert store.reap() == [pilot]
+    answer = store.complete_and_request(pilot, _done(task))
+    assert answer.result.accepted is False and answer.task is None
