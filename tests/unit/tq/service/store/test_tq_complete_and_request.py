@@ -43,6 +43,15 @@ def _done(task: TaskAssignment, exit_code: int = 0) -> CompleteAndRequest:
     return CompleteAndRequest(Completion(task.task_id, task.attempt, exit_code, task.outputs))
 
 
+def _running(store: Store, workflow: Any) -> tuple[int, TaskAssignment]:
+    """``workflow`` submitted, a pilot of site S registered and running the task it asked for."""
+    store.submit(workflow)
+    pilot = store.register(Registration(site="S", host="h")).pilot_id
+    task = store.request(pilot)
+    assert task is not None
+    return pilot, task
+
+
 def _pilot_row(store: Store, pilot: int) -> Any:
     with store.engine.connect() as conn:
         return conn.execute(sa.select(tables.pilots).where(tables.pilots.c.id == pilot)).one()
@@ -50,9 +59,8 @@ def _pilot_row(store: Store, pilot: int) -> Any:
 
 def test_a_pilot_runs_a_workflow_with_one_call_per_task(tmp_path: Path) -> None:
     store = _store(tmp_path)
-    store.submit(_tasks(5))
-    pilot = store.register(Registration(site="S", host="h")).pilot_id
-    task = store.request(pilot)
+    pilot, first = _running(store, _tasks(5))
+    task: TaskAssignment | None = first
     names = []
     while task is not None:
         names.append(task.name)
@@ -72,10 +80,7 @@ def test_a_pilot_runs_a_workflow_with_one_call_per_task(tmp_path: Path) -> None:
 def test_a_repeated_call_is_a_duplicate_and_hands_the_same_task(tmp_path: Path) -> None:
     """The answer was lost and the pilot sends the call again: counted once, same next task."""
     store = _store(tmp_path)
-    store.submit(_tasks(3))
-    pilot = store.register(Registration(site="S", host="h")).pilot_id
-    first = store.request(pilot)
-    assert first is not None
+    pilot, first = _running(store, _tasks(3))
     once = store.complete_and_request(pilot, _done(first))
     again = store.complete_and_request(pilot, _done(first))
     assert once.result.accepted and not once.result.duplicate
@@ -95,10 +100,8 @@ def test_released_tasks_go_to_the_plain_request_that_follows(tmp_path: Path) -> 
             {"name": "read", "command": "true", "inputs": ["/store/a.dat"]},
         ],
     }
-    store.submit(parse_workflow(spec))
-    pilot = store.register(Registration(site="S", host="h")).pilot_id
-    make = store.request(pilot)
-    assert make is not None and make.name == "make"
+    pilot, make = _running(store, parse_workflow(spec))
+    assert make.name == "make"
     answer = store.complete_and_request(pilot, _done(make))
     assert answer.result.accepted and answer.task is None  # "read" waits for the commit
     read = store.request(pilot)
@@ -110,10 +113,7 @@ def test_a_failed_attempt_is_requeued_and_offered_to_the_next_request(tmp_path: 
     """The failed task is queued again by the completion: no task in the answer, the plain
     request that follows chooses among all of them, the retried one included."""
     store = _store(tmp_path)
-    store.submit(_tasks(1, max_retries=1))
-    pilot = store.register(Registration(site="S", host="h")).pilot_id
-    first = store.request(pilot)
-    assert first is not None
+    pilot, first = _running(store, _tasks(1, max_retries=1))
     answer = store.complete_and_request(pilot, _done(first, exit_code=3))
     assert answer == CompleteAndRequestAnswer(
         CompletionAnswer(accepted=True, duplicate=False, state="queued"), None
@@ -134,10 +134,8 @@ def test_the_request_carries_the_cache_list(tmp_path: Path) -> None:
         ],
         "available": ["/store/a.dat", "/store/b.dat"],
     }
-    store.submit(parse_workflow(spec))
-    pilot = store.register(Registration(site="S", host="h")).pilot_id
-    first = store.request(pilot)
-    assert first is not None and first.name == "first"
+    pilot, first = _running(store, parse_workflow(spec))
+    assert first.name == "first"
     call = CompleteAndRequest(_done(first).completion, ("/store/a.dat",))
     answer = store.complete_and_request(pilot, call)
     assert answer.task is not None and answer.task.name == "mine"
@@ -147,10 +145,7 @@ def test_the_request_carries_the_cache_list(tmp_path: Path) -> None:
 
 def test_an_unknown_task_changes_nothing(tmp_path: Path) -> None:
     store = _store(tmp_path)
-    store.submit(_tasks(2))
-    pilot = store.register(Registration(site="S", host="h")).pilot_id
-    task = store.request(pilot)
-    assert task is not None
+    pilot, task = _running(store, _tasks(2))
     with pytest.raises(TaskQueueNotFound):
         store.complete_and_request(pilot, CompleteAndRequest(Completion(999, 1, 0)))
     row = _pilot_row(store, pilot)
@@ -160,10 +155,7 @@ def test_an_unknown_task_changes_nothing(tmp_path: Path) -> None:
 
 def test_a_lost_pilot_s_stale_report_gets_no_task(tmp_path: Path) -> None:
     store = _store(tmp_path, heartbeat_timeout=10)
-    store.submit(_tasks(2))
-    pilot = store.register(Registration(site="S", host="h")).pilot_id
-    task = store.request(pilot)
-    assert task is not None
+    pilot, task = _running(store, _tasks(2))
     store.clock = Clock(5000.0)  # its heartbeat lapsed: lost, its task requeued
     assert store.reap() == [pilot]
     answer = store.complete_and_request(pilot, _done(task))
