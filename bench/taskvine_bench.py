@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/taskvine_bench.py [--quick] [--tasks 2000] [--workers 8]
         [--producers 40] [--fan-in 4] [--mib 10] [--architectures pre-dht,centralized,distributed]
+        [--pilot-processes 1]
 
 Must run as root: TaskVine comes from Debian trixie's packages (coop-computing-tools 7.14.5,
 python3-workqueue's ``ndcctools.taskvine``, python3-cloudpickle) in a chroot of its own, which
@@ -26,7 +27,8 @@ Workloads, both systems, ``--workers`` single-core workers:
            centralized and distributed sites ("no-SE": outputs stay in the pilots' caches, as
            TaskVine's temp files stay at the workers; a pilot without an SE stages nothing out).
 Ours: one ``tq serve --architecture A`` and one ``glidein-ext pilot run --pilots N`` (each pilot
-its own simulated host, so no hard links), a fresh pair per architecture and workload, pilots
+its own simulated host, so no hard links; ``--pilot-processes P`` spreads the N pilots over P
+such processes), a fresh pair per architecture and workload, pilots
 polling every 0.5 s (at most 1 s) while idle.  At a distributed site the master runs in that
 pilot process and its CPU is not in the column (the Task Queue's is).
 
@@ -244,6 +246,7 @@ def ours_line(
     workflow: dict[str, Any],
     workers: int,
     with_se: bool = True,
+    processes: int = 1,
 ) -> tuple[Line, dict[str, Any]]:
     """One run of ours: its line and the workflow's counters."""
     from glidein_ext.testbed.site_runs import SiteRun
@@ -252,7 +255,7 @@ def ours_line(
         directory,
         architecture,
         workers,
-        processes=1,
+        processes=processes,
         pilot_args=["--poll", "0.5", "--poll-max", "1", "--cache-max-space", "2G"],
         with_se=with_se,
     ) as site:
@@ -295,6 +298,12 @@ def main() -> None:
     parser.add_argument("--fan-in", type=int, default=4)
     parser.add_argument("--mib", type=int, default=10)
     parser.add_argument("--architectures", default=",".join(ARCHITECTURES))
+    parser.add_argument(
+        "--pilot-processes",
+        type=int,
+        default=1,
+        help="the `pilot run` processes our workers are spread over (1: one `--pilots N`)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.tasks, args.producers = 500, 10
@@ -319,6 +328,7 @@ def main() -> None:
                 "trivial",
                 trivial_workflow("trivial", args.tasks),
                 args.workers,
+                processes=args.pilot_processes,
             )
             lines.append(dataclasses.replace(line, note=_calls(counters)))
         data_runs = [(arch, True) for arch in architectures]
@@ -331,6 +341,7 @@ def main() -> None:
                 data_workflow("data", *data_numbers),
                 args.workers,
                 with_se,
+                args.pilot_processes,
             )
             origins = counters.get("inputs") or {}
             stage_outs = args.producers if with_se else 0
