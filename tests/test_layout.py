@@ -35,3 +35,12 @@ def test_a_test_named_after_a_part_is_in_that_parts_directory() -> None:
         if named in parts and where[0] != named:
             misplaced.append("/".join(where))
     assert sorted(misplaced) == []
+
+
+def test_no_two_test_files_share_a_name() -> None:
+    """pytest imports the test files by their names (rootdir-based, no packages): two files of one
+    name anywhere under tests/ stop the whole collection."""
+    seen: dict[str, list[str]] = {}
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
