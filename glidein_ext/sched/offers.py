@@ -39,6 +39,7 @@ Python 3.9 compatible: the pilots' master does not import this, but ``sched`` st
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -90,17 +91,26 @@ class Offers:
     shared: frozenset[int] = frozenset()
 
 
+def by_site(members: Iterable[Member]) -> dict[str, list[Member]]:
+    """``members`` grouped by their site, as :func:`choose_offers` takes them."""
+    pilots: dict[str, list[Member]] = {}
+    for member in members:
+        pilots.setdefault(member.site, []).append(member)
+    return pilots
+
+
 class _Sites:
     """Which sites have a pilot (an idle pilot) matching a group; memoised for one call."""
 
-    def __init__(self, members: Iterable[Member], matches: Callable[[int, Hashable], bool]) -> None:
+    def __init__(
+        self, pilots: Mapping[str, Collection[Member]], matches: Callable[[int, Hashable], bool]
+    ) -> None:
         self.matches = matches
-        self.pilots: dict[str, list[Member]] = {}
-        for member in members:
-            self.pilots.setdefault(member.site, []).append(member)
+        self.pilots = pilots
         self._any: dict[tuple[str, Hashable], bool] = {}
         self._idle: dict[tuple[str, Hashable], bool] = {}
         self._able: dict[Hashable, frozenset[str]] = {}
+        self._sorted: dict[Hashable, tuple[str, ...]] = {}
 
     def able(self, group: Hashable) -> frozenset[str]:
         """The sites with a registered pilot this group matches."""
@@ -108,6 +118,13 @@ class _Sites:
         if found is None:
             found = frozenset(site for site in self.pilots if self._has(site, group, False))
             self._able[group] = found
+        return found
+
+    def able_sorted(self, group: Hashable) -> tuple[str, ...]:
+        """``able``, in order (a task's share is picked from it: :func:`_share`)."""
+        found = self._sorted.get(group)
+        if found is None:
+            found = self._sorted[group] = tuple(sorted(self.able(group)))
         return found
 
     def idle_match(self, site: str, group: Hashable) -> bool:
@@ -132,14 +149,16 @@ def choose_offers(
     want: int,
     queued: Sequence[Runnable],
     made: Mapping[str, Made],
-    members: Iterable[Member],
+    members: Mapping[str, Collection[Member]],
     matches: Callable[[int, Hashable], bool],
     now: float,
     hold: float,
 ) -> Offers:
     """The tasks to offer ``site`` (at most ``want``), from ``queued`` in age order (module
     docstring).  ``made``: where each produced input was made (an input missing from it was
-    there from the start: on the SE only); ``members``: every registered pilot of every site."""
+    there from the start: on the SE only); ``members``: every registered pilot of every site, by
+    site (:func:`by_site`; a caller that keeps them so, as the simulator does, need not list
+    every pilot of the pool again for each call)."""
     sites = _Sites(members, matches)
     idle_here = {m.pilot_id for m in sites.pilots.get(site, ()) if m.idle}
     # (-priority, not local, not the site's share, position, task id)
@@ -162,12 +181,12 @@ def choose_offers(
         if held and not _ours(site, task, held, sites, now, hold):
             continue
         runnable += 1
-        share = 0 if _share(task.task_id, held, able) == site else 1
+        share = 0 if _share(task.task_id, held, sites.able_sorted(task.group)) == site else 1
         # another site's share from its newest: that site takes it from its oldest
         chosen.append((-task.priority, tier, share, -position if share else position, task.task_id))
     if want <= 0:
         return Offers((), runnable, 0)
-    best = sorted(chosen)[:want]
+    best = heapq.nsmallest(want, chosen)  # sorted(chosen)[:want]: the items are unique
     return Offers(
         tuple(item[4] for item in best),
         runnable,
@@ -176,16 +195,17 @@ def choose_offers(
     )
 
 
-def _share(task_id: int, held: Mapping[str, int], able: Collection[str]) -> str:
+def _share(task_id: int, held: Mapping[str, int], able: Sequence[str]) -> str:
     """The site whose share a task is: of the sites holding most of its inputs (every site
     that may run it when none holds any), the one its id picks.  A task offered to several
     sites comes first to the site whose share it is, so that two masters rarely pick the same
-    task, and each may keep an earlier answer's offers for its next rounds (``sched.stock``)."""
+    task, and each may keep an earlier answer's offers for its next rounds (``sched.stock``).
+    ``able``: the sites that may run it, sorted."""
     if held:
         most = max(held.values())
-        homes = sorted(other for other, size in held.items() if size == most)
+        homes: Sequence[str] = sorted(other for other, size in held.items() if size == most)
     else:
-        homes = sorted(able)
+        homes = able
     return homes[task_id // SHARE_BLOCK % len(homes)]
 
 

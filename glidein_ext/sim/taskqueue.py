@@ -86,7 +86,9 @@ class SimTaskQueue:
         self._ended: dict[int, Any] = {}  # site -> the event that ends its waiting call
         # site -> the tasks of its last offers that another site gets first (``Offers.shared``)
         self.shared: dict[int, frozenset[int]] = {}
-        self._members: dict[tuple[int, bool], Member] = {}
+        # the working pilots by site, as the offers see them (kept as they change: a sync of a
+        # large pool would otherwise list every pilot of every site again)
+        self._members: dict[str, dict[int, Member]] = {}
 
     # --- the server ---
 
@@ -137,6 +139,7 @@ class SimTaskQueue:
         del self._seqs[bisect.bisect_left(self._seqs, seq)]
         self.matcher.set_idle(pilot_id, False)
         self.busy.add(pilot_id)
+        self._member(pilot_id)
         self.attempts[task_id] = self.attempts.get(task_id, 0) + 1
         return self.attempts[task_id]
 
@@ -146,6 +149,7 @@ class SimTaskQueue:
             return 0  # a resend (an abandoned long poll carried it): the pilot may run another
         self.matcher.set_idle(pilot_id, True)
         self.busy.discard(pilot_id)
+        self._member(pilot_id)
         if outcome.task_id in self.ended or self.attempts.get(outcome.task_id) != outcome.attempt:
             return 0  # a duplicate or stale report: not counted
         self.recorder.accepted(
@@ -180,6 +184,7 @@ class SimTaskQueue:
             self.pilot_site[pilot_id] = site
             if works:
                 self.workers[pilot_id] = site
+                self._member(pilot_id)
             if self.config.architecture != "distributed":
                 self.matcher.add_pilot(PilotInfo(pilot_id, site=f"S{site}", host=host))
                 self._seen[pilot_id] = 0
@@ -192,7 +197,9 @@ class SimTaskQueue:
 
         def op() -> tuple[Any, float]:
             self.matcher.remove_pilot(pilot_id)
-            self.workers.pop(pilot_id, None)
+            site = self.workers.pop(pilot_id, None)
+            if site is not None:
+                self._members[str(site)].pop(pilot_id, None)
             return None, self.config.costs.call
 
         return op
@@ -249,7 +256,7 @@ class SimTaskQueue:
         working pilot and whether it is idle.  The simulated tasks have no Requirements of their
         own (every pilot matches every task)."""
         queued = [self._runnable[t] for t in self.queued]
-        members = [self._member(p, s, p not in self.busy) for p, s in self.workers.items()]
+        members = {site: pilots.values() for site, pilots in self._members.items()}
         chosen = choose_offers(
             str(site),
             want,
@@ -263,14 +270,15 @@ class SimTaskQueue:
         self.shared[site] = chosen.shared
         return [self.tasks[t] for t in chosen.task_ids], chosen.runnable
 
-    def _member(self, pilot_id: int, site: int, idle: bool) -> Member:
-        """A working pilot as the offers see it (made once per pilot and state: a sync of a
-        large site lists every pilot of every site)."""
-        key = (pilot_id, idle)
-        found = self._members.get(key)
-        if found is None or found.site != str(site):
-            found = self._members[key] = Member(pilot_id, str(site), idle)
-        return found
+    def _member(self, pilot_id: int) -> None:
+        """A working pilot's entry among the offers' members, made again when it registers or
+        becomes busy or idle (a master's entry: none)."""
+        site = self.workers.get(pilot_id)
+        if site is not None:
+            name = str(site)
+            self._members.setdefault(name, {})[pilot_id] = Member(
+                pilot_id, name, pilot_id not in self.busy
+            )
 
     def sync(self, site: int, outcomes: list[tuple[int, Outcome]], want: int) -> Op:
         def op() -> tuple[Any, float]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 
 from glidein_ext.sched import offers as offers_module
-from glidein_ext.sched.offers import Made, Member, Offers, Runnable, choose_offers
+from glidein_ext.sched.offers import Made, Member, Offers, Runnable, by_site, choose_offers
 
 ANY = "any"
 ONLY_B = "site-b"  # a group whose Requirements only B's pilots meet
@@ -32,7 +32,7 @@ def _offers(
     now: float = 0.0,
     hold: float = 60.0,
 ) -> Offers:
-    return choose_offers(site, want, queued, made or {}, members, _matches, now, hold)
+    return choose_offers(site, want, queued, made or {}, by_site(members), _matches, now, hold)
 
 
 def test_a_task_is_offered_only_to_sites_with_a_pilot_it_matches() -> None:

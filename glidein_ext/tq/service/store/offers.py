@@ -25,7 +25,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from glidein_ext.sched.offers import Made, Member, Runnable, choose_offers
+from glidein_ext.sched.offers import Made, Member, Runnable, by_site, choose_offers
 from glidein_ext.tq.client.protocol import TaskOffer
 from glidein_ext.tq.models import Architecture, MatchSpec, PilotInfo, PilotState, TaskState
 from glidein_ext.tq.service import tables as t
@@ -75,7 +75,9 @@ class SiteOffers:
             for name in {p.site for p in pilots}
         }
         idle = PilotState.IDLE.value
-        members = [Member(p.id, p.site, p.state == idle) for p in pilots if distributed[p.site]]
+        members = by_site(
+            Member(p.id, p.site, p.state == idle) for p in pilots if distributed[p.site]
+        )
         now = self.core.clock()
         hold = self.core.matcher.wait_for_data
         fits = _Fits(conn, now, self.core.matcher)
