@@ -517,7 +517,7 @@ class MasterState(Generic[OfferT]):
         held for their sender's key.  A master of such a site is not idle."""
         return bool(
             self.book.runnable > 0
-            or any(worker.task is not None for worker in self.book.workers.values())
+            or self.book.idle_count() < len(self.book.workers)  # a worker runs a task
             or self.book.pending()
             or self.held
         )
@@ -816,7 +816,7 @@ class MasterState(Generic[OfferT]):
         # More runnable than asked for: another round, if a worker is left idle (after this
         # round's assignment; a round for busy workers only costs a call).
         self._more = answer.queued > len(answer.offers)
-        if self._more and not call.want and self.book.idle():
+        if self._more and not call.want and self.book.any_idle():
             self.book.trigger(now)
 
     # --- a round -------------------------------------------------------------------------------
@@ -833,7 +833,7 @@ class MasterState(Generic[OfferT]):
         direct = self._direct_pairs(want)
         if direct is not None:  # the successors the Task Queue named (``sched.stock``)
             r.direct = True
-            r.idle = len(book.idle())
+            r.idle = book.idle_count()
             pairs = tuple(Pair(offer.task_id, pilot) for offer, pilot in direct)
             report = RoundReport(0.0, 0, r.idle, len(pairs), "successor", 0.0, 0)
             r.done = book.take_completions(now)
@@ -878,7 +878,7 @@ class MasterState(Generic[OfferT]):
         r.own = self.stock.mine(book.idle()) if self.round_stock else []
         r.offers = self.stock.others(offers, book.idle())
         entries = [self._entry(offer) for offer in r.offers]
-        r.idle = len(book.idle())
+        r.idle = book.idle_count()
         limit = reply_limit(r.idle, REPLY_BUDGET)
 
         def build(chosen: Sequence[TaskEntry]) -> Any:
@@ -1032,7 +1032,7 @@ class MasterState(Generic[OfferT]):
             self._round_end(r, now, out)
 
     def _round_end(self, r: _Round[OfferT], now: float, out: list[Instruction]) -> None:
-        if self._more and self.book.idle():
+        if self._more and self.book.any_idle():
             self.book.trigger(now)
         self._probe_suspects(out)
         self.phases.lap("probe", now, now)

@@ -56,7 +56,7 @@ class Worker:
 
     pilot_id: int
     address: tuple[str, int]
-    task: Key | None = None  # what it runs, per the master (None: idle)
+    task: Key | None = None  # what it runs, per the master (None: idle); set by RoundBook._give
     missed: int = 0  # rounds in a row without its reply
     awaiting_since: float | None = None  # idle, the completion of ``task`` not here yet
     delivering: bool = False  # ``task`` is on its way to it (the master hands out meanwhile)
@@ -154,6 +154,9 @@ class RoundBook:
         self._polls = 0  # of them, answers to long polls
         self._left = 0  # runnable tasks the last answer counted, less those placed since
         self._quiet: set[Key] = set()  # pending completions that wait for the next call
+        # the workers with a task (``Worker.task`` is set only through ``_give``): how many are
+        # idle is known without visiting every worker at each event
+        self._busy: set[int] = set()
 
     # --- the roster -----------------------------------------------------------------------------
 
@@ -165,7 +168,8 @@ class RoundBook:
             return
         worker = self.workers.get(pilot_id)
         if worker is None:
-            self.workers[pilot_id] = Worker(pilot_id, address, task, heard=now)
+            worker = self.workers[pilot_id] = Worker(pilot_id, address, heard=now)
+            self._give(worker, task)
         else:
             worker.address = address
             worker.missed = 0
@@ -173,7 +177,7 @@ class RoundBook:
             # A hello names what the worker ran when it sent it: a late one naming the task
             # whose completion came since is stale (the master may have given it another).
             if task is not None and task[0] != worker.finished:
-                worker.task = task
+                self._give(worker, task)
                 worker.awaiting_since = None
         self._dead.discard(pilot_id)
         self.trigger(now)
@@ -181,12 +185,14 @@ class RoundBook:
     def leave(self, pilot_id: int) -> None:
         """A worker said bye (it deregisters itself)."""
         self.workers.pop(pilot_id, None)
+        self._busy.discard(pilot_id)
 
     def dead(self, pilot_id: int) -> None:
         """A worker missed its rounds and its probe: reported to the Task Queue, which requeues
         the task it held."""
         if self.workers.pop(pilot_id, None) is not None:
             self._dead.add(pilot_id)
+        self._busy.discard(pilot_id)
 
     def suspects(self) -> list[Worker]:
         """Workers that missed ``miss_limit`` rounds in a row: probe them."""
@@ -216,8 +222,24 @@ class RoundBook:
     def idle(self) -> list[int]:
         return [w.pilot_id for w in self.workers.values() if w.task is None]
 
+    def idle_count(self) -> int:
+        """``len(idle())``, without listing them."""
+        return len(self.workers) - len(self._busy)
+
+    def any_idle(self) -> bool:
+        """``bool(idle())``, without listing them."""
+        return len(self._busy) < len(self.workers)
+
     def _all_idle(self) -> bool:
-        return bool(self.workers) and all(w.task is None for w in self.workers.values())
+        return bool(self.workers) and not self._busy
+
+    def _give(self, worker: Worker, task: Key | None) -> None:
+        """The worker runs ``task`` now (None: it is idle)."""
+        worker.task = task
+        if task is None:
+            self._busy.discard(worker.pilot_id)
+        else:
+            self._busy.add(worker.pilot_id)
 
     def awaiting(self) -> list[int]:
         """Workers idle at home but busy at the Task Queue: their completion has not come."""
@@ -238,7 +260,7 @@ class RoundBook:
             worker.finished = key[0]
         # Its task (attempt 0: known from a reply only), not a resend of an earlier attempt's.
         if worker is not None and task is not None and task[0] == key[0] and task[1] in (0, key[1]):
-            worker.task = None
+            self._give(worker, None)
             worker.awaiting_since = None
             worker.delivering = False  # it got the task: it finished it
             self._freed += 1
@@ -322,7 +344,7 @@ class RoundBook:
         self._left -= placed
         if placed and self._left <= 0 and not self._dry:
             self._dry = 1
-        elif placed and self._left > 0 and self.idle():
+        elif placed and self._left > 0 and self.any_idle():
             self.trigger(now)
 
     @property
@@ -346,7 +368,7 @@ class RoundBook:
         round offers them if a worker is idle."""
         if successors:
             self.supply(successors)
-            if self.idle():
+            if self.any_idle():
                 self.trigger(now)
 
     @property
@@ -407,7 +429,7 @@ class RoundBook:
         self._trigger_at = None
         self._freed = 0
         self._last_round = now
-        return min(MAX_WANT, WANT_PER_IDLE * len(self.idle()))
+        return min(MAX_WANT, WANT_PER_IDLE * self.idle_count())
 
     def take_report(self, now: float) -> Report:
         """What the next Task Queue call carries; held until :meth:`reported` or
@@ -476,7 +498,7 @@ class RoundBook:
                 # A reply formed before its completion came says it still runs that task: the
                 # master keeps it idle (believing it would await that completion for ever).
                 if worker.task is None and reply.current != worker.finished:
-                    worker.task = (reply.current, 0)
+                    self._give(worker, (reply.current, 0))
             unreported = worker.pilot_id in waiting
             if reply.idle and worker.task is None and reply.ranks and not unreported:
                 if reply.truncated:
@@ -504,7 +526,7 @@ class RoundBook:
             if self.now - worker.awaiting_since < self.patience:
                 return
         self._release.add(believed[0])  # the Task Queue requeues it and frees the pilot
-        worker.task = None
+        self._give(worker, None)
         worker.awaiting_since = None
 
     def assigned(self, placed: Iterable[tuple[int, int, int]], delivering: bool = False) -> None:
@@ -515,7 +537,7 @@ class RoundBook:
         for task_id, pilot_id, attempt in placed:
             worker = self.workers.get(pilot_id)
             if worker is not None:
-                worker.task = (task_id, attempt)
+                self._give(worker, (task_id, attempt))
                 worker.awaiting_since = None
                 worker.delivering = delivering
 
@@ -549,7 +571,7 @@ class RoundBook:
         """An assignment did not reach its worker: the task goes back to the queue."""
         worker = self.workers.get(pilot_id)
         if worker is not None and worker.task is not None and worker.task[0] == task_id:
-            worker.task = None
+            self._give(worker, None)
             worker.awaiting_since = None
             worker.delivering = False
         self._release.add(task_id)

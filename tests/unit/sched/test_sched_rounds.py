@@ -508,3 +508,43 @@ def test_a_late_hello_naming_a_finished_task_changes_no_belief() -> None:
     book.assigned([(4, 4, 1)])
     book.join(4, ("h", 4), 2.0, (3, 1))  # the late hello
     assert book.workers[4].task == (4, 1)
+
+
+def _counts_agree(book: RoundBook) -> None:
+    idle = book.idle()
+    assert book.idle_count() == len(idle)
+    assert book.any_idle() == bool(idle)
+
+
+def test_the_idle_count_follows_every_change_of_a_workers_task() -> None:
+    """``idle_count`` and ``any_idle`` (kept as tasks change, not by visiting every worker)
+    agree with the list of idle workers through joins, assignments, completions, lost tasks,
+    undelivered ones, byes and deaths."""
+    book = _book()
+    _counts_agree(book)
+    for pilot in range(2, 8):
+        book.join(pilot, A, now=0.0, task=(pilot * 10, 1) if pilot % 2 else None)
+        _counts_agree(book)
+    assert book.idle_count() == 3  # 2, 4, 6
+    book.assigned([(20, 2, 1), (40, 4, 1)])
+    _counts_agree(book)
+    assert book.idle() == [6]
+    book.completed(3, (30, 1), "c", now=1.0)  # its task: idle again
+    _counts_agree(book)
+    book.completed(5, (99, 1), "c", now=1.0)  # not its task: still busy
+    _counts_agree(book)
+    assert sorted(book.idle()) == [3, 6]
+    book.undelivered(20, 2)
+    _counts_agree(book)
+    book.start_round(2.0)
+    book.replies([_idle(4, last=0), _idle(7, last=0)])  # 4 and 7 lost their tasks
+    _counts_agree(book)
+    assert sorted(book.idle()) == [2, 3, 4, 6, 7]
+    book.join(6, A, now=3.0, task=(60, 1))  # a hello naming its task
+    book.leave(5)
+    book.dead(6)
+    _counts_agree(book)
+    assert sorted(book.idle()) == [2, 3, 4, 7] and book.idle_count() == 4
+    book.assigned([(1, p, 1) for p in (2, 3, 4, 7)])
+    _counts_agree(book)
+    assert not book.any_idle()
