@@ -42,16 +42,8 @@ from typing import Any
 
 from glidein_ext.testbed.tq_server import TqServer
 from glidein_ext.testbed.vine_compare import trivial_workflow
+from glidein_ext.tq.client import protocol as p
 from glidein_ext.tq.client.client import TqClient
-from glidein_ext.tq.client.protocol import (
-    CompleteAndRequest,
-    CompleteAndRequestAnswer,
-    Completion,
-    CompletionAnswer,
-    Registration,
-    TaskAssignment,
-    to_json,
-)
 from glidein_ext.tq.models import Architecture
 from glidein_ext.tq.service.db import make_engine, migrate
 from glidein_ext.tq.service.settings import TqSettings
@@ -71,14 +63,14 @@ def _cpu(pid: int) -> float:
     return process_cpu([pid])
 
 
-def _completion(task: TaskAssignment) -> CompleteAndRequest:
+def _completion(task: p.TaskAssignment) -> p.CompleteAndRequest:
     now = time.time()
-    return CompleteAndRequest(
-        Completion(task.task_id, task.attempt, 0, started_at=now, ended_at=now)
+    return p.CompleteAndRequest(
+        p.Completion(task.task_id, task.attempt, 0, started_at=now, ended_at=now)
     )
 
 
-def _store(directory: Path, tasks: int) -> tuple[Store, dict[int, TaskAssignment | None]]:
+def _store(directory: Path, tasks: int) -> tuple[Store, dict[int, p.TaskAssignment | None]]:
     """A SQLite store with ``tasks`` trivial tasks and 8 pilots each holding one."""
     engine = make_engine(str(directory / "tq.sqlite"))
     migrate(engine)
@@ -86,7 +78,7 @@ def _store(directory: Path, tasks: int) -> tuple[Store, dict[int, TaskAssignment
     store.load()
     tasks_json = [{"name": f"t{i}", "command": "true"} for i in range(tasks)]
     store.submit(parse_workflow({"name": "w", "tasks": tasks_json}))
-    ids = [store.register(Registration(site="S", host=f"h{i}")).pilot_id for i in range(PILOTS)]
+    ids = [store.register(p.Registration(site="S", host=f"h{i}")).pilot_id for i in range(PILOTS)]
     return store, {i: store.request(i) for i in ids}
 
 
@@ -110,8 +102,8 @@ def app_without_store(calls: int) -> float:
 
     with tempfile.TemporaryDirectory() as tmp:
         store, held = _store(Path(tmp), PILOTS)
-        answer = CompleteAndRequestAnswer(
-            CompletionAnswer(True, False, "done"), next(t for t in held.values() if t)
+        answer = p.CompleteAndRequestAnswer(
+            p.CompletionAnswer(True, False, "done"), next(t for t in held.values() if t)
         )
         store.complete_and_request = lambda pilot_id, call: answer  # type: ignore[method-assign]
         app = build_app(store, TqSettings(operator_token=OPERATOR_TOKEN, pilot_token=PILOT_TOKEN))
@@ -138,21 +130,10 @@ async def _drive(app: Any, pilots: list[int], answer: Any, calls: int) -> float:
             (b"content-length", str(len(body)).encode()),
             (b"authorization", f"Bearer {PILOT_TOKEN}".encode()),
         ]
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "query_string": b"",
-            "root_path": "",
-            "headers": headers,
-            "client": ("127.0.0.1", 40000),
-            "server": ("127.0.0.1", 8080),
-            "state": {},
-        }
+        scope = dict(
+            type="http", method="POST", path=path, headers=headers, query_string=b"", root_path=""
+        )
+        scope.update(http_version="1.1", client=("127.0.0.1", 40000))
         await app(scope, receive, send)
         if sent[0]["status"] != 200:
             raise RuntimeError(f"the application answered {sent}")
@@ -160,7 +141,7 @@ async def _drive(app: Any, pilots: list[int], answer: Any, calls: int) -> float:
     task = answer.task
     started = time.process_time()
     for pilot_id in itertools.islice(itertools.cycle(pilots), calls):
-        await call(pilot_id, json.dumps(to_json(_completion(task))).encode())
+        await call(pilot_id, json.dumps(p.to_json(_completion(task))).encode())
     return (time.process_time() - started) / calls
 
 
@@ -195,23 +176,23 @@ def _constant_server(ready: Any, body: bytes) -> None:
 
 
 def http_floor(calls: int) -> float:
-    task = TaskAssignment(1234, 1, "t1", "true", (), (), 3600, 0)
-    answer = CompleteAndRequestAnswer(CompletionAnswer(True, False, "done"), task)
-    body = json.dumps(to_json(answer), separators=(",", ":")).encode()
+    task = p.TaskAssignment(1234, 1, "t1", "true", (), (), 3600, 0)
+    answer = p.CompleteAndRequestAnswer(p.CompletionAnswer(True, False, "done"), task)
+    body = json.dumps(p.to_json(answer), separators=(",", ":")).encode()
     ready: Any = multiprocessing.Queue()
     server = multiprocessing.Process(target=_constant_server, args=(ready, body), daemon=True)
     server.start()
     try:
         port = ready.get(timeout=60)
         client = TqClient(f"http://127.0.0.1:{port}", PILOT_TOKEN)
-        request = to_json(_completion(task))
+        request = p.to_json(_completion(task))
         path = f"{API}/pilots/1/complete-and-request"
         for _ in range(100):  # connected, warm
             client.call("POST", path, request)
         assert server.pid is not None
         before = _cpu(server.pid)
         for _ in range(calls):
-            client.call("POST", path, to_json(_completion(task)))
+            client.call("POST", path, p.to_json(_completion(task)))
         return (_cpu(server.pid) - before) / calls
     finally:
         server.terminate()
@@ -233,9 +214,8 @@ def whole_call(calls: int) -> float:
         try:
             assert server.process is not None
             pilot = server.pilot()
-            ids = [
-                pilot.register(Registration(site="S", host=f"h{i}")).pilot_id for i in range(PILOTS)
-            ]
+            hosts = [p.Registration(site="S", host=f"h{i}") for i in range(PILOTS)]
+            ids = [pilot.register(host).pilot_id for host in hosts]
             server.operator().submit(trivial_workflow("calls", calls + PILOTS))
             held = {i: pilot.request(i) for i in ids}
             before, done = _cpu(server.process.pid), 0

@@ -93,14 +93,9 @@ def test_released_tasks_go_to_the_plain_request_that_follows(tmp_path: Path) -> 
     """A task the completion releases is queued in the same transaction, and offered to the
     matcher after the commit: the combined answer has no task, a request then finds it."""
     store = _store(tmp_path)
-    spec = {
-        "name": "chain",
-        "tasks": [
-            {"name": "make", "command": "true", "outputs": ["/store/a.dat"]},
-            {"name": "read", "command": "true", "inputs": ["/store/a.dat"]},
-        ],
-    }
-    pilot, make = _running(store, parse_workflow(spec))
+    producer = {"name": "make", "command": "true", "outputs": ["/store/a.dat"]}
+    reader = {"name": "read", "command": "true", "inputs": ["/store/a.dat"]}
+    pilot, make = _running(store, parse_workflow({"name": "chain", "tasks": [producer, reader]}))
     assert make.name == "make"
     answer = store.complete_and_request(pilot, _done(make))
     assert answer.result.accepted and answer.task is None  # "read" waits for the commit
