@@ -76,22 +76,36 @@ def _store(directory: Path, tasks: int) -> tuple[Store, dict[int, p.TaskAssignme
     migrate(engine)
     store = Store(engine, default_architecture=Architecture.CENTRALIZED)
     store.load()
-    tasks_json = [{"name": f"t{i}", "command": "true"} for i in range(tasks)]
-    store.submit(parse_workflow({"name": "w", "tasks": tasks_json}))
+    store.submit(parse_workflow(trivial_workflow("w", tasks)))
     ids = [store.register(p.Registration(site="S", host=f"h{i}")).pilot_id for i in range(PILOTS)]
     return store, {i: store.request(i) for i in ids}
+
+
+def _in_turn(
+    held: dict[int, p.TaskAssignment | None],
+    call: Callable[[int, p.TaskAssignment], p.TaskAssignment | None],
+    calls: int,
+) -> int:
+    """``calls`` calls (fewer if the pilots run out of tasks), one pilot after another, each
+    reporting its task and taking the next; how many were made."""
+    done = 0
+    while done < calls and any(held.values()):
+        for pilot_id, task in held.items():
+            if task is not None and done < calls:
+                held[pilot_id] = call(pilot_id, task)
+                done += 1
+    return done
 
 
 def store_alone(calls: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         store, held = _store(Path(tmp), calls + PILOTS)
-        started, done = time.process_time(), 0
-        while done < calls:
-            for pilot_id, task in held.items():
-                if task is None or done >= calls:
-                    continue
-                held[pilot_id] = store.complete_and_request(pilot_id, _completion(task)).task
-                done += 1
+        started = time.process_time()
+        done = _in_turn(
+            held,
+            lambda pilot_id, task: store.complete_and_request(pilot_id, _completion(task)).task,
+            calls,
+        )
         cpu = time.process_time() - started
         store.engine.dispose()
     return cpu / done
@@ -218,14 +232,12 @@ def whole_call(calls: int) -> float:
             ids = [pilot.register(host).pilot_id for host in hosts]
             server.operator().submit(trivial_workflow("calls", calls + PILOTS))
             held = {i: pilot.request(i) for i in ids}
-            before, done = _cpu(server.process.pid), 0
-            while done < calls:
-                for pilot_id, task in held.items():
-                    if task is None or done >= calls:
-                        continue
-                    answer = pilot.complete_and_request(pilot_id, _completion(task).completion)
-                    held[pilot_id] = answer.task
-                    done += 1
+            before = _cpu(server.process.pid)
+
+            def call(pilot_id: int, task: p.TaskAssignment) -> p.TaskAssignment | None:
+                return pilot.complete_and_request(pilot_id, _completion(task).completion).task
+
+            done = _in_turn(held, call, calls)
             return (_cpu(server.process.pid) - before) / done
         finally:
             server.stop()

@@ -138,8 +138,7 @@ class SimTaskQueue:
         seq = self._seq.pop(task_id)
         del self._seqs[bisect.bisect_left(self._seqs, seq)]
         self.matcher.set_idle(pilot_id, False)
-        self.busy.add(pilot_id)
-        self._member(pilot_id)
+        self._set_busy(pilot_id, True)
         self.attempts[task_id] = self.attempts.get(task_id, 0) + 1
         return self.attempts[task_id]
 
@@ -148,8 +147,7 @@ class SimTaskQueue:
         if outcome.task_id in self.ended and self.attempts.get(outcome.task_id) == outcome.attempt:
             return 0  # a resend (an abandoned long poll carried it): the pilot may run another
         self.matcher.set_idle(pilot_id, True)
-        self.busy.discard(pilot_id)
-        self._member(pilot_id)
+        self._set_busy(pilot_id, False)
         if outcome.task_id in self.ended or self.attempts.get(outcome.task_id) != outcome.attempt:
             return 0  # a duplicate or stale report: not counted
         self.recorder.accepted(
@@ -269,6 +267,14 @@ class SimTaskQueue:
         )
         self.shared[site] = chosen.shared
         return [self.tasks[t] for t in chosen.task_ids], chosen.runnable
+
+    def _set_busy(self, pilot_id: int, busy: bool) -> None:
+        """The pilot runs a task now (or no longer): ``busy`` and its member's state."""
+        if busy:
+            self.busy.add(pilot_id)
+        else:
+            self.busy.discard(pilot_id)
+        self._member(pilot_id)
 
     def _member(self, pilot_id: int) -> None:
         """A working pilot's entry among the offers' members, made again when it registers or
