@@ -39,7 +39,7 @@ Python 3.9 compatible: the pilots' master does not import this, but ``sched`` st
 
 from __future__ import annotations
 
-import heapq
+from collections import deque
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -147,7 +147,7 @@ class _Sites:
 def choose_offers(
     site: str,
     want: int,
-    queued: Sequence[Runnable],
+    queued: Iterable[Runnable],
     made: Mapping[str, Made],
     members: Mapping[str, Collection[Member]],
     matches: Callable[[int, Hashable], bool],
@@ -158,40 +158,67 @@ def choose_offers(
     docstring).  ``made``: where each produced input was made (an input missing from it was
     there from the start: on the SE only); ``members``: every registered pilot of every site, by
     site (:func:`by_site`; a caller that keeps them so, as the simulator does, need not list
-    every pilot of the pool again for each call)."""
+    every pilot of the pool again for each call).
+
+    The offers are the ``want`` smallest of (-priority, tier, not the site's share, position:
+    an own share's from the oldest, another's from the newest).  Within one (priority, tier,
+    share) the order is the queue's, so each keeps only its ``want`` oldest (own share) or
+    newest (another's) as the queue goes by: one pass, no key or sort per queued task."""
     sites = _Sites(members, matches)
     idle_here = {m.pilot_id for m in sites.pilots.get(site, ()) if m.idle}
-    # (-priority, not local, not the site's share, position, task id)
-    chosen: list[tuple[int, int, int, int, int]] = []
+    keep = max(want, 0)
+    # (-priority, tier, 0 own share / 1 another's) -> (position, task id), in queue order
+    classes: dict[tuple[int, int, int], list[tuple[int, int]] | deque[tuple[int, int]]] = {}
+    groups: dict[Hashable, tuple[str, ...]] = {}  # the sites a group may run at, sorted
     runnable = 0
     for position, task in enumerate(queued):
-        able = sites.able(task.group)
-        if site not in able:
+        group = task.group
+        able = groups.get(group)
+        if able is None:
+            able = groups[group] = sites.able_sorted(group) if site in sites.able(group) else ()
+        if not able:
             continue  # no pilot of the site may run it (Requirements, resources)
-        held: dict[str, int] = {}
+        held: dict[str, int] | None = None  # bytes of its inputs made at each site it may run
         tier = OTHER
         for lfn in task.inputs:
             where = made.get(lfn)
             if where is None:
                 continue
-            if where.site in able:
+            if where.site in sites.able(group):
+                held = held or {}
                 held[where.site] = held.get(where.site, 0) + where.size
             if where.site == site and where.pilot_id in idle_here:
                 tier = LOCAL
-        if held and not _ours(site, task, held, sites, now, hold):
-            continue
+        if held:
+            if not _ours(site, task, held, sites, now, hold):
+                continue
+            share = 0 if _share(task.task_id, held, able) == site else 1
+        else:  # _share without held inputs: the share of the sites that may run it
+            share = 0 if able[task.task_id // SHARE_BLOCK % len(able)] == site else 1
         runnable += 1
-        share = 0 if _share(task.task_id, held, sites.able_sorted(task.group)) == site else 1
-        # another site's share from its newest: that site takes it from its oldest
-        chosen.append((-task.priority, tier, share, -position if share else position, task.task_id))
-    if want <= 0:
+        if not keep:
+            continue
+        key = (-task.priority, tier, share)
+        kept = classes.get(key)
+        if kept is None:
+            kept = classes[key] = deque(maxlen=keep) if share else []
+        if share or len(kept) < keep:  # another's: the newest ``keep`` (a bounded deque)
+            kept.append((position, task.task_id))
+    if not keep:
         return Offers((), runnable, 0)
-    best = heapq.nsmallest(want, chosen)  # sorted(chosen)[:want]: the items are unique
+    best: list[tuple[int, int, int]] = []  # (task id, tier, share), best first
+    for key in sorted(classes):
+        kept = classes[key]
+        ordered = reversed(kept) if key[2] else kept  # another's share from its newest
+        best.extend((task_id, key[1], key[2]) for _, task_id in ordered)
+        if len(best) >= keep:
+            break
+    best = best[:keep]
     return Offers(
-        tuple(item[4] for item in best),
+        tuple(item[0] for item in best),
         runnable,
         sum(1 for item in best if item[1] == LOCAL),
-        frozenset(item[4] for item in best if item[2]),
+        frozenset(item[0] for item in best if item[2]),
     )
 
 

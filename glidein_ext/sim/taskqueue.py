@@ -75,7 +75,8 @@ class SimTaskQueue:
         self.pilot_site: dict[int, int] = {}
         self.workers: dict[int, int] = {}  # pilots that run tasks -> site (not the masters)
         self.busy: set[int] = set()
-        self._runnable: dict[int, Runnable] = {}  # queued task -> as the offers see it
+        # the queued tasks as the offers see them (its keys: whether a task is queued)
+        self._runnable: dict[int, Runnable] = {}
         self.finished = env.event()
         self.changed: list[Callable[[], None]] = []  # called when tasks become runnable
         self._seq: dict[int, int] = {}  # task -> admission number (per-task cost)
@@ -134,6 +135,7 @@ class SimTaskQueue:
     def take(self, task_id: int, pilot_id: int) -> int:
         index = bisect.bisect_left(self.queued, task_id)
         del self.queued[index]
+        del self._runnable[task_id]
         self.matcher.remove_task(task_id)
         seq = self._seq.pop(task_id)
         del self._seqs[bisect.bisect_left(self._seqs, seq)]
@@ -253,7 +255,7 @@ class SimTaskQueue:
         ``sync``): the queued tasks in age order, where each input was made and by whom, every
         working pilot and whether it is idle.  The simulated tasks have no Requirements of their
         own (every pilot matches every task)."""
-        queued = [self._runnable[t] for t in self.queued]
+        queued = map(self._runnable.__getitem__, self.queued)
         members = {site: pilots.values() for site, pilots in self._members.items()}
         chosen = choose_offers(
             str(site),
@@ -349,16 +351,14 @@ class SimTaskQueue:
             done = outcomes or []
             released = sum(self._end(pilot, outcome) for pilot, outcome in done)
             placed = []
-            queued = set(self.queued)
             rows = len(done) + released + len(pairs)
             for task_id, pilot_id in pairs:
-                if task_id in queued:
+                if task_id in self._runnable:  # still queued
                     attempt = self.take(task_id, pilot_id)
                     after, more, needs = self._successors(task_id, pilot_id)
                     rows += len(after)
                     offers = [self.tasks[t] for t in after]
                     placed.append((task_id, pilot_id, attempt, offers, more, needs))
-                    queued.discard(task_id)
             self.recorder.round(rank_sum, served)
             costs = self.config.costs
             return placed, costs.call + costs.per_row * rows
@@ -384,7 +384,7 @@ class SimTaskQueue:
 
     def release(self, task_ids: Iterable[int]) -> None:
         """Tasks assigned but lost (never delivered): queued again."""
-        self._queue(t for t in task_ids if t not in self.ended and t not in set(self.queued))
+        self._queue(t for t in task_ids if t not in self.ended and t not in self._runnable)
 
 
 def _every(pilot_id: int, group: Hashable) -> bool:

@@ -68,6 +68,8 @@ def serve(
         run_server(settings, port_file=port_file, announce=lambda line: click.echo(line, err=True))
     except KeyboardInterrupt:  # Ctrl-C: uvicorn has shut down and raises SIGINT again after
         click.echo("Task Queue stopped (interrupted)", err=True)
+    else:  # uvicorn shut down and the interrupt was not raised again: as clean a stop
+        click.echo("Task Queue stopped", err=True)
 
 
 def _log_to_stderr(level: str = "info") -> None:

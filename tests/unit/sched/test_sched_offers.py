@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from glidein_ext.sched import offers as offers_module
 from glidein_ext.sched.offers import Made, Member, Offers, Runnable, by_site, choose_offers
 
@@ -117,3 +120,71 @@ def test_a_merge_tied_between_two_sites_is_the_share_of_one_of_them() -> None:
     only_a = {"fa": Made("A", 2), "fa2": Made("A", 2), "fb": Made("B", 4)}
     task = [Runnable(block, ANY, ("fa", "fa2", "fb"))]
     assert _offers("A", task, only_a).shared == frozenset()
+
+
+def _by_definition(
+    site: str,
+    want: int,
+    queued: list[Runnable],
+    made: Mapping[str, Made],
+    members: tuple[Member, ...],
+) -> Offers:
+    """The offers as the module docstring defines them: every candidate's key, sorted."""
+    sites = offers_module._Sites(by_site(members), _matches)
+    idle_here = {m.pilot_id for m in members if m.site == site and m.idle}
+    keys = []
+    for position, task in enumerate(queued):
+        able = sites.able(task.group)
+        if site not in able:
+            continue
+        held: dict[str, int] = {}
+        for lfn in task.inputs:
+            where = made.get(lfn)
+            if where is not None and where.site in able:
+                held[where.site] = held.get(where.site, 0) + where.size
+        if held and not offers_module._ours(site, task, held, sites, 0.0, 60.0):
+            continue
+        local = any(
+            lfn in made and made[lfn].site == site and made[lfn].pilot_id in idle_here
+            for lfn in task.inputs
+        )
+        tier = offers_module.LOCAL if local else offers_module.OTHER
+        share = offers_module._share(task.task_id, held, sorted(able)) != site
+        keys.append((-task.priority, tier, share, -position if share else position, task))
+    best = sorted(keys, key=lambda k: k[:4])[: max(want, 0)]
+    return Offers(
+        tuple(k[4].task_id for k in best) if want > 0 else (),
+        len(keys),
+        sum(1 for k in best if k[1] == offers_module.LOCAL) if want > 0 else 0,
+        frozenset(k[4].task_id for k in best if k[2]) if want > 0 else frozenset(),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_the_one_pass_choice_is_the_sorted_definition(data: st.DataObject) -> None:
+    """The choice keeps each class's oldest (own share) or newest (another's) ``want`` as the
+    queue goes by; the same offers as sorting every candidate's key."""
+    members = tuple(
+        Member(pilot_id, data.draw(st.sampled_from("ABC")), data.draw(st.booleans()))
+        for pilot_id in range(1, data.draw(st.integers(1, 6)) + 1)
+    )
+    files = [f"f{i}" for i in range(6)]
+    made = {
+        lfn: Made(data.draw(st.sampled_from("ABC")), data.draw(st.integers(1, 6)), size)
+        for lfn in files
+        if (size := data.draw(st.integers(0, 3)))
+    }
+    ids = data.draw(st.lists(st.integers(0, 200), max_size=40, unique=True))
+    queued = [
+        Runnable(
+            task_id,
+            data.draw(st.sampled_from((ANY, ONLY_B))),
+            tuple(data.draw(st.lists(st.sampled_from(files), max_size=3, unique=True))),
+            data.draw(st.integers(0, 2)),
+        )
+        for task_id in ids
+    ]
+    site, want = data.draw(st.sampled_from("ABC")), data.draw(st.integers(0, 12))
+    expected = _by_definition(site, want, queued, made, members)
+    assert _offers(site, queued, made, members=members, want=want) == expected
