@@ -167,11 +167,12 @@ def choose_offers(
     sites = _Sites(members, matches)
     idle_here = {m.pilot_id for m in sites.pilots.get(site, ()) if m.idle}
     keep = max(want, 0)
-    # (-priority, tier, 0 own share / 1 another's) -> (position, task id), in queue order
-    classes: dict[tuple[int, int, int], list[tuple[int, int]] | deque[tuple[int, int]]] = {}
+    # (-priority, tier, 0 own share / 1 another's), as -priority * 4 + tier * 2 + share (the
+    # same order) -> task ids, in queue order
+    classes: dict[int, list[int] | deque[int]] = {}
     groups: dict[Hashable, tuple[str, ...]] = {}  # the sites a group may run at, sorted
     runnable = 0
-    for position, task in enumerate(queued):
+    for task in queued:
         group = task.group
         able = groups.get(group)
         if able is None:
@@ -198,19 +199,20 @@ def choose_offers(
         runnable += 1
         if not keep:
             continue
-        key = (-task.priority, tier, share)
+        key = -task.priority * 4 + tier * 2 + share
         kept = classes.get(key)
         if kept is None:
             kept = classes[key] = deque(maxlen=keep) if share else []
         if share or len(kept) < keep:  # another's: the newest ``keep`` (a bounded deque)
-            kept.append((position, task.task_id))
+            kept.append(task.task_id)
     if not keep:
         return Offers((), runnable, 0)
     best: list[tuple[int, int, int]] = []  # (task id, tier, share), best first
     for key in sorted(classes):
+        tier, share = key % 4 // 2, key % 2
         kept = classes[key]
-        ordered = reversed(kept) if key[2] else kept  # another's share from its newest
-        best.extend((task_id, key[1], key[2]) for _, task_id in ordered)
+        ordered = reversed(kept) if share else kept  # another's share from its newest
+        best.extend((task_id, tier, share) for task_id in ordered)
         if len(best) >= keep:
             break
     best = best[:keep]
