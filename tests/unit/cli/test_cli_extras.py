@@ -9,6 +9,7 @@ none).
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +78,25 @@ def test_tq_serve_refuses_an_old_python(
 def test_version_needs_no_installed_metadata(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_main(["--version"], capsys)
     assert (code, out) == (0, f"glidein-ext {__version__}\n")
+
+
+@pytest.mark.parametrize("ending", ["returns", "interrupted"])
+def test_tq_serve_says_it_stopped_however_the_server_ends_cleanly(
+    ending: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A clean stop is one line on stderr whether uvicorn raises the interrupt again after its
+    shutdown (KeyboardInterrupt) or the server simply returns."""
+    from glidein_ext.tq.service import server
+
+    def run_server(*args: object, **kwargs: object) -> None:
+        if ending == "interrupted":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(server, "serve", run_server)
+    monkeypatch.setenv("GLIDEIN_EXT_TQ_OPERATOR_TOKEN", "o" * 32)
+    code, _, err = run_main(["tq", "serve", "--database", str(tmp_path / "tq.sqlite")], capsys)
+    assert code == 0
+    assert "Task Queue stopped" in err
