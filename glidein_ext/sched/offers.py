@@ -39,9 +39,12 @@ Python 3.9 compatible: the pilots' master does not import this, but ``sched`` st
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections import deque
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 # The order of a site's offers among tasks of equal priority (module docstring).
 LOCAL, OTHER = 0, 1
@@ -89,6 +92,34 @@ class Offers:
     # of them, the tasks another site gets first (its share): the master keeps none of these
     # for later rounds (``sched.stock``), that site may take them meanwhile
     shared: frozenset[int] = frozenset()
+
+
+class Unheld(Protocol):
+    """The queued tasks none of whose inputs was made (so no site holds any), of one ``group``
+    and priority 0, in id order, kept by a caller that indexes them by share
+    (:func:`share_index`) so that a choice reads ``keep`` of them, not all (the simulator's
+    ``sim.offer_index``).  Their offers follow from the id alone: every site that may run the
+    group may have them, none first for locality; the site whose share one is gets it first."""
+
+    @property
+    def group(self) -> Hashable: ...
+
+    def __len__(self) -> int: ...
+
+    def own(self, share: int, shares: int, keep: int) -> list[int]:
+        """The oldest ``keep`` whose ``share_index(id, shares)`` is ``share``, oldest first."""
+        ...
+
+    def others(self, share: int, shares: int, keep: int) -> list[int]:
+        """The newest ``keep`` whose ``share_index(id, shares)`` is not ``share``, oldest
+        first."""
+        ...
+
+
+def share_index(task_id: int, shares: int) -> int:
+    """Which of ``shares`` sites (sorted) a task none of whose inputs a site holds is the share
+    of: by blocks of ``SHARE_BLOCK`` ids (module docstring, Shares)."""
+    return task_id // SHARE_BLOCK % shares
 
 
 def by_site(members: Iterable[Member]) -> dict[str, list[Member]]:
@@ -153,12 +184,15 @@ def choose_offers(
     matches: Callable[[int, Hashable], bool],
     now: float,
     hold: float,
+    unheld: Unheld | None = None,
 ) -> Offers:
     """The tasks to offer ``site`` (at most ``want``), from ``queued`` in age order (module
     docstring).  ``made``: where each produced input was made (an input missing from it was
     there from the start: on the SE only); ``members``: every registered pilot of every site, by
     site (:func:`by_site`; a caller that keeps them so, as the simulator does, need not list
-    every pilot of the pool again for each call).
+    every pilot of the pool again for each call).  ``unheld``: the queue's tasks none of whose
+    inputs was made, indexed apart (:class:`Unheld`; ``queued`` then holds the others, and the
+    age order is the ids'): the same offers as with all of them in ``queued``.
 
     The offers are the ``want`` smallest of (-priority, tier, not the site's share, position:
     an own share's from the oldest, another's from the newest).  Within one (priority, tier,
@@ -170,13 +204,18 @@ def choose_offers(
     # (-priority, tier, 0 own share / 1 another's), as -priority * 4 + tier * 2 + share (the
     # same order) -> task ids, in queue order
     classes: dict[int, list[int] | deque[int]] = {}
-    groups: dict[Hashable, tuple[str, ...]] = {}  # the sites a group may run at, sorted
+    # the sites a group may run at, sorted and as a set; none if this site may not run it
+    groups: dict[Hashable, tuple[tuple[str, ...], frozenset[str]]] = {}
     runnable = 0
     for task in queued:
         group = task.group
-        able = groups.get(group)
-        if able is None:
-            able = groups[group] = sites.able_sorted(group) if site in sites.able(group) else ()
+        known = groups.get(group)
+        if known is None:
+            able_set = sites.able(group)
+            known = groups[group] = (
+                (sites.able_sorted(group), able_set) if site in able_set else ((), frozenset())
+            )
+        able, able_set = known
         if not able:
             continue  # no pilot of the site may run it (Requirements, resources)
         held: dict[str, int] | None = None  # bytes of its inputs made at each site it may run
@@ -185,7 +224,7 @@ def choose_offers(
             where = made.get(lfn)
             if where is None:
                 continue
-            if where.site in sites.able(group):
+            if where.site in able_set:
                 held = held or {}
                 held[where.site] = held.get(where.site, 0) + where.size
             if where.site == site and where.pilot_id in idle_here:
@@ -195,7 +234,7 @@ def choose_offers(
                 continue
             share = 0 if _share(task.task_id, held, able) == site else 1
         else:  # _share without held inputs: the share of the sites that may run it
-            share = 0 if able[task.task_id // SHARE_BLOCK % len(able)] == site else 1
+            share = 0 if able[share_index(task.task_id, len(able))] == site else 1
         runnable += 1
         if not keep:
             continue
@@ -205,8 +244,18 @@ def choose_offers(
             kept = classes[key] = deque(maxlen=keep) if share else []
         if share or len(kept) < keep:  # another's: the newest ``keep`` (a bounded deque)
             kept.append(task.task_id)
+    if unheld is not None and site in sites.able(unheld.group):
+        runnable += len(unheld)
+        if keep:
+            _add_unheld(classes, unheld, sites.able_sorted(unheld.group).index(site), keep, sites)
     if not keep:
         return Offers((), runnable, 0)
+    return _best(classes, keep, runnable)
+
+
+def _best(classes: Mapping[int, Sequence[int]], keep: int, runnable: int) -> Offers:
+    """The first ``keep`` of the classes in their keys' order, an own share's oldest first,
+    another's newest first."""
     best: list[tuple[int, int, int]] = []  # (task id, tier, share), best first
     for key in sorted(classes):
         tier, share = key % 4 // 2, key % 2
@@ -224,6 +273,23 @@ def choose_offers(
     )
 
 
+def _add_unheld(
+    classes: dict[int, list[int] | deque[int]], unheld: Unheld, share: int, keep: int, sites: _Sites
+) -> None:
+    """The unheld tasks' candidates merged, by id, into their classes (tier ``OTHER``,
+    priority 0): the oldest ``keep`` of the site's share, the newest ``keep`` of the others'."""
+    shares = len(sites.able_sorted(unheld.group))
+    own_key, other_key = OTHER * 2, OTHER * 2 + 1
+    own = unheld.own(share, shares, keep)
+    if own:
+        merged = heapq.merge(classes.get(own_key, ()), own)
+        classes[own_key] = list(itertools.islice(merged, keep))
+    others = unheld.others(share, shares, keep)
+    if others:
+        newest: deque[int] = deque(heapq.merge(classes.get(other_key, ()), others), maxlen=keep)
+        classes[other_key] = newest
+
+
 def _share(task_id: int, held: Mapping[str, int], able: Sequence[str]) -> str:
     """The site whose share a task is: of the sites holding most of its inputs (every site
     that may run it when none holds any), the one its id picks.  A task offered to several
@@ -235,7 +301,7 @@ def _share(task_id: int, held: Mapping[str, int], able: Sequence[str]) -> str:
         homes: Sequence[str] = sorted(other for other, size in held.items() if size == most)
     else:
         homes = able
-    return homes[task_id // SHARE_BLOCK % len(homes)]
+    return homes[share_index(task_id, len(homes))]
 
 
 def _ours(

@@ -28,6 +28,7 @@ import simpy
 from glidein_ext.sched.offers import Made, Member, Runnable, choose_offers
 from glidein_ext.sim.calibration import CostModel
 from glidein_ext.sim.config import SimConfig
+from glidein_ext.sim.offer_index import UnheldTasks
 from glidein_ext.sim.recorder import Recorder
 from glidein_ext.sim.workload import Dependencies, SimTask
 from glidein_ext.tq.models import PilotInfo, QueuedTask
@@ -75,8 +76,11 @@ class SimTaskQueue:
         self.pilot_site: dict[int, int] = {}
         self.workers: dict[int, int] = {}  # pilots that run tasks -> site (not the masters)
         self.busy: set[int] = set()
-        # the queued tasks as the offers see them (its keys: whether a task is queued)
+        # the queued tasks as the offers see them (its keys: whether a task is queued); those
+        # none of whose inputs was made indexed apart (``sim.offer_index``), the others' ids
         self._runnable: dict[int, Runnable] = {}
+        self._unheld = UnheldTasks()
+        self._held: list[int] = []
         self.finished = env.event()
         self.changed: list[Callable[[], None]] = []  # called when tasks become runnable
         self._seq: dict[int, int] = {}  # task -> admission number (per-task cost)
@@ -122,7 +126,11 @@ class SimTaskQueue:
         for task_id in task_ids:
             task = self.tasks[task_id]
             bisect.insort(self.queued, task_id)
-            self._runnable[task_id] = Runnable(task_id, 0, task.inputs, 0, now)
+            self._runnable[task_id] = Runnable(task_id, UnheldTasks.group, task.inputs, 0, now)
+            if any(lfn in self.made for lfn in task.inputs):
+                bisect.insort(self._held, task_id)
+            else:
+                self._unheld.add(task_id)
             self.matcher.add_task(QueuedTask(task_id, task.spec, task.inputs, 0, now))
             self._next_seq += 1
             self._seq[task_id] = self._next_seq
@@ -136,6 +144,8 @@ class SimTaskQueue:
         index = bisect.bisect_left(self.queued, task_id)
         del self.queued[index]
         del self._runnable[task_id]
+        if not self._unheld.remove(task_id):
+            del self._held[bisect.bisect_left(self._held, task_id)]
         self.matcher.remove_task(task_id)
         seq = self._seq.pop(task_id)
         del self._seqs[bisect.bisect_left(self._seqs, seq)]
@@ -252,10 +262,11 @@ class SimTaskQueue:
 
     def offers(self, site: int, want: int) -> tuple[list[SimTask], int]:
         """What the Task Queue offers ``site`` (``sched.offers.choose_offers``, as the product's
-        ``sync``): the queued tasks in age order, where each input was made and by whom, every
-        working pilot and whether it is idle.  The simulated tasks have no Requirements of their
-        own (every pilot matches every task)."""
-        queued = map(self._runnable.__getitem__, self.queued)
+        ``sync``): the queued tasks in age order (those none of whose inputs was made by
+        share, ``sim.offer_index``), where each input was made and by whom, every working pilot
+        and whether it is idle.  The simulated tasks have no Requirements of their own (every
+        pilot matches every task)."""
+        queued = map(self._runnable.__getitem__, self._held)
         members = {site: pilots.values() for site, pilots in self._members.items()}
         chosen = choose_offers(
             str(site),
@@ -266,6 +277,7 @@ class SimTaskQueue:
             _every,
             self.env.now,
             self.matcher.wait_for_data,
+            self._unheld,
         )
         self.shared[site] = chosen.shared
         return [self.tasks[t] for t in chosen.task_ids], chosen.runnable
