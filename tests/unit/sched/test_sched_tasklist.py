@@ -108,6 +108,7 @@ def test_a_reply_that_breaks_a_field_rule_is_dropped_and_the_others_are_read() -
         [7, 0, 0],  # too short
         [7, 0, 0, 1, 0, 1.5],  # a rank that is no integer
         [7, True, 0, 1],  # a bool is no integer
+        [7, 0, 0.0, 1],  # a reply without ranks whose head holds a float
         [7, 0, 0, 1, "0", 1],  # a string position
         [7, 0, 0, 2, 0, 1, 0, 2],  # a position twice
         [7, 0, 0, 1, -1, 1],  # before the TaskList
@@ -121,3 +122,11 @@ def test_a_reply_that_breaks_a_field_rule_is_dropped_and_the_others_are_read() -
     assert reply.ranks == {0: 0.5, 1: 0.25}
     (busy,) = decode_replies([[9, 41, 40, 0]], n_tasks=2)
     assert busy.ranks == {} and busy.current == 41 and busy.allowed == 0
+    # a reply without ranks reads as one with: allowed never below the ranks sent (none)
+    assert decode_replies([[9, 41, 40, -3]], n_tasks=2)[0].allowed == 0
+    (subclassed,) = decode_replies([[Number(9), 0, 0, Number(2)]], n_tasks=2)
+    assert (subclassed.pilot_id, subclassed.allowed, subclassed.idle) == (9, 2, True)
+
+
+class Number(int):
+    """An int of another type (what a decoder might give): still an integer."""
