@@ -5,7 +5,9 @@ row the experiments write."""
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import contextlib
+import gc
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,6 +99,24 @@ def _monitor(ctx: Context) -> Generator[Any, Any, None]:
         yield env.timeout(config.grid.monitor_interval)
 
 
+# The cyclic garbage collector's thresholds while a run goes on (``gc.set_threshold``).  A run
+# keeps millions of objects alive (tasks, pilots, events) and makes short-lived ones by the
+# thousand a round; with the default 700 allocations per young collection the collector
+# re-examined them 20,000 times in a 6,000-pilot run, a quarter of its CPU.
+RUN_GC_THRESHOLDS = (100_000, 50, 1000)
+
+
+@contextlib.contextmanager
+def _batch_collection() -> Iterator[None]:
+    """Collect cycles seldom while the run goes on; the process's thresholds after it."""
+    before = gc.get_threshold()
+    gc.set_threshold(*RUN_GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
 def simulate(config: SimConfig, costs: CostModel = REFERENCE) -> SimResult:
     """Run one configuration to the end of its workflow (or ``config.horizon``)."""
     if config.submission == "monitor" and config.architecture == "distributed":
@@ -138,7 +158,8 @@ def simulate(config: SimConfig, costs: CostModel = REFERENCE) -> SimResult:
             ctx.vacate.request(env.now, config.vacate_cpus, config.victim_policy)
 
     env.process(submit())
-    env.run(until=env.any_of([tq.finished, env.timeout(config.horizon)]))
+    with _batch_collection():
+        env.run(until=env.any_of([tq.finished, env.timeout(config.horizon)]))
     expected = min(workers, initial) if workers else 0
     summary = recorder.summary(expected)
     summary["se_reads"] = sum(caches.se_reads.values())  # stage-ins that read the SE

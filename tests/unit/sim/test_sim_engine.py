@@ -4,12 +4,14 @@ run is a function of its seed."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Generator
 from typing import Any
 
 import pytest
 import simpy
 
+from glidein_ext.sim import engine
 from glidein_ext.sim.calibration import REFERENCE
 from glidein_ext.sim.config import Network, SimConfig, Storage, TqCosts
 from glidein_ext.sim.engine import simulate
@@ -97,6 +99,27 @@ def test_a_run_is_a_function_of_its_seed() -> None:
     first = simulate(config).summary
     assert simulate(config).summary == first
     assert simulate(config.replace(seed=1)).summary != first
+
+
+def test_a_run_collects_cycles_seldom_and_gives_the_thresholds_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[tuple[int, int, int]] = []
+    submit = SimTaskQueue.submit
+
+    def submitted(self: SimTaskQueue) -> None:
+        seen.append(gc.get_threshold())
+        submit(self)
+
+    monkeypatch.setattr(SimTaskQueue, "submit", submitted)
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(123, 4, 5)
+        simulate(SimConfig(pilots=10, tasks=20))
+        assert gc.get_threshold() == (123, 4, 5)
+    finally:
+        gc.set_threshold(*before)
+    assert seen == [engine.RUN_GC_THRESHOLDS]
 
 
 def test_the_seeds_tq_congests_at_the_first_burst() -> None:
