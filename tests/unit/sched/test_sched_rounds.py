@@ -511,7 +511,8 @@ def test_a_late_hello_naming_a_finished_task_changes_no_belief() -> None:
 
 
 def _counts_agree(book: RoundBook) -> None:
-    idle = book.idle()
+    idle = [w.pilot_id for w in book.workers.values() if w.task is None]  # by definition
+    assert book.idle() == idle
     assert book.idle_count() == len(idle)
     assert book.any_idle() == bool(idle)
 
