@@ -220,8 +220,8 @@ class RoundBook:
         return tuple((p, self.workers[p].address) for p in sorted(self.workers)[:n])
 
     def idle(self) -> list[int]:
-        """The idle workers, in the order they joined.  None without visiting them when all
-        are busy (most rounds of a large busy site: 1,500 workers a round at a CMS site)."""
+        """The idle workers, in the order they joined; an empty list, without visiting them,
+        when all are busy (most rounds of a large busy site: 1,500 workers at a CMS site)."""
         if not self.any_idle():
             return []
         return [w.pilot_id for w in self.workers.values() if w.task is None]
