@@ -47,9 +47,10 @@ class UnheldTasks:
 
     def remove(self, task_id: int) -> bool:
         """Forget a task (taken); False if it is not here."""
-        if task_id not in self:
+        index = bisect.bisect_left(self._ids, task_id)
+        if index == len(self._ids) or self._ids[index] != task_id:
             return False
-        del self._ids[bisect.bisect_left(self._ids, task_id)]
+        del self._ids[index]
         if self._shares:
             kept = self._by_share[share_index(task_id, self._shares)]
             del kept[bisect.bisect_left(kept, task_id)]
