@@ -1,6 +1,6 @@
 """The master pilot's rounds as a pure state machine (Delgado Peris 2014 §III.B-C), in the style
 of dask/distributed's ``worker_state_machine``: :meth:`MasterState.handle` takes one event and
-returns the instructions it leads to.  No I/OfferT, no clock, no randomness: every event carries the
+returns the instructions it leads to.  No I/O, no clock, no randomness: every event carries the
 time (``now``: monotonic seconds; a message also the wall time its seal is checked against), and
 the shell (``distributed.master.MasterRole`` over asyncio and the site's DHT; the simulator's
 ``sim.master.SiteMaster`` over simulated costs) carries the instructions out and feeds back

@@ -22,7 +22,8 @@ What it keeps:
   lost by a worker), for the next Task Queue call;
 - **when** a round is due: events (a completion, a worker joined or went idle, more tasks at the
   Task Queue) start a batching ``window`` that each further event extends (at most 5 windows),
-  and a batch that freed a tenth of the site's workers is full (its round comes at once);
+  and a batch that freed a tenth of the site's workers, or every busy one, is full (its round
+  comes at once);
   without events a round comes every ``period`` (the paper's fixed 20 s TaskList period, made a
   fallback), doubled after each empty answer (:meth:`supply`) up to ``idle_max`` (10 s) and the
   heartbeat; a Task Queue call comes at least every ``heartbeat`` seconds (only the master
@@ -103,7 +104,8 @@ MAX_BATCH = 5  # a round comes at most this many batching windows after the firs
 # A batch is full (its round comes at once) when this many workers were freed since the last
 # round: FULL_FRACTION of the site, at least FULL_MIN.  A wave of completions at a large site
 # then makes rounds of a tenth of the site each, not one after MAX_BATCH windows; a small site,
-# whose completions trickle in, still batches by the window.
+# whose completions trickle in, still batches by the window, unless the batch freed every busy
+# worker (no completion is left to wait for: RoundBook._batch_full).
 FULL_FRACTION = 0.1
 FULL_MIN = 8
 IDLE_MAX = 10.0  # seconds: the longest idle period (as ``agent.settings``' ``poll_max``)
@@ -259,16 +261,18 @@ class RoundBook:
         it waits for the next call (an idle round, or one another event brings)."""
         worker = self.workers.get(pilot_id)
         task = worker.task if worker is not None else None
+        resent = key in self._reported or key in self._pending or key in self._in_flight
         if worker is not None:
             worker.heard = max(worker.heard, now)
-            worker.finished = key[0]
+            if not resent:  # a resend of an older one is not its last (a late busy reply
+                worker.finished = key[0]  # naming the last would make it busy again)
         # Its task (attempt 0: known from a reply only), not a resend of an earlier attempt's.
         if worker is not None and task is not None and task[0] == key[0] and task[1] in (0, key[1]):
             self._give(worker, None)
             worker.awaiting_since = None
             worker.delivering = False  # it got the task: it finished it
             self._freed += 1
-        if key in self._reported or key in self._pending or key in self._in_flight:
+        if resent:
             return False
         self._pending[key] = (pilot_id, completion)
         if quiet and self._dry and any(w.task is not None for w in self.workers.values()):
@@ -401,10 +405,16 @@ class RoundBook:
         """Freed workers that make a batch full: its round comes at once."""
         return full_batch(len(self.workers), self.full_fraction)
 
+    def _batch_full(self) -> bool:
+        """The batch's round comes at once: it freed ``full_batch`` workers, or it freed some
+        and no worker is busy any more (no completion is left to wait for: a site smaller
+        than ``FULL_MIN``, or the last tasks of a wave).  Never with ``full_fraction`` 0."""
+        full = self.full_batch
+        return full > 0 and (full <= self._freed or (self._freed > 0 and not self._busy))
+
     def round_due(self, now: float) -> bool:
         due = self._batch_due()
-        full = self.full_batch
-        if due is not None and (now >= due or 0 < full <= self._freed):
+        if due is not None and (now >= due or self._batch_full()):
             return True
         return now >= self._last_round + self.idle_period
 

@@ -78,6 +78,32 @@ def test_a_full_batch_starts_its_round_at_once() -> None:
     assert period.full_batch == 0 and not period.round_due(20.0) and period.round_due(21.0)
 
 
+def test_a_batch_that_frees_every_busy_worker_is_full() -> None:
+    """A site smaller than a full batch (7 workers, 8 freed make one full): once its last busy
+    worker is free no completion is left to batch with, so the round comes at once instead of a
+    window later; one busy worker left and the window decides again."""
+    book = _book()
+    for pilot in range(10, 17):
+        book.join(pilot, A, now=0.0, task=(pilot, 1))
+    book.start_round(0.5)
+    for pilot in range(10, 16):
+        book.completed(pilot, (pilot, 1), "c", now=1.0)
+    assert not book.round_due(1.0)  # worker 16 still runs its task
+    book.completed(16, (16, 1), "c", now=1.01)
+    assert book.round_due(1.01)  # all 7 free: full
+    book.start_round(1.01)
+    book.assigned([(20, 10, 1), (21, 11, 1)])
+    assert not book.round_due(1.02)  # nothing freed since the round
+    book.completed(10, (20, 1), "c", now=1.05)
+    assert not book.round_due(1.05) and book.round_due(1.25)  # 11 busy: the window
+    book.start_round(1.25)
+    book.join(30, A, now=1.3)  # an event that frees nobody (a hello) is no full batch
+    assert not book.round_due(1.3) and book.round_due(1.5)
+    book.start_round(1.5)
+    book.completed(11, (21, 1), "c", now=1.6)
+    assert book.round_due(1.6)  # the last busy one
+
+
 def test_a_busy_reply_older_than_the_completion_does_not_make_the_worker_busy_again() -> None:
     """Regression (real-process runs, 2026-11-26): a worker replies "busy with 40" to a TaskList,
     its completion of 40 reaches the master before the aggregated replies; the master took it
@@ -95,6 +121,30 @@ def test_a_busy_reply_older_than_the_completion_does_not_make_the_worker_busy_ag
     assert book.awaiting() == []
     book.replies([Reply(7, 41, 40, 0, {})])  # busy with a task the master did not know of
     assert book.workers[7].task == (41, 0)
+
+
+def test_a_resent_older_completion_does_not_make_a_stale_busy_reply_current() -> None:
+    """Regression (the TaskVine bench's distributed runs, 2026-11-29): a worker resends the
+    older completions no master said were synced (every 3 s); one of them came after the
+    completion of 40 and became its "last", so a busy-with-40 reply formed before that
+    completion made the master believe it ran 40 again: awaited for the patience (30 s), no
+    candidate, and every batch waited for it.  A resend is not the worker's last completion."""
+    book = _book()
+    book.join(7, A, now=0.0, task=(30, 1))
+    book.completed(7, (30, 1), "c30", now=0.1)
+    book.take_report(0.2)
+    book.reported()
+    book.assigned([(40, 7, 1)])
+    book.start_round(0.5)  # the TaskList goes out; 7 replies busy with 40
+    book.completed(7, (40, 1), "c40", now=0.6)
+    assert not book.completed(7, (30, 1), "c30", now=0.61)  # the resend: already synced
+    book.replies([Reply(7, 40, 30, 0, {})])  # the stale reply
+    assert book.workers[7].task is None and book.workers[7].finished == 40
+    assert book.replies([_idle(7, {0: 1.0}, last=40)]).pilots == ()  # 40 not reported yet
+    book.take_report(1.0)
+    book.reported()
+    assert book.replies([_idle(7, {0: 1.0}, last=40)]).pilots == (7,)
+    assert book.awaiting() == []
 
 
 def test_want_follows_the_idle_workers_and_the_heartbeat_is_owed() -> None:
