@@ -420,6 +420,6 @@ def create_app(
         return s.wire(store.status())
 
     # Delgado Peris 2014: the master's calls, the counters
-    install_sites(app, store, operator, costly)
+    install_sites(app, store, operator, costly, owners.owner)
     install_credentials(app, store, operator)  # per-pilot credentials (tq.client.credentials)
     return app

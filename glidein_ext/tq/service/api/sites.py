@@ -151,13 +151,15 @@ class RequestCounter:
         await self.app(scope, receive, send)
 
 
-def acts_for(store: Store, who: Principal, site: str, pilot_id: int) -> None:
+def acts_for(
+    owner_of: Callable[[int], int | None], who: Principal, site: str, pilot_id: int
+) -> None:
     """A master's call: the caller may act for ``site`` as pilot ``pilot_id``
-    (``tq.service.api.auth``). With the shared token an unknown pilot is left to the store (it
-    answers as before)."""
+    (``tq.service.api.auth``; ``owner_of``: the pilot's credential, remembered by the app).
+    With the shared token an unknown pilot is left to the store (it answers as before)."""
     check_site(who, site)
     try:
-        owner = store.pilot_owner(pilot_id)
+        owner = owner_of(pilot_id)
     except TaskQueueNotFound:
         if who.credential_id is None:
             return
@@ -166,11 +168,16 @@ def acts_for(store: Store, who: Principal, site: str, pilot_id: int) -> None:
 
 
 def install(
-    app: FastAPI, store: Store, operator: Sequence[Depends], costly: CostlyEvaluator
+    app: FastAPI,
+    store: Store,
+    operator: Sequence[Depends],
+    costly: CostlyEvaluator,
+    owner_of: Callable[[int], int | None],
 ) -> None:
     """Add the master's calls, the counters and the request-counting middleware to ``app``;
     ``costly`` settles the pairs with costly expressions of the pilots a master's call matches
-    (``tq.service.matching.costly``), before the call reaches the store."""
+    (``tq.service.matching.costly``), before the call reaches the store; ``owner_of``: a
+    pilot's credential (``acts_for``)."""
 
     app.add_middleware(RequestCounter, counters=store.counters)
     waits = app.state.site_waits = SiteWaits()  # the masters' long polls
@@ -193,7 +200,7 @@ def install(
         """Claim the site's master role (Delgado Peris 2014 §III.B): granted with a new epoch only
         if the master is gone and the claimant is the lowest-id live pilot."""
         claim = message(body, Claim)
-        acts_for(store, who, site, claim.pilot_id)
+        acts_for(owner_of, who, site, claim.pilot_id)
         answer = await unblocked(store, store.claim_master, site, claim)
         return wire(answer)
 
@@ -202,7 +209,7 @@ def install(
         """The master's bulk call: completions, dead workers, undelivered tasks, runnable
         tasks of the site (``want``); also the site's heartbeat."""
         call = message(body, SiteSync)
-        acts_for(store, who, site, call.pilot_id)
+        acts_for(owner_of, who, site, call.pilot_id)
         number, seen = waits.begin(site), waits.generation
         if call.want:
             await costly.settle_site(site, store.clock())
@@ -229,7 +236,7 @@ def install(
     async def assign(site: SiteName, body: AssignRequest, who: Pilot) -> Response:
         """The master's assignments of a round; each task taken atomically."""
         call = message(body, SiteAssign)
-        acts_for(store, who, site, call.pilot_id)
+        acts_for(owner_of, who, site, call.pilot_id)
         waits.begin(site)
         pilots = dict.fromkeys(pair.pilot_id for pair in call.pairs)
         await costly.settle_pilots(pilots, store.clock())

@@ -272,6 +272,16 @@ class Matcher:
         self._verdicts[(pilot_id, key)] = found
         return found
 
+    def known_verdict(self, pilot_id: int, key: str) -> Verdict | None:
+        """``verdict`` where the matcher holds the pilot and the group (a queued task of that
+        spec), None otherwise; never a costly pair's (``settled``)."""
+        group = self._groups.get(key)
+        if group is None or pilot_id not in self._pilots:
+            return None
+        if self.defer_costly and (group.costly or pilot_id in self._costly_pilots):
+            return None
+        return self.verdict(pilot_id, key)
+
     def _batch_answers(self, pilot_id: int, batch: batched.Batch) -> Evaluated | None:
         """The batch's groups' answers for this pilot (``Batches.answers``)."""
         found, evaluated = self._batched.answers(pilot_id, batch, self._pilot_values[pilot_id])

@@ -43,18 +43,20 @@ class _Plan:
     # driver reports: a PostgreSQL FLOAT needs none, a NUMERIC read as float one)
     processors: tuple[Callable[[Any], Any] | None, ...] | None = None
 
-    def rows(self, cursor: Any, dialect: sa.Dialect) -> list[Any]:
+    def rows(self, cursor: Any, dialect: sa.Dialect, plain: bool = False) -> list[Any]:
         fetched = cursor.fetchall()
         if self.processors is None:
             self.processors = tuple(
                 kind.dialect_impl(dialect).result_processor(dialect, described[1])
                 for kind, described in zip(self.types, cursor.description, strict=True)
             )
-        make = self.row._make
         if not any(self.processors):
-            return [make(r) for r in fetched]
+            return fetched if plain else list(map(self.row._make, fetched))
         convert = self.processors
-        return [make(p(v) if p else v for p, v in zip(convert, r, strict=True)) for r in fetched]
+        converted = (
+            tuple(p(v) if p else v for p, v in zip(convert, r, strict=True)) for r in fetched
+        )
+        return list(converted) if plain else list(map(self.row._make, converted))
 
     def args(self, values: Mapping[str, Any]) -> Any:
         if self.defaults:
@@ -114,19 +116,28 @@ _plans: dict[tuple[ClauseElement, str, tuple[str, ...]], object] = {}
 _plans_lock = threading.Lock()
 
 
-def run(conn: Connection, statement: Any, params: Mapping[str, Any] | None = None) -> Any:
-    """``conn.execute(statement, params)``, on the DBAPI cursor where nothing is lost by it."""
+def run(
+    conn: Connection,
+    statement: Any,
+    params: Mapping[str, Any] | None = None,
+    *,
+    plain: bool = False,
+) -> Any:
+    """``conn.execute(statement, params)``, on the DBAPI cursor where nothing is lost by it;
+    ``plain``: its rows as plain tuples, by index only (a read of many rows: no named tuple
+    made for each)."""
     values = params or {}
     plan = _plan_for(conn, statement, tuple(values) if isinstance(statement, sa.Insert) else ())
     if not isinstance(plan, _Plan):
-        return conn.execute(statement, dict(values))
+        result = conn.execute(statement, dict(values))
+        return Ran([tuple(r) for r in result], result.rowcount, None) if plain else result
     args = plan.args(values)
     raw = conn.connection.dbapi_connection
     assert raw is not None  # a connection in a transaction is checked out
     cursor = raw.cursor()
     try:
         cursor.execute(plan.sql, args)
-        rows = plan.rows(cursor, conn.dialect) if plan.row is not None else []
+        rows = plan.rows(cursor, conn.dialect, plain) if plan.row is not None else []
         new_id = None
         if plan.new_id == "lastrowid":
             new_id = cursor.lastrowid

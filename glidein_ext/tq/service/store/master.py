@@ -62,13 +62,34 @@ from glidein_ext.tq.service.store.direct import run
 from glidein_ext.tq.service.store.offers import SiteOffers, mismatch
 from glidein_ext.tq.service.store.pilots import TAKE_ONE, PilotProtocol
 from glidein_ext.tq.service.store.sites import SiteCoordination, epoch_key_hex, pilot_row, site_row
-from glidein_ext.tq.service.store.statements import row_by_id, update_row
+from glidein_ext.tq.service.store.statements import constant_in, row_by_id, update_row
 from glidein_ext.tq.service.store.successors import successors
 
 # ``assign``'s statement for a pair's task, built once (``statements``); its take is the pilot
 # protocol's take of one task by id (``pilots.TAKE_ONE``).
 _NOT_SHARED = "pilot {pilot} has its own credential: the shared token's master cannot act for it"
 _TASK = sa.select(t.tasks.c.state, t.tasks.c.spec).where(t.tasks.c.id == sa.bindparam("task"))
+# Every master call's check and vouching (``_check_master``), and a named pilot's membership
+# (``_site_pilots``), built once.
+_SITE_STATE = (
+    sa.select(t.site_state.c.master_id, t.site_state.c.epoch)
+    .where(t.site_state.c.site == sa.bindparam("site_"))
+    .with_for_update()
+)
+_MASTER_SEEN = (
+    t.site_state.update()
+    .where(t.site_state.c.site == sa.bindparam("site_"))
+    .values(master_seen=sa.bindparam("now_"))
+)
+_VOUCHED = (
+    t.pilots.update()
+    .where(t.pilots.c.site == sa.bindparam("site_"), constant_in(t.pilots.c.state, ACTIVE))
+    .values(last_seen=sa.bindparam("now_"))
+)
+_BY_ONE = 32  # pilots looked up one by one (each a prepared statement); more: one IN (...)
+_MEMBER = sa.select(t.pilots.c.site, t.pilots.c.state, t.pilots.c.credential_id).where(
+    t.pilots.c.id == sa.bindparam("pilot")
+)
 
 
 class MasterCalls:
@@ -205,23 +226,15 @@ class MasterCalls:
         """The call comes from the site's master of this epoch, or StaleMasterError; it vouches
         for the master and its site's pilots (only the master heartbeats).  True: the master
         registered with the shared pilot token."""
-        state = conn.execute(
-            sa.select(t.site_state).where(t.site_state.c.site == site).with_for_update()
-        ).one_or_none()
+        state = run(conn, _SITE_STATE, {"site_": site}).one_or_none()
         if state is None or state.master_id != pilot_id or state.epoch != epoch:
             current = "none" if state is None else f"pilot {state.master_id}, epoch {state.epoch}"
             raise StaleMasterError(
                 f"pilot {pilot_id} (epoch {epoch}) is not the master of {site} ({current})"
             )
-        conn.execute(
-            t.site_state.update().where(t.site_state.c.site == site).values(master_seen=now)
-        )
-        conn.execute(
-            t.pilots.update()
-            .where(t.pilots.c.site == site, t.pilots.c.state.in_(ACTIVE))
-            .values(last_seen=now)
-        )
-        master = pilot_row(conn, pilot_id)
+        run(conn, _MASTER_SEEN, {"site_": site, "now_": now})
+        run(conn, _VOUCHED, {"site_": site, "now_": now})
+        master = run(conn, _MEMBER, {"pilot": pilot_id}).one_or_none()
         return master is None or master.credential_id is None
 
     def vouch(self, tx: Tx, site: str, pilot_id: int, epoch: int) -> bool:
@@ -249,12 +262,20 @@ class MasterCalls:
         """The live pilots of ``site`` among ``pilot_ids`` (``shared``: those registered with
         the shared pilot token only)."""
         wanted = sorted(set(pilot_ids))
-        if not wanted:
-            return []
-        where = [t.pilots.c.id.in_(wanted), t.pilots.c.site == site, t.pilots.c.state.in_(ACTIVE)]
-        if shared:
-            where.append(t.pilots.c.credential_id.is_(None))
-        return list(conn.execute(sa.select(t.pilots.c.id).where(*where)).scalars())
+        if len(wanted) > _BY_ONE:  # the roster, once a heartbeat: one statement
+            where = [t.pilots.c.id.in_(wanted), t.pilots.c.site == site]
+            where.append(t.pilots.c.state.in_(ACTIVE))
+            if shared:
+                where.append(t.pilots.c.credential_id.is_(None))
+            return list(conn.execute(sa.select(t.pilots.c.id).where(*where)).scalars())
+        found = []
+        for pilot_id in wanted:  # a round's few, each by its primary key
+            row = run(conn, _MEMBER, {"pilot": pilot_id}).one_or_none()
+            if row is None or row.site != site or row.state not in ACTIVE:
+                continue
+            if not shared or row.credential_id is None:
+                found.append(pilot_id)
+        return found
 
     def _release(self, tx: Tx, site: str, task_ids: Sequence[int], shared: bool) -> None:
         """Tasks the master could not deliver (or a worker lost): back to the queue (``shared``:

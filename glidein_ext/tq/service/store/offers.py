@@ -32,7 +32,32 @@ from glidein_ext.tq.service import tables as t
 from glidein_ext.tq.service.matching.match_groups import costly, pilot_ad, task_ad
 from glidein_ext.tq.service.matching.matcher import Matcher
 from glidein_ext.tq.service.store.core import ACTIVE, CHUNK, StoreCore, pilot_info, spec_of
+from glidein_ext.tq.service.store.direct import run
 from glidein_ext.tq.service.store.sites import SiteCoordination
+from glidein_ext.tq.service.store.statements import constant_in, row_by_id
+
+# A sync's statements, built once (``statements``): where each input of a queued task was made
+# (its site, and the pilot that made it), the live pilots, and the queued tasks in order.
+_PRODUCER = t.tasks.alias("producer")
+_READER = t.tasks.alias("reader")
+_MADE = (
+    sa.select(t.files.c.lfn, t.files.c.site, _PRODUCER.c.pilot_id)
+    .select_from(
+        t.task_inputs.join(_READER, _READER.c.id == t.task_inputs.c.task_id)
+        .join(t.files, t.files.c.lfn == t.task_inputs.c.lfn)
+        .outerjoin(_PRODUCER, _PRODUCER.c.id == t.files.c.produced_by)
+    )
+    .where(_READER.c.state == TaskState.QUEUED.value, t.files.c.site.is_not(None))
+    .distinct()
+)
+_LIVE_PILOTS = sa.select(t.pilots.c.id, t.pilots.c.site, t.pilots.c.state).where(
+    constant_in(t.pilots.c.state, ACTIVE)
+)
+_QUEUED = (
+    sa.select(t.tasks.c.id, t.tasks.c.priority, t.tasks.c.runnable_since)
+    .where(t.tasks.c.state == TaskState.QUEUED.value)
+    .order_by(t.tasks.c.priority.desc(), t.tasks.c.id)
+)
 
 
 class SiteOffers:
@@ -48,28 +73,9 @@ class SiteOffers:
     def runnable(self, conn: Connection, site: str, want: int) -> tuple[list[TaskOffer], int]:
         """What to offer the site (``sched.offers.choose_offers``, module docstring): at most
         ``want`` tasks, best first; and how many the site may run now."""
-        queued_state = TaskState.QUEUED.value
         queued = self._read_queued(conn)
-        producer = t.tasks.alias("producer")
-        reader = t.tasks.alias("reader")
-        made = {
-            r.lfn: Made(r.site, r.pilot_id)
-            for r in conn.execute(
-                sa.select(t.files.c.lfn, t.files.c.site, producer.c.pilot_id)
-                .select_from(
-                    t.task_inputs.join(reader, reader.c.id == t.task_inputs.c.task_id)
-                    .join(t.files, t.files.c.lfn == t.task_inputs.c.lfn)
-                    .outerjoin(producer, producer.c.id == t.files.c.produced_by)
-                )
-                .where(reader.c.state == queued_state, t.files.c.site.is_not(None))
-                .distinct()
-            )
-        }
-        pilots = conn.execute(
-            sa.select(t.pilots.c.id, t.pilots.c.site, t.pilots.c.state).where(
-                t.pilots.c.state.in_(ACTIVE)
-            )
-        ).all()
+        made = {r.lfn: Made(r.site, r.pilot_id) for r in run(conn, _MADE)}
+        pilots = run(conn, _LIVE_PILOTS).all()
         distributed = {
             name: self.sites.architecture_of(name) is Architecture.DISTRIBUTED
             for name in {p.site for p in pilots}
@@ -96,13 +102,9 @@ class SiteOffers:
     def _read_queued(self, conn: Connection) -> list[Runnable]:
         """The queued tasks by priority, then age; the spec and inputs of those not known yet
         read in chunks."""
-        rows = conn.execute(
-            sa.select(t.tasks.c.id, t.tasks.c.priority, t.tasks.c.runnable_since)
-            .where(t.tasks.c.state == TaskState.QUEUED.value)
-            .order_by(t.tasks.c.priority.desc(), t.tasks.c.id)
-        ).all()
+        rows = run(conn, _QUEUED, plain=True).all()  # (id, priority, runnable_since)
         known = self._queued
-        new = [r.id for r in rows if r.id not in known]
+        new = [r[0] for r in rows if r[0] not in known]
         for start in range(0, len(new), CHUNK):
             for r in conn.execute(
                 sa.select(t.tasks.c.id, t.tasks.c.spec, t.tasks.c.inputs).where(
@@ -111,11 +113,11 @@ class SiteOffers:
             ):
                 known[r.id] = Runnable(r.id, r.spec, tuple(json.loads(r.inputs)))
         queued = []
-        for r in rows:
-            task = known[r.id]
-            since = r.runnable_since or 0.0
-            if task.priority != r.priority or task.since != since:
-                task = dataclasses.replace(task, priority=r.priority, since=since)
+        for task_id, priority, runnable_since in rows:
+            task = known[task_id]
+            since = runnable_since or 0.0
+            if task.priority != priority or task.since != since:
+                task = dataclasses.replace(task, priority=priority, since=since)
             queued.append(task)
         self._queued = {task.task_id: task for task in queued}
         return queued
@@ -135,7 +137,7 @@ class _Fits:
     def __call__(self, pilot_id: int, group: Any) -> bool:
         pilot = self._pilots.get(pilot_id)
         if pilot is None:
-            row = self._conn.execute(sa.select(t.pilots).where(t.pilots.c.id == pilot_id)).one()
+            row = row_by_id(self._conn, t.pilots, pilot_id)
             info = pilot_info(row)
             pilot = (info, pilot_ad(info), costly(info.requirements, info.rank))
             self._pilots[pilot_id] = pilot
@@ -178,7 +180,11 @@ def mismatch(
         and costly(spec.requirements, spec.rank, pilot.requirements, pilot.rank)
     ):
         return costly_mismatch(matcher, spec, pilot)
-    return ads_mismatch(spec, pilot, task_ad_, pilot_ad_)
+    if matcher is not None and task_ad_ is None and pilot_ad_ is None:
+        verdict = matcher.known_verdict(pilot.pilot_id, spec.key())
+        if verdict is not None and verdict.matched:
+            return None  # the matcher's verdict, evaluated once per group and pilot
+    return ads_mismatch(spec, pilot, task_ad_, pilot_ad_)  # (a refusal says which side)
 
 
 def resources_mismatch(spec: MatchSpec, pilot: PilotInfo, now: float) -> str | None:

@@ -286,3 +286,39 @@ def test_calls_hidden_from_a_text_search_make_their_group_and_pilot_costly() -> 
         pilot.add_task(QueuedTask(1, MatchSpec(requirements="true")))
         pilot.add_pilot(PilotInfo(1, site="T1", host="h", cpus=4, requirements=text))
         assert pilot.choose(1, 0.0) is None and pilot.evaluations == 0, text
+
+
+def test_a_pairs_check_reads_the_matchers_verdict_and_still_says_why_not() -> None:
+    """``store.offers.mismatch`` (a master's pair): with the matcher's cached verdict
+    (``known_verdict``) where it holds the pilot and the group, the same answer as the ads
+    evaluated afresh; a refusal still names the side whose Requirements fail."""
+    from glidein_ext.tq.service.store.offers import ads_mismatch, mismatch
+
+    tasks, pilots = _varied(4)
+    matcher = Matcher()  # costly pairs evaluated inline here (no deferral)
+    for task in tasks[:200]:
+        matcher.add_task(task)
+    for pilot in pilots[:30]:
+        matcher.add_pilot(pilot)
+    known = refused = 0
+    for task in tasks:
+        for pilot in pilots:
+            key = task.spec.key()
+            verdict = matcher.known_verdict(pilot.pilot_id, key)
+            held = task.task_id <= 200 or any(o.spec.key() == key for o in tasks[:200])
+            if pilot.pilot_id > 30 or not held:
+                assert verdict is None  # a pilot or group it does not hold
+            else:
+                known += 1
+                assert verdict == matcher.verdict(pilot.pilot_id, key)
+            if verdict is not None:  # Requirements both ways, as the ads say
+                assert verdict.matched == (ads_mismatch(task.spec, pilot) is None)
+            why = mismatch(task.spec, pilot, 0.0, matcher=matcher)
+            assert why == mismatch(task.spec, pilot, 0.0)  # the same, reason and all
+            refused += why is not None
+    assert known > 1000 and 0 < refused < len(tasks) * len(pilots)
+    deferred = Matcher(defer_costly=True)
+    costly_task = next(t for t in tasks if "regexp" in t.spec.requirements)
+    deferred.add_task(costly_task)
+    deferred.add_pilot(pilots[0])
+    assert deferred.known_verdict(pilots[0].pilot_id, costly_task.spec.key()) is None

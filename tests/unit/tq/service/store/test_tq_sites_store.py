@@ -241,6 +241,26 @@ def test_a_claim_naming_busy_pilots_unreachable_ends_none_of_them(store_for: Any
     }
 
 
+def test_a_roster_of_many_is_checked_as_a_round_of_few(store_for: Any) -> None:
+    """The master asks about its whole roster each heartbeat (one statement for many), about a
+    round's few pilots otherwise (one by one): the same keys and gone pilots either way."""
+    store = store_for(Clock(), default_architecture=Architecture.DISTRIBUTED)
+    answers = _register(store, 40)
+    master = answers[0].master
+    assert master is not None
+    store.deregister(answers[5].pilot_id)
+    asked = (*(a.pilot_id for a in answers), 999)
+    whole = store.sync("S", SiteSync(master.pilot_id, master.epoch, pilots=asked))
+    assert whole.gone == (answers[5].pilot_id, 999)
+    assert len(whole.keys) == 39
+    few = [
+        store.sync("S", SiteSync(master.pilot_id, master.epoch, pilots=asked[i : i + 3]))
+        for i in range(0, len(asked), 3)
+    ]
+    assert tuple(k for answer in few for k in answer.keys) == whole.keys
+    assert tuple(g for answer in few for g in answer.gone) == whole.gone
+
+
 def test_the_master_gets_its_pilots_keys_for_its_epoch_only(store_for: Any) -> None:
     """Each pilot's own key comes with its registration; the master of an epoch gets each pilot's
     key for that epoch (the claim's answer, ``sync``), and ``sync`` names the asked-about pilots

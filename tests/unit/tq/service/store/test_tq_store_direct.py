@@ -80,6 +80,25 @@ def test_a_select_gives_the_rows_sqlalchemy_gives_by_name_and_index(engine: sa.E
     assert [tuple(row)] == expected
 
 
+def test_plain_rows_are_the_same_values_as_plain_tuples(engine: sa.Engine) -> None:
+    """``plain``: a read of many rows gets the driver's tuples, the same values by index, on the
+    cursor and through SQLAlchemy alike."""
+    with engine.begin() as conn:
+        ids = [insert_row(conn, t.pilots, {**PILOT, "host": f"wn{i}"}) for i in range(3)]
+        query = _select("pilots", False)
+        for pilot_id in (i.inserted_primary_key[0] for i in ids):
+            named = direct.run(conn, query, {"row_id_": pilot_id}).all()
+            plain = direct.run(conn, query, {"row_id_": pilot_id}, plain=True).all()
+            assert [tuple(r) for r in named] == plain and type(plain[0]) is tuple
+        everything = sa.select(t.pilots.c.id, t.pilots.c.host).where(
+            t.pilots.c.id.in_([i.inserted_primary_key[0] for i in ids])  # expanding: SQLAlchemy
+        )
+        through = direct.run(conn, everything, plain=True)
+        assert isinstance(through, direct.Ran)
+        assert sorted(through.all()) == sorted(tuple(r) for r in conn.execute(everything))
+        assert [type(r) for r in through.all()] == [tuple] * 3
+
+
 def test_values_bound_in_the_statement_itself_are_sent(engine: sa.Engine) -> None:
     """``TAKE_ONE`` binds 'running', 1 and 'queued' itself: only the task and pilot are given."""
     with engine.begin() as conn:
