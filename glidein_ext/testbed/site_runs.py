@@ -20,7 +20,7 @@ import re
 import shutil
 import sqlite3
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,10 +145,14 @@ class SiteRun(Running):
         timeout: float = 300,
         max_retries: int | None = None,
         rank: str | None = None,
+        shape: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         """Submit W1/W2/W3, wait until all its tasks ended; its counters.  ``max_retries``: the
-        workflow's default (the Task Queue's, 2, if None); ``rank``: the tasks' Rank."""
+        workflow's default (the Task Queue's, 2, if None); ``rank``: the tasks' Rank;
+        ``shape``: edits the generated workflow before it is submitted."""
         submitted = generate(kind, scale, size, sleep)
+        if shape is not None:
+            shape(submitted)
         if max_retries is not None:
             submitted["defaults"]["max_retries"] = max_retries
         if rank is not None:

@@ -8,6 +8,13 @@ and to the others when it would wait while their matching pilots are idle; the t
 an idle pilot of the site made come first.  A pair is checked as the pre-DHT matcher checks it
 (``tq.service.matching.matcher``): resources, life, then HTCondor's match both ways (``mismatch``).
 
+A sync reads the queue once per call; the queued tasks of priority 0 none of whose inputs was
+made (no site holds any), of one spec, are offered by their id alone (``sched.offers.Unheld``):
+the database counts them and hands out the ``want`` oldest of the site's share and the newest of
+the others' (``_UnheldRows``): a queue of a million independent tasks costs a sync a count and
+two short ordered reads in the database, not a Python object per row.  The other queued tasks
+are read row by row.
+
 A pair of which either side calls a costly function (regexp and its kin, eval:
 ``tq.client.limits.costly_calls``) is never evaluated here, under the store's lock: with the
 service's matcher deferring them (``Matcher.defer_costly``), its verdict is the one the costly
@@ -25,7 +32,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from glidein_ext.sched.offers import Made, Member, Runnable, by_site, choose_offers
+from glidein_ext.sched.offers import SHARE_BLOCK, Made, Member, Runnable, by_site, choose_offers
 from glidein_ext.tq.client.protocol import TaskOffer
 from glidein_ext.tq.models import Architecture, MatchSpec, PilotInfo, PilotState, TaskState
 from glidein_ext.tq.service import tables as t
@@ -58,14 +65,68 @@ _QUEUED = (
     .where(t.tasks.c.state == TaskState.QUEUED.value)
     .order_by(t.tasks.c.priority.desc(), t.tasks.c.id)
 )
+# The queued tasks none of whose inputs was made (``sched.offers.Unheld``), of priority 0: a
+# sync counts those of one spec (the oldest such task's) in the database and reads ``keep`` of
+# them by share, not each row (module docstring).
+_MADE_INPUT = (
+    sa.select(t.task_inputs.c.task_id)
+    .select_from(t.task_inputs.join(t.files, t.files.c.lfn == t.task_inputs.c.lfn))
+    .where(t.task_inputs.c.task_id == t.tasks.c.id, t.files.c.site.is_not(None))
+    .correlate(t.tasks)
+    .exists()
+)
+_UNHELD = sa.and_(
+    t.tasks.c.state == TaskState.QUEUED.value, t.tasks.c.priority == 0, sa.not_(_MADE_INPUT)
+)
+_OF_GROUP = t.tasks.c.spec == sa.bindparam("group_")
+_IN_SHARE = t.tasks.c.id // SHARE_BLOCK % sa.bindparam("shares_") == sa.bindparam("share_")
+_FIRST_UNHELD = sa.select(t.tasks.c.spec).where(_UNHELD).order_by(t.tasks.c.id).limit(1)
+_UNHELD_COUNT = sa.select(sa.func.count()).select_from(t.tasks).where(_UNHELD, _OF_GROUP)
+_UNHELD_OWN = (
+    sa.select(t.tasks.c.id)
+    .where(_UNHELD, _OF_GROUP, _IN_SHARE)
+    .order_by(t.tasks.c.id)
+    .limit(sa.bindparam("keep_"))
+)
+_UNHELD_OTHERS = (
+    sa.select(t.tasks.c.id)
+    .where(_UNHELD, _OF_GROUP, sa.not_(_IN_SHARE))
+    .order_by(t.tasks.c.id.desc())
+    .limit(sa.bindparam("keep_"))
+)
+_QUEUED_BUT_UNHELD = _QUEUED.where(sa.not_(sa.and_(_UNHELD, _OF_GROUP)))
+
+
+class _UnheldRows:
+    """``sched.offers.Unheld`` over the database: the queued, priority-0 tasks of one spec none
+    of whose inputs was made, in the caller's transaction."""
+
+    def __init__(self, conn: Connection, group: str) -> None:
+        self.conn = conn
+        self.group = group
+        self._count: int = run(conn, _UNHELD_COUNT, {"group_": group}).scalar_one()
+
+    def __len__(self) -> int:
+        return self._count
+
+    def own(self, share: int, shares: int, keep: int) -> list[int]:
+        return self._ids(_UNHELD_OWN, share, shares, keep)
+
+    def others(self, share: int, shares: int, keep: int) -> list[int]:
+        return self._ids(_UNHELD_OTHERS, share, shares, keep)[::-1]  # oldest first
+
+    def _ids(self, query: Any, share: int, shares: int, keep: int) -> list[int]:
+        values = {"group_": self.group, "share_": share, "shares_": shares, "keep_": keep}
+        return [row[0] for row in run(self.conn, query, values, plain=True).all()]
 
 
 class SiteOffers:
     """The runnable tasks offered to a site's master, read in the caller's transaction."""
 
-    def __init__(self, core: StoreCore, sites: SiteCoordination) -> None:
+    def __init__(self, core: StoreCore, sites: SiteCoordination, index_unheld: bool = True) -> None:
         self.core = core
         self.sites = sites
+        self.index_unheld = index_unheld  # False: every queued task read (tests compare)
         # The queued tasks as the offers see them, kept between syncs (a task's spec and inputs
         # never change): a sync reads only the new ones' in full.
         self._queued: dict[int, Runnable] = {}
@@ -73,7 +134,9 @@ class SiteOffers:
     def runnable(self, conn: Connection, site: str, want: int) -> tuple[list[TaskOffer], int]:
         """What to offer the site (``sched.offers.choose_offers``, module docstring): at most
         ``want`` tasks, best first; and how many the site may run now."""
-        queued = self._read_queued(conn)
+        first = run(conn, _FIRST_UNHELD).first() if self.index_unheld else None
+        unheld = None if first is None else _UnheldRows(conn, first.spec)
+        queued = self._read_queued(conn, unheld.group if unheld is not None else None)
         made = {r.lfn: Made(r.site, r.pilot_id) for r in run(conn, _MADE)}
         pilots = run(conn, _LIVE_PILOTS).all()
         distributed = {
@@ -87,7 +150,7 @@ class SiteOffers:
         now = self.core.clock()
         hold = self.core.matcher.wait_for_data
         fits = _Fits(conn, now, self.core.matcher)
-        chosen = choose_offers(site, want, queued, made, members, fits, now, hold)
+        chosen = choose_offers(site, want, queued, made, members, fits, now, hold, unheld)
         if not chosen.task_ids:
             return [], chosen.runnable
         found = {
@@ -99,10 +162,13 @@ class SiteOffers:
         marked = [dataclasses.replace(o, shared=True) if o.task_id in shared else o for o in offers]
         return marked, chosen.runnable
 
-    def _read_queued(self, conn: Connection) -> list[Runnable]:
-        """The queued tasks by priority, then age; the spec and inputs of those not known yet
-        read in chunks."""
-        rows = run(conn, _QUEUED, plain=True).all()  # (id, priority, runnable_since)
+    def _read_queued(self, conn: Connection, unheld: str | None) -> list[Runnable]:
+        """The queued tasks by priority, then age, but the unheld ones of the spec ``unheld``
+        (``_UnheldRows``); the spec and inputs of those not known yet read in chunks."""
+        query, values = (
+            (_QUEUED, {}) if unheld is None else (_QUEUED_BUT_UNHELD, {"group_": unheld})
+        )
+        rows = run(conn, query, values, plain=True).all()  # (id, priority, runnable_since)
         known = self._queued
         new = [r[0] for r in rows if r[0] not in known]
         for start in range(0, len(new), CHUNK):
