@@ -81,7 +81,11 @@ _UNHELD = sa.and_(
 _OF_GROUP = t.tasks.c.spec == sa.bindparam("group_")
 _IN_SHARE = t.tasks.c.id // SHARE_BLOCK % sa.bindparam("shares_") == sa.bindparam("share_")
 _FIRST_UNHELD = sa.select(t.tasks.c.spec).where(_UNHELD).order_by(t.tasks.c.id).limit(1)
-_UNHELD_COUNT = sa.select(sa.func.count()).select_from(t.tasks).where(_UNHELD, _OF_GROUP)
+# all the queued tasks, counted on the state's index alone (the unheld are those the row-by-row
+# read leaves out)
+_QUEUED_COUNT = (
+    sa.select(sa.func.count()).select_from(t.tasks).where(t.tasks.c.state == TaskState.QUEUED.value)
+)
 _UNHELD_OWN = (
     sa.select(t.tasks.c.id)
     .where(_UNHELD, _OF_GROUP, _IN_SHARE)
@@ -101,10 +105,10 @@ class _UnheldRows:
     """``sched.offers.Unheld`` over the database: the queued, priority-0 tasks of one spec none
     of whose inputs was made, in the caller's transaction."""
 
-    def __init__(self, conn: Connection, group: str) -> None:
+    def __init__(self, conn: Connection, group: str, count: int) -> None:
         self.conn = conn
         self.group = group
-        self._count: int = run(conn, _UNHELD_COUNT, {"group_": group}).scalar_one()
+        self._count = count
 
     def __len__(self) -> int:
         return self._count
@@ -113,6 +117,8 @@ class _UnheldRows:
         return self._ids(_UNHELD_OWN, share, shares, keep)
 
     def others(self, share: int, shares: int, keep: int) -> list[int]:
+        if shares <= 1:
+            return []  # one site may run them: every one is its share
         return self._ids(_UNHELD_OTHERS, share, shares, keep)[::-1]  # oldest first
 
     def _ids(self, query: Any, share: int, shares: int, keep: int) -> list[int]:
@@ -135,8 +141,12 @@ class SiteOffers:
         """What to offer the site (``sched.offers.choose_offers``, module docstring): at most
         ``want`` tasks, best first; and how many the site may run now."""
         first = run(conn, _FIRST_UNHELD).first() if self.index_unheld else None
-        unheld = None if first is None else _UnheldRows(conn, first.spec)
-        queued = self._read_queued(conn, unheld.group if unheld is not None else None)
+        group = None if first is None else first.spec
+        queued = self._read_queued(conn, group)
+        unheld = None
+        if group is not None:
+            count = run(conn, _QUEUED_COUNT).scalar_one() - len(queued)
+            unheld = _UnheldRows(conn, group, count)
         made = {r.lfn: Made(r.site, r.pilot_id) for r in run(conn, _MADE)}
         pilots = run(conn, _LIVE_PILOTS).all()
         distributed = {
