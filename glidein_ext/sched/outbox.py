@@ -18,7 +18,10 @@ from collections import OrderedDict
 from typing import Any
 
 Key = tuple[int, int]  # (task id, attempt)
-LIMIT = 64  # completions kept: a worker runs one task at a time, so a handful at most
+# Completions kept.  A worker runs one task at a time, and learns that the Task Queue has its
+# completion from the resend ``resend_after`` seconds later: it holds what it finished in that
+# time, a handful for tasks of minutes, 40-60 for trivial tasks (16-20 a second).
+LIMIT = 256
 
 log = logging.getLogger("glidein_ext.sched.outbox")
 
