@@ -11,9 +11,9 @@ an idle pilot of the site made come first.  A pair is checked as the pre-DHT mat
 A sync reads the queue once per call; the queued tasks of priority 0 none of whose inputs was
 made (no site holds any), of one spec, are offered by their id alone (``sched.offers.Unheld``):
 the database counts them and hands out the ``want`` oldest of the site's share and the newest of
-the others' (``_UnheldRows``): a queue of a million independent tasks costs a sync a count and
-two short ordered reads in the database, not a Python object per row.  The other queued tasks
-are read row by row.
+the others' (``_UnheldRows``), while the other queued tasks are read row by row: a queue of a
+million independent tasks costs a sync a count on the state's index, one scan in the database
+and two short ordered reads, not a Python object per queued task.
 
 A pair of which either side calls a costly function (regexp and its kin, eval:
 ``tq.client.limits.costly_calls``) is never evaluated here, under the store's lock: with the
