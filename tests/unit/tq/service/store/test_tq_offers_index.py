@@ -10,15 +10,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from glidein_ext.tq.client.protocol import (
-    Completion,
-    Pair,
-    Registration,
-    RoundReport,
-    SiteAssign,
-    SiteCompletion,
-    SiteSync,
-)
+from glidein_ext.tq.client import protocol as proto
 from glidein_ext.tq.models import Architecture
 from glidein_ext.tq.service.db import make_engine, migrate
 from glidein_ext.tq.service.store import Store
@@ -71,16 +63,20 @@ def _queue(store: Store, masters: Masters, draw: random.Random) -> None:
     store.submit(parse_workflow(w1))
     for site in ("S", "T"):
         master = masters[site]
-        offers = store.sync(site, SiteSync(master[0], master[1], want=200)).tasks
+        offers = store.sync(site, proto.SiteSync(master[0], master[1], want=200)).tasks
         chains = [o for o in offers if o.outputs][: draw.randint(1, 6)]
-        pairs = tuple(Pair(o.task_id, p) for o, p in zip(chains, master[2], strict=False))
-        placed = store.assign(site, SiteAssign(master[0], master[1], pairs, RoundReport())).accepted
+        pairs = tuple(proto.Pair(o.task_id, p) for o, p in zip(chains, master[2], strict=False))
+        placed = store.assign(
+            site, proto.SiteAssign(master[0], master[1], pairs, proto.RoundReport())
+        ).accepted
         outputs = {o.task_id: o.outputs for o in chains}
         done = tuple(
-            SiteCompletion(p.pilot_id, Completion(p.task_id, p.attempt, 0, outputs[p.task_id]))
+            proto.SiteCompletion(
+                p.pilot_id, proto.Completion(p.task_id, p.attempt, 0, outputs[p.task_id])
+            )
             for p in placed
         )
-        store.sync(site, SiteSync(master[0], master[1], done))
+        store.sync(site, proto.SiteSync(master[0], master[1], done))
 
 
 def _register(store: Store, draw: random.Random) -> Masters:
@@ -89,7 +85,7 @@ def _register(store: Store, draw: random.Random) -> Masters:
     for n, site in enumerate(SITES):
         answers = [
             store.register(
-                Registration(site=site, host=f"{site}{i}", dht_address=f"10.0.{n}.{i}:1")
+                proto.Registration(site=site, host=f"{site}{i}", dht_address=f"10.0.{n}.{i}:1")
             )
             for i in range(draw.randint(2, 4))
         ]
