@@ -275,7 +275,7 @@ class RoundBook:
         if resent:
             return False
         self._pending[key] = (pilot_id, completion)
-        if quiet and self._dry and any(w.task is not None for w in self.workers.values()):
+        if quiet and self._dry and self._busy:
             self._quiet.add(key)  # it waits for others to batch with (none: the site is idle)
         else:
             self.trigger(now)

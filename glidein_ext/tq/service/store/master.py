@@ -108,7 +108,7 @@ class MasterCalls:
         shared = self.vouch(tx, site, call.pilot_id, call.epoch)
         if call.phases:  # the master's round phases, for the counters
             tx.after_commit(functools.partial(self.sites.counters.on_phases, site, call.phases))
-        dead = self._site_pilots(tx.conn, site, call.dead, shared)
+        dead = _ours(self._site_pilots(tx.conn, site, call.dead), shared)
         if dead:
             self.pilots.retire(tx, dead, PilotState.LOST)
         results = self._complete(tx, site, call.completions, shared)
@@ -203,8 +203,8 @@ class MasterCalls:
         reports for its own site's live pilots only (``shared``: for the shared token's)."""
         results = []
         named = [item.pilot_id for item in completions]
-        members = set(self._site_pilots(tx.conn, site, named, False))
-        ours = set(self._site_pilots(tx.conn, site, named, True)) if shared else members
+        members = self._site_pilots(tx.conn, site, named)
+        ours = set(_ours(members, shared))
         for item in completions:
             if item.pilot_id not in members:
                 answer = f"unknown: pilot {item.pilot_id} is no live pilot of {site}"
@@ -251,30 +251,27 @@ class MasterCalls:
         if not pilot_ids:
             return (), ()
         state = site_row(conn, site)
-        live = set(self._site_pilots(conn, site, pilot_ids, False))
-        ours = set(self._site_pilots(conn, site, pilot_ids, True)) if shared else live
-        keys = tuple(PilotKey(p, epoch_key_hex(state, site, p, epoch)) for p in sorted(ours))
-        return keys, tuple(sorted(set(pilot_ids) - live))
+        live = self._site_pilots(conn, site, pilot_ids)
+        ours = _ours(live, shared)
+        keys = tuple(PilotKey(p, epoch_key_hex(state, site, p, epoch)) for p in ours)
+        return keys, tuple(sorted(set(pilot_ids) - live.keys()))
 
     def _site_pilots(
-        self, conn: Connection, site: str, pilot_ids: Iterable[int], shared: bool
-    ) -> list[int]:
-        """The live pilots of ``site`` among ``pilot_ids`` (``shared``: those registered with
-        the shared pilot token only)."""
+        self, conn: Connection, site: str, pilot_ids: Iterable[int]
+    ) -> dict[int, int | None]:
+        """The live pilots of ``site`` among ``pilot_ids``, in id order, each with the
+        credential it registered with (None: the shared pilot token)."""
         wanted = sorted(set(pilot_ids))
         if len(wanted) > _BY_ONE:  # the roster, once a heartbeat: one statement
-            where = [t.pilots.c.id.in_(wanted), t.pilots.c.site == site]
-            where.append(t.pilots.c.state.in_(ACTIVE))
-            if shared:
-                where.append(t.pilots.c.credential_id.is_(None))
-            return list(conn.execute(sa.select(t.pilots.c.id).where(*where)).scalars())
-        found = []
+            query = sa.select(t.pilots.c.id, t.pilots.c.credential_id).where(
+                t.pilots.c.id.in_(wanted), t.pilots.c.site == site, t.pilots.c.state.in_(ACTIVE)
+            )
+            return dict(sorted(tuple(row) for row in conn.execute(query)))
+        found: dict[int, int | None] = {}
         for pilot_id in wanted:  # a round's few, each by its primary key
             row = run(conn, _MEMBER, {"pilot": pilot_id}).one_or_none()
-            if row is None or row.site != site or row.state not in ACTIVE:
-                continue
-            if not shared or row.credential_id is None:
-                found.append(pilot_id)
+            if row is not None and row.site == site and row.state in ACTIVE:
+                found[pilot_id] = row.credential_id
         return found
 
     def _release(self, tx: Tx, site: str, task_ids: Sequence[int], shared: bool) -> None:
@@ -311,3 +308,9 @@ class MasterCalls:
                 self.core.admit_task(item)
 
         tx.after_commit(admit)
+
+
+def _ours(pilots: dict[int, int | None], shared: bool) -> list[int]:
+    """Of ``_site_pilots``' answer, the pilots a master may act for: all of them, or (``shared``:
+    it holds the shared pilot token) those registered with that token."""
+    return [p for p, credential in pilots.items() if not shared or credential is None]

@@ -4,44 +4,19 @@ offers of the whole queue read row by row, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 import sqlalchemy as sa
 
 from glidein_ext.tq.client import protocol as proto
 from glidein_ext.tq.models import Architecture
-from glidein_ext.tq.service.db import make_engine, migrate
 from glidein_ext.tq.service.store import Store
 from glidein_ext.tq.service.store.offers import SiteOffers
 from glidein_ext.tq.workflow import generate, parse_workflow
 from tests.support.clock import Clock
-from tests.support.postgres import pg_server, pg_url
-
-__all__ = ["pg_server", "pg_url"]  # fixtures, used by name
 
 SITES = ("S", "T", "U")
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_for(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], Store]]:
-    database = str(tmp_path / "tq.sqlite")
-    if request.param == "postgresql":
-        database = request.getfixturevalue("pg_url")
-    engines: list[sa.Engine] = []
-
-    def open_() -> Store:
-        engine = make_engine(database)
-        engines.append(engine)
-        migrate(engine)
-        store = Store(engine, clock=Clock(), default_architecture=Architecture.DISTRIBUTED)
-        store.load()
-        return store
-
-    yield open_
-    for engine in engines:
-        engine.dispose()
 
 
 Masters = dict[str, tuple[int, int, list[int]]]  # site -> (master, epoch, its workers)
@@ -97,10 +72,10 @@ def _register(store: Store, draw: random.Random) -> Masters:
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
 def test_the_unheld_read_in_sql_gives_the_offers_of_the_whole_queue(
-    store_for: Callable[[], Store], seed: int
+    store_for: Callable[..., Store], seed: int
 ) -> None:
     draw = random.Random(seed)
-    store = store_for()
+    store = store_for(Clock(), default_architecture=Architecture.DISTRIBUTED)
     _queue(store, _register(store, draw), draw)
     core, sites = store._core, store._sites  # the offers, built twice
     indexed, whole = SiteOffers(core, sites), SiteOffers(core, sites, index_unheld=False)
@@ -120,9 +95,9 @@ def test_the_unheld_read_in_sql_gives_the_offers_of_the_whole_queue(
     assert shared  # T is offered other sites' shares too, marked
 
 
-def test_a_queue_without_unheld_tasks_is_read_whole(store_for: Callable[[], Store]) -> None:
+def test_a_queue_without_unheld_tasks_is_read_whole(store_for: Callable[..., Store]) -> None:
     """Every queued task of priority 1: nothing to index, the same offers as before."""
-    store = store_for()
+    store = store_for(Clock(), default_architecture=Architecture.DISTRIBUTED)
     _register(store, random.Random(5))
     tasks = [{"name": f"x{i}", "command": "true"} for i in range(30)]
     store.submit(parse_workflow({"name": "p", "defaults": {"priority": 1}, "tasks": tasks}))
