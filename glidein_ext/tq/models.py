@@ -69,18 +69,23 @@ class MatchSpec:
     attributes: tuple[tuple[str, Scalar], ...] = ()
 
     def key(self) -> str:
-        return json.dumps(
-            [
-                self.requirements,
-                self.rank,
-                self.request_cpus,
-                self.request_memory,
-                self.request_disk,
-                self.max_runtime,
-                [list(item) for item in self.attributes],
-            ],
-            separators=(",", ":"),
-        )
+        """The group's key (the spec as JSON), made once per spec object."""
+        found: str | None = self.__dict__.get("_key")
+        if found is None:
+            found = json.dumps(
+                [
+                    self.requirements,
+                    self.rank,
+                    self.request_cpus,
+                    self.request_memory,
+                    self.request_disk,
+                    self.max_runtime,
+                    [list(item) for item in self.attributes],
+                ],
+                separators=(",", ":"),
+            )
+            object.__setattr__(self, "_key", found)  # not a field: equality and hash ignore it
+        return found
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ bounded (``tq.datafile``: size, UTF-8, YAML without aliases, nesting depth).
 
 from __future__ import annotations
 
+import functools
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -115,11 +116,18 @@ def _int(value: Any, task: str | None, name: str) -> int:
 
 
 def _expr(value: Any, task: str | None, name: str) -> str:
-    problem = expr_problem(value)
+    problem = _text_problem(value) if type(value) is str else expr_problem(value)
     if problem is not None:
         raise WorkflowError(problem, task, name)
     assert isinstance(value, str)
     return value
+
+
+@functools.lru_cache(maxsize=1024)
+def _text_problem(text: str) -> str | None:
+    """``expr_problem`` once per text: a workflow's tasks mostly share their Requirements and
+    Rank, and classad2 parsing them is a third of a submission's CPU."""
+    return expr_problem(text)
 
 
 def _attributes(value: Any, task: str) -> tuple[tuple[str, classads.Scalar], ...]:
@@ -140,7 +148,16 @@ def _attributes(value: Any, task: str) -> tuple[tuple[str, classads.Scalar], ...
     return tuple(sorted(items))
 
 
-def _task(raw: Any, index: int, defaults: Mapping[str, Any]) -> TaskDef:
+# A spec with the repr of each attribute's value: Python's equality takes 1, 1.0 and True
+# (and 0.0 and -0.0) for one value, ClassAds and the group key do not.
+_Exact = tuple[MatchSpec, tuple[str, ...]]
+
+
+def _task(
+    raw: Any, index: int, defaults: Mapping[str, Any], specs: dict[_Exact, MatchSpec]
+) -> TaskDef:
+    """One task checked; ``specs``: the workflow's specs so far, so that equal specs are one
+    object (its group key is made once: ``MatchSpec.key``)."""
     if not isinstance(raw, Mapping):
         raise WorkflowError(f"tasks[{index}] must be a mapping")
     name = raw.get("name")
@@ -177,7 +194,7 @@ def _task(raw: Any, index: int, defaults: Mapping[str, Any]) -> TaskDef:
     return TaskDef(
         name=name,
         command=command,
-        spec=spec,
+        spec=specs.setdefault((spec, tuple(repr(v) for _, v in spec.attributes)), spec),
         step=_int(merged.get("step", 0), name, "step"),
         inputs=_strings(merged.get("inputs"), name, "inputs", lfn_problem),
         outputs=_strings(merged.get("outputs"), name, "outputs", lfn_problem),
@@ -256,7 +273,8 @@ def parse_workflow(data: Any) -> WorkflowDef:
         raise WorkflowError("a workflow needs a non-empty 'tasks' list", None, "tasks")
     if len(raw_tasks) > MAX_TASKS:
         raise WorkflowError(f"more than {MAX_TASKS} tasks", None, "tasks")
-    tasks = [_task(raw, index, defaults) for index, raw in enumerate(raw_tasks)]
+    specs: dict[_Exact, MatchSpec] = {}
+    tasks = [_task(raw, index, defaults, specs) for index, raw in enumerate(raw_tasks)]
     seen: set[str] = set()
     for task in tasks:
         if task.name in seen:

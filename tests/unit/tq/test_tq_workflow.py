@@ -115,3 +115,33 @@ def test_cli_generate_then_a_bad_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["tq", "submit", str(out), "--tq", "http://127.0.0.1:9", "--token", "x"])
     assert exited.value.code == 2
+
+
+def test_equal_specs_are_one_object_and_values_of_other_types_stay_apart() -> None:
+    """Tasks with the same spec share one ``MatchSpec`` (its group key made once); attribute
+    values that Python takes as equal but ClassAds do not (1, 1.0, true; 0.0, -0.0) keep their
+    own specs and group keys."""
+    values: list[Any] = [1, 1.0, True, 1, 0.0, -0.0]
+    tasks = [
+        {"name": f"t{i}", "command": "true", "attributes": {"a": value}}
+        for i, value in enumerate(values)
+    ]
+    tasks += [{"name": "u1", "command": "true"}, {"name": "u2", "command": "true", "rank": "0"}]
+    specs = [task.spec for task in parse_workflow({"tasks": tasks}).tasks]
+    assert specs[0] is specs[3]  # the same int: one object
+    assert specs[6] is specs[7]  # rank "0" is the default
+    assert len({id(spec) for spec in specs}) == 6
+    assert len({spec.key() for spec in specs}) == 6
+    assert [spec.attributes[0][1] for spec in specs[:6]] == values
+    assert [type(spec.attributes[0][1]) for spec in specs[:3]] == [int, float, bool]
+    assert str(specs[5].attributes[0][1]) == "-0.0"
+
+
+def test_a_bad_expression_is_refused_every_time_it_is_met() -> None:
+    """The expression check is remembered per text: a refused text is refused again, in
+    another workflow too, naming that workflow's task."""
+    for name in ("first", "second"):
+        with pytest.raises(WorkflowError, match=f"task '{name}', field 'requirements'"):
+            parse_workflow(
+                {"tasks": [{"name": name, "command": "true", "requirements": "TARGET.Cpus >"}]}
+            )

@@ -70,6 +70,10 @@ class Choice:
 
 
 _UNSETTLED = Verdict(False)  # a costly pair without a verdict yet: no match for now (not cached)
+# Up to this many groups, ``_ranked`` orders them one by one: numpy's fixed cost per batch (about
+# 30 us a choice) is more than a few cached verdicts cost (measured: 8 us for one group, 32 us for
+# 8, level near 12-16 on the 2-core development machine)
+FEW_GROUPS = 12
 
 
 class Matcher:
@@ -417,8 +421,11 @@ class Matcher:
     def _ranked(self, pilot: PilotInfo, remaining: float, usable: Any) -> Iterator[Ranked]:
         """The groups this pilot may run, best first: its Rank of the group, the group's Rank of
         it, the group's first task's priority, then its id.  Batched groups are ordered on
-        their columns, as many as are asked for; the rest one by one."""
+        their columns, as many as are asked for; the rest one by one (all of them when they are
+        few: ``FEW_GROUPS``)."""
         side = self._batched.pilot_side.get(pilot.pilot_id)
+        if len(self._groups) <= FEW_GROUPS:
+            side = None  # each group's verdict is cached per pilot, or its batch's answers
         sources: list[Iterator[Ranked]] = []
         loose = self._groups.keys() if side is None else self._batched.loose
         if side is not None:

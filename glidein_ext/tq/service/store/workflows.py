@@ -73,15 +73,19 @@ class WorkflowSubmission:
             conn.execute(sa.insert(t.workflows).values(name=workflow.name, submitted_at=now))
         )
         rows = []
+        spec_texts: dict[int, str] = {}  # by object: equal specs are one (``parse_workflow``)
         for task in workflow.tasks:
             ready = not task.after and all(lfn in have for lfn in task.inputs)
+            spec_text = spec_texts.get(id(task.spec))
+            if spec_text is None:
+                spec_text = spec_texts[id(task.spec)] = spec_json(task.spec)
             rows.append(
                 {
                     "workflow_id": wf_id,
                     "name": task.name,
                     "step": task.step,
                     "command": task.command,
-                    "spec": spec_json(task.spec),
+                    "spec": spec_text,
                     "inputs": json.dumps(list(task.inputs)),
                     "outputs": json.dumps(list(task.outputs)),
                     "after": "[]",

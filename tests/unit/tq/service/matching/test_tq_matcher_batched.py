@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from glidein_ext import classads
 from glidein_ext.tq.models import MatchSpec, PilotInfo, QueuedTask
 from glidein_ext.tq.service.matching import batched, columns
+from glidein_ext.tq.service.matching import matcher as matcher_module
 from glidein_ext.tq.service.matching.classad_values import (
     Value,
     lower_ad,
@@ -287,6 +288,43 @@ def test_choices_equal_the_naive_classad2_choice_as_tasks_come_and_go(data: st.D
                         del tasks[task_id]
     finally:
         batched.Batch._GROW = matcher_batch_grow
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_few_groups_one_by_one_choose_as_their_batches_would(data: st.DataObject) -> None:
+    """Up to ``FEW_GROUPS`` groups are ordered one by one, not on the batches' columns: the same
+    choices, taken one after another, as with the batches ordering them."""
+    specs = [_task(task_id, data) for task_id in range(1, data.draw(st.integers(1, 30)))]
+    pilot = PilotInfo(
+        1,
+        site=data.draw(st.sampled_from(["T1", "t2"])),
+        cpus=data.draw(st.sampled_from([1, 2, 8])),
+        memory=data.draw(st.sampled_from([2000, 4000])),
+        requirements=data.draw(st.sampled_from(PILOT_REQUIREMENTS)),
+        rank=data.draw(st.sampled_from(PILOT_RANKS)),
+    )
+    if any(
+        math.isnan(pr) or math.isnan(tr)
+        for _, pr, tr in _matching_ranks({task.task_id: task for task in specs}, pilot)
+    ):
+        return  # NaN ranks: any matching task, in either order
+    few = matcher_module.FEW_GROUPS
+    chosen = []
+    try:
+        for matcher_module.FEW_GROUPS in (few, 0):  # one by one, then on the columns
+            matcher = Matcher()
+            for task in specs:
+                matcher.add_task(task)
+            matcher.add_pilot(pilot)
+            order = []
+            while (choice := matcher.choose(1, 0.0)) is not None:
+                order.append((choice.task_id, choice.pilot_rank, choice.task_rank))
+                matcher.remove_task(choice.task_id)
+            chosen.append(order)
+    finally:
+        matcher_module.FEW_GROUPS = few
+    assert chosen[0] == chosen[1]
 
 
 def test_one_template_with_other_constants_shares_one_batch_and_one_evaluation() -> None:
