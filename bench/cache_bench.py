@@ -282,8 +282,8 @@ def main() -> None:
     parser.add_argument(
         "--variants",
         default=None,
-        help="other peer clients to time, CONNECTIONSxTHREADS,... (default 1x1,2x2,4x4; "
-        "--quick: 1x1)",
+        help="other peer clients to time, CONNECTIONSxTHREADS,... (default 1x2,1x1,4x4; "
+        "--quick: 1x2)",
     )
     parser.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
     args = parser.parse_args()
@@ -291,7 +291,7 @@ def main() -> None:
     runs = args.runs or (3 if args.quick else 5)
     entries = args.entries if not args.quick else min(args.entries, 20_000)
     ops = 20_000 if args.quick else 100_000
-    variants = _variants(args.variants or ("1x1" if args.quick else "1x1,2x2,4x4"))
+    variants = _variants(args.variants or ("1x2" if args.quick else "1x2,1x1,4x4"))
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="cache-bench-", dir=args.dir) as tmp:
         work = Path(tmp)
