@@ -322,6 +322,7 @@ class PilotAgent:
     def _heartbeats(self, pilot_id: int) -> None:
         while not self.stop.wait(self.heartbeat_interval):  # a forgotten pilot sets stop
             self.report_cache(pilot_id, "heartbeat failed")
+        self.client.abort_waiting()  # a standing offer would hold the stop for its whole wait
 
     def run(self) -> int:
         try:
@@ -436,6 +437,10 @@ class PilotAgent:
                 self.client.request, pilot_id, cached, c.settings.offer_wait
             )
             task = self._retry("request", request)
+        except TaskQueueError:
+            if not self.stop.is_set():
+                raise
+            task = None  # a standing offer cut short: the pilot stops
         finally:
             self.executor.asked()
         if cached is not None:

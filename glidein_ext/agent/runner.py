@@ -19,10 +19,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import select
 import shlex
 import shutil
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -182,13 +184,38 @@ def _stage_out(cache: PilotCache, produced: Path, lfn: str) -> None:
     cache.put_se(kept, lfn)
 
 
+STOP_CHECK = 0.2  # seconds between looks at the pilot's stop and the task's time limit
+
+
 def _wait(process: subprocess.Popen[bytes], limit: float, stop: threading.Event) -> int:
-    waited = 0.0
-    while True:
-        try:
-            return process.wait(timeout=0.2)
-        except subprocess.TimeoutExpired:
-            waited += 0.2
-        if stop.is_set() or waited > limit:
-            kill_group(process)
-            return process.wait()
+    """The task's exit code; killed (with its group) past ``limit`` seconds or when the pilot
+    stops.  Its end is seen at once through a pidfd (Linux 5.3, Python 3.9); elsewhere
+    ``Popen.wait`` looks with sleeps that grow to 50 ms, which a 0.2 s task pays each time."""
+    deadline = time.monotonic() + limit
+    ends = _pidfd(process.pid)
+    try:
+        while True:
+            if ends is not None:
+                ended, _, _ = select.select([ends], [], [], STOP_CHECK)
+                if ended:  # readable once the task has ended: reaping it does not wait
+                    return process.wait()
+            else:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    return process.wait(timeout=STOP_CHECK)
+            if stop.is_set() or time.monotonic() > deadline:
+                kill_group(process)
+                return process.wait()
+    finally:
+        if ends is not None:
+            os.close(ends)
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when ``pid`` ends; None where there is none."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        return int(opener(pid))
+    except OSError:  # an older kernel, or a sandbox that forbids it
+        return None

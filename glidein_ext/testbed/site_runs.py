@@ -20,8 +20,8 @@ import re
 import shutil
 import sqlite3
 import subprocess
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ class SiteRun(Running):
     processes: int = 4
     pilot_args: Sequence[str] = ()
     tq_args: Sequence[str] = ()
+    tq_settings: Mapping[str, str] = field(default_factory=dict)  # $GLIDEIN_EXT_TQ_<NAME>
     first_alone: bool = False
     sites: Sequence[str] = (SITE,)
     register_timeout: float = 120.0
@@ -76,6 +77,7 @@ class SiteRun(Running):
             # each architecture makes per task, not a heartbeat that falls in one run or not.
             heartbeat_interval="60",
             heartbeat_timeout="300",
+            env={f"GLIDEIN_EXT_TQ_{k.upper()}": v for k, v in self.tq_settings.items()},
         ).start()
         self.local_site = LocalSite(
             self.server,

@@ -177,10 +177,19 @@ class TqClient:
             raise UsageError(f"a CA file is given but the Task Queue URL is not https://: {url}")
         self.connections = Connections(self.context, reuse_within, clock)
         self._proxied = {u: proxied(u) for u in urls}  # through a proxy: urllib, a new connection
+        self._aborts = 0  # abort_waiting calls so far
 
     @property
     def urls(self) -> list[str]:
         return list(self.endpoints.urls)
+
+    def abort_waiting(self) -> int:
+        """End the standing offers (``request`` with ``wait``) under way, from any thread: each
+        raises TaskQueueError at once instead of standing out its wait (a pilot that stops).
+        A request through a proxy (urllib) stands out its wait.  How many were cut."""
+        with self._state:
+            self._aborts += 1
+        return self.connections.abort_waiting()
 
     def call(
         self,
@@ -189,15 +198,18 @@ class TqClient:
         body: Any = None,
         timeout: float | None = None,
         repeatable: bool = True,
+        abortable: bool = False,
     ) -> Any:
         """One call, failed over across the instances (each tried at most once); the last
         instance's error if none served it.  ``repeatable=False`` (a workflow's submit, minting
         credentials: done twice they would exist twice): failed over only when the request
-        never reached the instance, or it answered 5xx (it failed: nothing was done)."""
+        never reached the instance, or it answered 5xx (it failed: nothing was done).
+        ``abortable``: :meth:`abort_waiting` may cut it short; it is then not failed over."""
         data = None if body is None else json.dumps(body).encode()
         failure: TaskQueueError | None = None
         with self._state:  # the agent's threads share one client
             order = self.endpoints.order(self.clock())
+            aborts = self._aborts
         for url in order:
             throttle = self.throttles.get(url)
             if throttle is not None:
@@ -207,10 +219,12 @@ class TqClient:
                 if wait > 0:
                     self.sleep(wait)
             try:
-                answer = self._call_one(url, method, path, data, timeout or self.timeout)
+                answer = self._call_one(url, method, path, data, timeout or self.timeout, abortable)
             except _Unavailable as exc:
                 if not repeatable and not exc.undone:
                     raise exc.error from None  # it may have been done: not again elsewhere
+                if abortable and self._aborts != aborts:
+                    raise exc.error from None  # cut short on purpose: no instance failed
                 with self._state:
                     now = self.clock()
                     backoff = self.endpoints.failed(url, now)
@@ -233,7 +247,13 @@ class TqClient:
         raise failure
 
     def _call_one(
-        self, base: str, method: str, path: str, data: bytes | None, timeout: float
+        self,
+        base: str,
+        method: str,
+        path: str,
+        data: bytes | None,
+        timeout: float,
+        abortable: bool = False,
     ) -> Any:
         headers = {
             "Authorization": f"Bearer {self.token}",
@@ -242,7 +262,9 @@ class TqClient:
         }
         try:
             if not self._proxied.get(base, True):  # a kept-alive connection, errors as urllib's
-                raw = self.connections.exchange(base, method, path, data, headers, timeout)
+                raw = self.connections.exchange(
+                    base, method, path, data, headers, timeout, abortable
+                )
             else:
                 request = urllib.request.Request(  # noqa: S310 (scheme checked in __init__)
                     f"{base}{path}", data=data, method=method, headers=headers
@@ -297,8 +319,8 @@ class TqClient:
         (``tq.service.pool.courier``)."""
         path = f"{API}/pilots/{pilot_id}/request"
         body = to_json(TaskRequest(_listed(cached), wait))
-        if wait > 0:  # the HTTP timeout covers the offer's wait
-            answer = self.call("POST", path, body, timeout=self.timeout + wait)
+        if wait > 0:  # the HTTP timeout covers the offer's wait; abort_waiting may cut it
+            answer = self.call("POST", path, body, timeout=self.timeout + wait, abortable=True)
         else:
             answer = self.call("POST", path, body)
         return self._parsed(path, parse_assignment, answer)

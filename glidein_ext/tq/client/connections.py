@@ -18,8 +18,10 @@ Python 3.9, standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import io
+import socket
 import ssl
 import threading
 import urllib.error
@@ -80,6 +82,8 @@ class Connections:
         self.within = within
         self.clock = clock
         self._local = threading.local()
+        self._waiting: set[http.client.HTTPConnection] = set()  # abortable exchanges under way
+        self._waiting_lock = threading.Lock()
 
     def _held(self) -> dict[str, _Held]:
         mine: _ThreadHeld | None = getattr(self._local, "mine", None)
@@ -109,10 +113,15 @@ class Connections:
         data: bytes | None,
         headers: Mapping[str, str],
         timeout: float,
+        abortable: bool = False,
     ) -> bytes:
-        """Send one request to ``base + path`` and read its whole answer's body."""
+        """Send one request to ``base + path`` and read its whole answer's body; ``abortable``:
+        :meth:`abort_waiting` may cut it short (a standing offer, when the pilot stops)."""
         connection = self._take(base, timeout)
         target = urllib.parse.urlsplit(base).path.rstrip("/") + path
+        if abortable:
+            with self._waiting_lock:
+                self._waiting.add(connection)
         try:
             try:
                 connection.request(method, target, body=data, headers=dict(headers))
@@ -123,6 +132,10 @@ class Connections:
         except BaseException:
             connection.close()
             raise
+        finally:
+            if abortable:
+                with self._waiting_lock:
+                    self._waiting.discard(connection)
         if answer.will_close:
             connection.close()
         else:
@@ -132,3 +145,15 @@ class Connections:
                 base + path, answer.status, answer.reason, answer.headers, io.BytesIO(raw)
             )
         return raw
+
+    def abort_waiting(self) -> int:
+        """Cut the abortable exchanges under way, from any thread: their sockets are shut down,
+        so each ends at once with the error of a connection the server closed; how many."""
+        with self._waiting_lock:
+            waiting = list(self._waiting)
+        for connection in waiting:
+            sock = connection.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):  # it ended meanwhile
+                    sock.shutdown(socket.SHUT_RDWR)
+        return len(waiting)

@@ -13,6 +13,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from glidein_ext.errors import TaskQueueError
 from glidein_ext.testbed.tq_server import TqServer
 from glidein_ext.tq.client.protocol import Registration, TaskAssignment
 from tests.support.postgres import pg_server, pg_url
@@ -75,8 +76,8 @@ def test_a_pilot_agent_offering_runs_an_urgent_task_long_before_its_next_pull(
     wait_until: Callable[..., Any],
 ) -> None:
     server = tq_server(courier_priority="100")
-    # Its offers stand 8 s each (a stopping pilot waits for the one it holds); without them it
-    # would pull every 60 s and the task would wait for that pull.
+    # Its offers stand 8 s each; without them it would pull every 60 s and the task would wait
+    # for that pull.
     pilots.start(server.url, "p1", "--offer-wait", "8", "--poll", "60", "--poll-max", "60")
     wait_until(lambda: _offers(server) == 1, 60, "the pilot to leave a standing offer")
     operator = server.operator()
@@ -91,6 +92,53 @@ def test_a_pilot_agent_offering_runs_an_urgent_task_long_before_its_next_pull(
     print(f"urgent task done {took:.2f} s after its submit")
     assert took < 8  # sooner than the offer's own end: it was pushed
     assert _courier(server)["pushed"] == 1
+
+
+def test_a_standing_offer_is_cut_short_by_its_client_and_the_client_goes_on(
+    tq_server: Callable[..., TqServer], wait_until: Callable[..., Any]
+) -> None:
+    """``abort_waiting`` (a stopping pilot's) ends the offer at once, not after its 30 s, and
+    fails over nowhere; the same client's next call is served."""
+    server = tq_server(courier_priority="100")
+    pilot = server.pilot()
+    pilot_id = pilot.register(Registration(site="T0", host="wn1")).pilot_id
+    failed: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            pilot.request(pilot_id, wait=30)
+        except TaskQueueError as exc:
+            failed.append(exc)
+
+    asking = threading.Thread(target=ask, name="offer")
+    asking.start()
+    wait_until(lambda: _offers(server) == 1, 20, "the request to stand as an offer")
+    assert pilot.abort_waiting() == 1
+    asking.join(10)
+    assert not asking.is_alive(), "the offer stood on after abort_waiting"
+    assert len(failed) == 1
+    assert pilot.heartbeat(pilot_id).others == ()  # the client goes on: served
+    assert pilot.abort_waiting() == 0  # nothing stands any more
+
+
+def test_a_stopping_pilot_does_not_stand_out_its_offer(
+    tq_server: Callable[..., TqServer],
+    pilots: Any,
+    wait_until: Callable[..., Any],
+) -> None:
+    """SIGTERM to a pilot whose request stands 120 s: it leaves (deregistered) in seconds."""
+    server = tq_server(courier_priority="100")
+    process = pilots.start(server.url, "p1", "--offer-wait", "120")
+    wait_until(lambda: _offers(server) == 1, 60, "the pilot to leave a standing offer")
+    stopped = time.monotonic()
+    process.terminate()
+    assert process.wait(timeout=60) == 0, pilots.log("p1")
+    took = time.monotonic() - stopped
+    print(f"pilot gone {took:.2f} s after SIGTERM")
+    assert took < 30, pilots.log("p1")  # not the offer's 120 s
+    assert "deregister failed" not in pilots.log("p1")
+    states = server.operator().status().pilots.get("T0", {})
+    assert not states.get("idle") and not states.get("busy"), states  # it deregistered
 
 
 def test_an_urgent_task_submitted_through_another_instance_is_pushed(

@@ -59,7 +59,9 @@ class FakeTransport:
         self.behaviour = behaviour
         self.calls: list[str] = []
 
-    def __call__(self, base: str, method: str, path: str, data: Any, timeout: float) -> Any:
+    def __call__(
+        self, base: str, method: str, path: str, data: Any, timeout: float, abortable: bool = False
+    ) -> Any:
         self.calls.append(base)
         what = self.behaviour[base]
         if isinstance(what, BaseException):
