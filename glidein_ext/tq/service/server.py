@@ -490,6 +490,9 @@ def serve(
         limit_concurrency=httpguard.max_connections(settings.http_max_connections, open_files),
         timeout_keep_alive=httpguard.KEEP_ALIVE,
         backlog=2048,
+        # no "server: uvicorn" line: it names the software to a scanner, and each pilot's
+        # http.client parses every header line of every answer (RFC 9110's Date stays)
+        server_header=False,
         **tls_options,
     )
     try:

@@ -1,6 +1,7 @@
 """A real ``tq serve`` sends each answer in one TCP segment (head and body written together,
 ``httpguard.Coalesced``), counted by the client socket's kernel (``TCP_INFO``'s
-``tcpi_segs_in``) over keep-alive requests; an answer before ``Connection: close`` arrives whole."""
+``tcpi_segs_in``) over keep-alive requests; an answer before ``Connection: close`` arrives whole,
+with its Date and without a Server line."""
 
 from __future__ import annotations
 
@@ -76,5 +77,7 @@ def test_an_answer_before_connection_close_arrives_whole(
         head, body = _answer(sock)
         assert head.startswith(b"HTTP/1.1 200")
         assert b"connection: close" in head.lower()
+        assert b"\r\ndate: " in head.lower()  # RFC 9110 6.6.1: an origin server with a clock
+        assert b"\r\nserver:" not in head.lower()  # the software is not named
         assert body.startswith(b"{")
         assert sock.recv(65536) == b""  # then the server closes
