@@ -60,10 +60,10 @@ PREFIX = "/cache"
 DEFAULT_MAX_TRANSFERS = 8
 DEFAULT_TIMEOUT = 30.0
 READ_CHUNK = 1024 * 1024  # a received buffer: summed and written while still in the CPU's cache
-# Range requests at once for a file of two chunks or more: two kept the receiving thread busy
-# while the other waited on the socket, 78-100% of the loopback TCP ceiling against 76-91% for
-# one (four quiet runs of bench/cache_bench.py, 2-core development machine; 59% against 50%
-# in an earlier quiet run).  Each connection takes one of the serving peer's transfer slots.
+# Range requests at once for a file of two chunks or more: two reached 78-100% of the loopback
+# TCP ceiling where one reached 76-91% (four quiet runs of bench/cache_bench.py, 2-core
+# development machine; 59% against 50% in an earlier quiet run, on another one).  Each
+# connection takes one of the serving peer's transfer slots.
 DEFAULT_CONNECTIONS = 2
 Address = tuple[str, int]
 _CONTENT_RANGE_TOTAL = re.compile(r"^bytes (?:\d+-\d+|\*)/(\d+)$")  # RFC 9110 14.4
