@@ -14,7 +14,7 @@
 - **One write per answer** (``Coalesced``): uvicorn writes an answer's head and its body with
   two ``transport.write`` calls, each a ``send`` system call and a TCP segment of its own (the
   socket has ``TCP_NODELAY``); the writes of one step of the event loop go out together at its
-  end.  A fifth of the service's CPU on a busy pilot's call was those two sends (py-spy).
+  end.  A quarter of the service's CPU on a busy pilot's call was those two sends (py-spy).
 """
 
 from __future__ import annotations
