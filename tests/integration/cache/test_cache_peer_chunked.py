@@ -47,11 +47,12 @@ def mine(tmp_path: Path) -> CacheStore:
 
 
 @pytest.fixture
-def serving(tmp_path: Path, data: bytes) -> Iterator[tuple[CacheStore, PeerServer]]:
+def serving(tmp_path: Path, data: bytes) -> Iterator[PeerServer]:
+    """A peer's file server over its cache (``.store``), which holds the file."""
     store = _store(tmp_path / "peer")
     store.insert_bytes(LFN, data)
     with PeerServer(store, KEY, max_transfers=4) as server:
-        yield store, server
+        yield server
 
 
 def _nothing_kept(store: CacheStore) -> bool:
@@ -61,43 +62,32 @@ def _nothing_kept(store: CacheStore) -> bool:
 @pytest.mark.parametrize("connections", [1, 3])
 @pytest.mark.parametrize("known", [True, False])
 def test_a_file_of_many_chunks_arrives_whole(
-    mine: CacheStore,
-    serving: tuple[CacheStore, PeerServer],
-    data: bytes,
-    connections: int,
-    known: bool,
+    mine: CacheStore, serving: PeerServer, data: bytes, connections: int, known: bool
 ) -> None:
-    _, server = serving
     client = _client(connections)
     expected = FileMeta(len(data), zlib.adler32(data)) if known else None  # else the Digest
-    path = client.fetch(server.address, LFN, mine, expected)
+    path = client.fetch(serving.address, LFN, mine, expected)
     assert path.read_bytes() == data
     assert mine.lookup(LFN) == path
     assert os.listdir(mine.tmp) == []
     # the client may hold every byte before the handler threads add theirs to the count:
     # stopping the server joins them (block_on_close), so the count is final
-    server.stop()
-    assert server.bytes_sent == len(data)
+    serving.stop()
+    assert serving.bytes_sent == len(data)
 
 
 @pytest.mark.parametrize("connections", [1, 3])
 @pytest.mark.parametrize("where", [0, CHUNK + 7, SIZE - 1])
 @pytest.mark.parametrize("fast", [True, False])
 def test_one_corrupted_byte_is_detected_and_the_file_not_kept(
-    mine: CacheStore,
-    serving: tuple[CacheStore, PeerServer],
-    data: bytes,
-    connections: int,
-    where: int,
-    fast: bool,
+    mine: CacheStore, serving: PeerServer, data: bytes, connections: int, where: int, fast: bool
 ) -> None:
-    peer_store, server = serving
-    with open(peer_store.path_of(LFN), "r+b") as handle:  # the peer's disk rots one byte
+    with open(serving.store.path_of(LFN), "r+b") as handle:  # the peer's disk rots one byte
         handle.seek(where)
         handle.write(bytes([data[where] ^ 0x01]))
     client = _client(connections, fast_checksum=fast)
     with pytest.raises(TransferError, match=r"adler32 [0-9a-f]{8}, expected"):
-        client.fetch(server.address, LFN, mine, FileMeta(len(data), zlib.adler32(data)))
+        client.fetch(serving.address, LFN, mine, FileMeta(len(data), zlib.adler32(data)))
     assert _nothing_kept(mine)
     assert mine.used == 0
 

@@ -122,12 +122,10 @@ def test_a_standing_offer_is_cut_short_by_its_client_and_the_client_goes_on(
 
 
 def test_a_stopping_pilot_does_not_stand_out_its_offer(
-    tq_server: Callable[..., TqServer],
-    pilots: Any,
-    wait_until: Callable[..., Any],
+    tq_server: Callable[..., TqServer], pilots: Any, wait_until: Callable[..., Any]
 ) -> None:
     """SIGTERM to a pilot whose request stands 120 s: it leaves (deregistered) in seconds."""
-    server = tq_server(courier_priority="100")
+    server = tq_server()  # its offers stand, whatever courier_priority
     process = pilots.start(server.url, "p1", "--offer-wait", "120")
     wait_until(lambda: _offers(server) == 1, 60, "the pilot to leave a standing offer")
     stopped = time.monotonic()
