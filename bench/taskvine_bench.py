@@ -261,7 +261,7 @@ def ours_line(
     it, as TaskVine's run directory is: left in place, the kernel writes them back to disk
     during the runs that follow (measured: a no-SE data run after two others, 3.4-4.0 s; with
     each run's files removed, 2.4-2.6 s).  ``push``: idle pilots leave standing offers and the
-    Task Queue pushes every task to them (``PUSH``)."""
+    Task Queue pushes every task to them (``PUSH_OFFER_WAIT``)."""
     from glidein_ext.testbed.site_runs import SiteRun
 
     pilot_args = ["--poll", "0.5", "--poll-max", "1", "--cache-max-space", "2G"]
