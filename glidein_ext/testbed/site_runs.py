@@ -28,7 +28,7 @@ from typing import Any
 from glidein_ext.demos.local_site import LocalSite, wait_workflow, workflow_counters
 from glidein_ext.demos.table import Column, counter_cell, text_table
 from glidein_ext.procs import Running
-from glidein_ext.testbed.tq_server import TqServer
+from glidein_ext.testbed.tq_server import TqServer, settings_env
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.workflow import generate
 
@@ -77,7 +77,7 @@ class SiteRun(Running):
             # each architecture makes per task, not a heartbeat that falls in one run or not.
             heartbeat_interval="60",
             heartbeat_timeout="300",
-            env={f"GLIDEIN_EXT_TQ_{k.upper()}": v for k, v in self.tq_settings.items()},
+            env=settings_env(self.tq_settings),
         ).start()
         self.local_site = LocalSite(
             self.server,

@@ -56,6 +56,11 @@ def tq_env(operator: str = OPERATOR, pilot: str = PILOT, **extra: str) -> dict[s
     }
 
 
+def settings_env(settings: Mapping[str, str]) -> dict[str, str]:
+    """Task Queue settings as the variables ``tq serve`` reads (``$GLIDEIN_EXT_TQ_<NAME>``)."""
+    return {f"GLIDEIN_EXT_TQ_{k.upper()}": v for k, v in settings.items()}
+
+
 class TqServer(Running):
     """One ``tq serve`` process this test (or benchmark) owns.
 
@@ -87,7 +92,7 @@ class TqServer(Running):
         self.pilot_token = pilot_token
         self.env = {
             **tq_env(operator_token, pilot_token, **(env or {})),
-            **{f"GLIDEIN_EXT_TQ_{k.upper()}": v for k, v in settings.items()},
+            **settings_env(settings),
         }
         self.log_path = directory / "serve.log"
         self.port = 0

@@ -11,10 +11,12 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from glidein_ext.errors import TaskQueueError
 from glidein_ext.testbed.tq_server import TqServer
+from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.protocol import Registration, TaskAssignment
 from tests.support.postgres import pg_server, pg_url
 
@@ -30,29 +32,43 @@ def _offers(server: TqServer) -> int:
     return _courier(server)["offers"]
 
 
-def _stand_offer(
-    server: TqServer,
-) -> tuple[threading.Thread, list[tuple[float, TaskAssignment | None]]]:
-    """A pilot registered at ``server`` asks for a task with a 30 s offer, in a thread: the thread
-    and where it puts (when, what) it got."""
+@dataclass
+class _Standing:
+    """A registered pilot's request standing as a 30 s offer, asked in a thread: when and what
+    it got, or the error it raised; the pilot's client."""
+
+    asking: threading.Thread
+    got: list[tuple[float, TaskAssignment | None]]
+    failed: list[TaskQueueError]
+    pilot: TqClient
+    pilot_id: int
+
+
+def _stand_offer(server: TqServer) -> _Standing:
     pilot = server.pilot()
     pilot_id = pilot.register(Registration(site="T0", host="wn1")).pilot_id
     got: list[tuple[float, TaskAssignment | None]] = []
+    failed: list[TaskQueueError] = []
 
     def ask() -> None:
-        task = pilot.request(pilot_id, wait=30)
-        got.append((time.monotonic(), task))
+        try:
+            task = pilot.request(pilot_id, wait=30)
+        except TaskQueueError as exc:
+            failed.append(exc)
+        else:
+            got.append((time.monotonic(), task))
 
     asking = threading.Thread(target=ask, name="offer")
     asking.start()
-    return asking, got
+    return _Standing(asking, got, failed, pilot, pilot_id)
 
 
 def test_an_urgent_task_is_pushed_to_a_standing_offer(
     tq_server: Callable[..., TqServer], wait_until: Callable[..., Any]
 ) -> None:
     server = tq_server(courier_priority="100")
-    asking, got = _stand_offer(server)
+    standing = _stand_offer(server)
+    asking, got = standing.asking, standing.got
     wait_until(lambda: _offers(server) == 1, 20, "the request to stand as an offer")
     operator = server.operator()
     operator.submit({"name": "slow", "tasks": [{"name": "low", "command": "true"}]})
@@ -100,25 +116,14 @@ def test_a_standing_offer_is_cut_short_by_its_client_and_the_client_goes_on(
     """``abort_waiting`` (a stopping pilot's) ends the offer at once, not after its 30 s, and
     fails over nowhere; the same client's next call is served."""
     server = tq_server(courier_priority="100")
-    pilot = server.pilot()
-    pilot_id = pilot.register(Registration(site="T0", host="wn1")).pilot_id
-    failed: list[BaseException] = []
-
-    def ask() -> None:
-        try:
-            pilot.request(pilot_id, wait=30)
-        except TaskQueueError as exc:
-            failed.append(exc)
-
-    asking = threading.Thread(target=ask, name="offer")
-    asking.start()
+    standing = _stand_offer(server)
     wait_until(lambda: _offers(server) == 1, 20, "the request to stand as an offer")
-    assert pilot.abort_waiting() == 1
-    asking.join(10)
-    assert not asking.is_alive(), "the offer stood on after abort_waiting"
-    assert len(failed) == 1
-    assert pilot.heartbeat(pilot_id).others == ()  # the client goes on: served
-    assert pilot.abort_waiting() == 0  # nothing stands any more
+    assert standing.pilot.abort_waiting() == 1
+    standing.asking.join(10)
+    assert not standing.asking.is_alive(), "the offer stood on after abort_waiting"
+    assert len(standing.failed) == 1 and standing.got == []
+    assert standing.pilot.heartbeat(standing.pilot_id).others == ()  # the client goes on
+    assert standing.pilot.abort_waiting() == 0  # nothing stands any more
 
 
 def test_a_stopping_pilot_does_not_stand_out_its_offer(
@@ -146,7 +151,8 @@ def test_an_urgent_task_submitted_through_another_instance_is_pushed(
     the pool's notification carries it over (``tq.service.pool.courier_pool``)."""
     first = tq_server("tq-a", database=pg_url, courier_priority="100")
     second = tq_server("tq-b", database=pg_url, courier_priority="100")
-    asking, got = _stand_offer(second)
+    standing = _stand_offer(second)
+    asking, got = standing.asking, standing.got
     wait_until(lambda: _offers(second) == 1, 20, "the request to stand as an offer")
     submitted = time.monotonic()
     first.operator().submit(
