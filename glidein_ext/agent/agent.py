@@ -3,12 +3,13 @@
 One thread (the caller's) pulls and runs tasks; one heartbeat thread, owned by the agent and joined
 before it returns, keeps the pilot alive and learns the other pilots on its host (Hasham 2011
 §IV-D). Calls to the TQ are retried for ``retry_for`` seconds, so a TQ restart costs no task: the
-complete
-report is idempotent and a repeated request returns the task the pilot already holds.  A task never
-ends the pilot: whatever goes wrong running it is reported as that task's failed attempt (the TQ
-counts it against ``max_retries``), and a report the TQ refuses is logged and the pilot goes on.
-Tasks are started from the thread that calls ``run()`` (the main thread in ``pilot run``): a task
-dies with that thread (``taskproc``).  How a task runs is behind ``agent.executor``.
+complete report is idempotent and a repeated request returns the task the pilot already holds.
+A task never ends the pilot: whatever goes wrong running it is reported as that task's failed
+attempt (the TQ counts it against ``max_retries``), and a report the TQ refuses is logged and the
+pilot goes on.
+Tasks are started from the thread that calls ``run()`` (the main thread in ``pilot run``) and die
+with the pilot (``taskproc``: its task guardian, else a parent-death signal sent when that thread
+ends).  How a task runs is behind ``agent.executor``.
 
 The site's architecture (Delgado Peris 2014 §IV) comes with the registration's answer.  Pre-DHT: as
 above, and the cache's changes are reported to the TQ (file tracking).  Centralized: the pilot joins

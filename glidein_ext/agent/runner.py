@@ -30,7 +30,7 @@ from pathlib import Path
 
 from glidein_ext.agent import files
 from glidein_ext.agent.pilot_cache import PilotCache
-from glidein_ext.agent.taskproc import kill_group, task_start
+from glidein_ext.agent.taskproc import kill_group, start_task
 from glidein_ext.errors import CacheError, TaskQueueError, TransferError
 from glidein_ext.tq.client.limits import lfn_problem
 from glidein_ext.tq.client.protocol import TaskAssignment
@@ -140,18 +140,8 @@ def _run(staged: Staged, cache: PilotCache, stop: threading.Event) -> Outcome:
     env = {**os.environ, **staged.environment()}
     log_path = staged.task_dir / "task.log"
     try:
-        argv, preexec = task_start(shlex.split(task.command), staged.task_dir, env)
         with open(log_path, "wb") as log:
-            process = subprocess.Popen(
-                argv,
-                cwd=staged.task_dir,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # its own process group, killed as one
-                preexec_fn=preexec,  # noqa: PLW1509 -- None, or async-signal-safe: one prctl call
-            )
+            process = start_task(shlex.split(task.command), staged.task_dir, env, log)
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         reason = f"cannot start: {exc}"
         with contextlib.suppress(OSError):  # the task's log says it too (it is empty otherwise)

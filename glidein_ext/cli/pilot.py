@@ -66,7 +66,7 @@ def _check_ad_options(ttl: int | None, requirements: str, rank: str) -> None:
 def _stopping_on_signals(stopper: Callable[[], None]) -> Iterator[None]:
     """SIGTERM, SIGHUP and a first Ctrl-C (SIGINT) stop the pilot the orderly way: its task's
     process group is killed and the task given back; a second Ctrl-C interrupts at once; on
-    SIGKILL the task dies by its parent-death signal (agent.taskproc)."""
+    SIGKILL the pilot's task guardian kills the task's process group (agent.taskproc)."""
 
     def interrupted(*_: Any) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -1,5 +1,7 @@
-"""A task started by ``agent.taskproc.task_start`` dies when its starting process is SIGKILLed,
-both ways: under ``setpriv --pdeathsig`` (no ``preexec_fn``) and with the ``preexec_fn``."""
+"""A task dies when the pilot that started it is SIGKILLed, every way ``agent.taskproc`` has:
+watched by the pilot's task guardian (``start_task``; with what the task started in its group),
+and, where no guardian runs, under ``setpriv --pdeathsig`` (no ``preexec_fn``) and with the
+``preexec_fn`` (``task_start``)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,70 @@ PILOT = textwrap.dedent(
     """
 )
 
+# A stand-in pilot that starts its task as the runner does (start_task): a shell that starts a
+# `sleep` of its own in the background; it says its guardian's pid, then waits.
+GUARDED_PILOT = textwrap.dedent(
+    """
+    import os, sys, time
+    from pathlib import Path
+    from glidein_ext.agent import taskproc
+    with open("task.log", "wb") as log:
+        task = taskproc.start_task(
+            ["sh", "-c", "sleep 121 & echo $! > child.pid; wait"], Path.cwd(), os.environ, log
+        )
+    print(taskproc.process_guardian().pid, flush=True)
+    Path(sys.argv[1]).write_text(str(task.pid))
+    time.sleep(300)
+    """
+)
+
+
+def _wait_for_pid(path: Path) -> int:
+    deadline = time.monotonic() + 30
+    while not path.exists() or not path.read_text().strip():
+        assert time.monotonic() < deadline, f"no pid in {path.name}"
+        time.sleep(0.05)
+    return int(path.read_text())
+
+
+def _wait_gone(pid: int, what: str) -> None:
+    deadline = time.monotonic() + 10
+    while running(pid):
+        assert time.monotonic() < deadline, f"{what} {pid} outlived its pilot"
+        time.sleep(0.05)
+
+
+def test_a_guarded_task_and_its_children_die_with_a_sigkilled_pilot(tmp_path: Path) -> None:
+    pilot = subprocess.Popen(
+        [sys.executable, "-c", GUARDED_PILOT, str(tmp_path / "task.pid")],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    pids: list[int] = []
+    try:
+        assert pilot.stdout is not None
+        guardian = int(pilot.stdout.readline())
+        task = _wait_for_pid(tmp_path / "task.pid")
+        child = _wait_for_pid(tmp_path / "child.pid")
+        pids = [task, child, guardian]
+        assert all(running(pid) for pid in pids)
+        assert "sleep 121" in Path(f"/proc/{child}/cmdline").read_text().replace("\0", " ")
+        pilot.send_signal(signal.SIGKILL)
+        pilot.wait(timeout=10)
+        _wait_gone(task, "task")
+        _wait_gone(child, "the task's own child")
+        _wait_gone(guardian, "the guardian")
+    finally:
+        if pilot.poll() is None:
+            pilot.kill()
+            pilot.wait()
+        if pilot.stdout is not None:
+            pilot.stdout.close()
+        for pid in pids:
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
+
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 @pytest.mark.parametrize("way", ["setpriv", "preexec"])
@@ -51,22 +117,17 @@ def test_task_dies_with_a_sigkilled_pilot(way: str, tmp_path: Path) -> None:
         assert (program.endswith("setpriv"), no_preexec) == (
             (True, "True") if way == "setpriv" else (False, "False")
         )
-        deadline = time.monotonic() + 30
-        while not pid_file.exists() or not pid_file.read_text():
-            assert time.monotonic() < deadline, "the task did not start"
-            time.sleep(0.05)
-        task = int(pid_file.read_text())
+        task = _wait_for_pid(pid_file)
         assert running(task)
         pilot.send_signal(signal.SIGKILL)
         pilot.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while running(task):
-            assert time.monotonic() < deadline, f"task {task} outlived its pilot"
-            time.sleep(0.05)
+        _wait_gone(task, "task")
     finally:
         if pilot.poll() is None:
             pilot.kill()
             pilot.wait()
+        if pilot.stdout is not None:
+            pilot.stdout.close()
         if pid_file.exists() and pid_file.read_text() and running(int(pid_file.read_text())):
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
 

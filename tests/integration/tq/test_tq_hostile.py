@@ -100,7 +100,7 @@ def test_a_killed_pilots_task_dies_with_it(
     tq_server: Callable[..., TqServer], pilots: Any, wait_until: Callable[..., Any]
 ) -> None:
     """SIGKILL a real `glidein-ext pilot run` running a long task; its task process is gone
-    within a few seconds (parent-death signal), not left to run beside its requeued copy."""
+    within a few seconds (its task guardian kills it), not left to run beside its requeued copy."""
     server = tq_server()
     client = server.operator()
     client.submit({"tasks": [{"name": "long", "command": "sleep 300", "outputs": ["/o/long"]}]})
