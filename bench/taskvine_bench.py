@@ -29,8 +29,8 @@ Workloads, both systems, ``--workers`` single-core workers:
 Ours: one ``tq serve --architecture A`` and one ``glidein-ext pilot run --pilots N`` (each pilot
 its own simulated host, so no hard links; ``--pilot-processes P`` spreads the N pilots over P
 such processes, by default one per core, at most one per worker: on two cores one process of
-eight pilots made 326-384 trivial tasks/s, two of four 401-498), a fresh pair per architecture
-and workload, its files removed after it.
+eight pilots made 310-394 trivial tasks/s, two processes of four 401-498), a fresh pair per
+architecture and workload, its files removed after it.
 Idle pilots leave a standing offer (``--offer-wait 30``) and the Task Queue pushes every task to
 such offers (``courier_priority`` 0: Lee 2003's courier, as TaskVine's manager sends tasks to
 its connected workers); ``--pull``: they only pull, every 0.5 s (at most 1 s) while idle, the

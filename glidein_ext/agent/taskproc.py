@@ -216,7 +216,7 @@ class TaskGuardian:
             )
         except OSError as exc:
             os.close(writing)
-            log.warning("no task guardian (%s): tasks start under setpriv", exc)
+            log.warning("no task guardian (%s): the task starts the setpriv way", exc)
             return False
         finally:
             os.close(reading)
