@@ -5,12 +5,14 @@ and, where no guardian runs, under ``setpriv --pdeathsig`` (no ``preexec_fn``) a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -52,6 +54,22 @@ GUARDED_PILOT = textwrap.dedent(
 )
 
 
+@contextlib.contextmanager
+def _stand_in(script: str, *args: str, cwd: Path) -> Iterator[subprocess.Popen[str]]:
+    """A stand-in pilot running ``script``; killed and its output closed on the way out."""
+    pilot = subprocess.Popen(
+        [sys.executable, "-c", script, *args], cwd=cwd, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        yield pilot
+    finally:
+        if pilot.poll() is None:
+            pilot.kill()
+            pilot.wait()
+        if pilot.stdout is not None:
+            pilot.stdout.close()
+
+
 def _wait_for_pid(path: Path) -> int:
     deadline = time.monotonic() + 30
     while not path.exists() or not path.read_text().strip():
@@ -68,33 +86,23 @@ def _wait_gone(pid: int, what: str) -> None:
 
 
 def test_a_guarded_task_and_its_children_die_with_a_sigkilled_pilot(tmp_path: Path) -> None:
-    pilot = subprocess.Popen(
-        [sys.executable, "-c", GUARDED_PILOT, str(tmp_path / "task.pid")],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
     pids: list[int] = []
     try:
-        assert pilot.stdout is not None
-        guardian = int(pilot.stdout.readline())
-        task = _wait_for_pid(tmp_path / "task.pid")
-        child = _wait_for_pid(tmp_path / "child.pid")
-        pids = [task, child, guardian]
-        assert all(running(pid) for pid in pids)
-        assert "sleep 121" in Path(f"/proc/{child}/cmdline").read_text().replace("\0", " ")
-        pilot.send_signal(signal.SIGKILL)
-        pilot.wait(timeout=10)
-        _wait_gone(task, "task")
-        _wait_gone(child, "the task's own child")
-        _wait_gone(guardian, "the guardian")
+        with _stand_in(GUARDED_PILOT, str(tmp_path / "task.pid"), cwd=tmp_path) as pilot:
+            assert pilot.stdout is not None
+            guardian = int(pilot.stdout.readline())
+            task = _wait_for_pid(tmp_path / "task.pid")
+            child = _wait_for_pid(tmp_path / "child.pid")
+            pids = [task, child, guardian]
+            assert all(running(pid) for pid in pids)
+            assert "sleep 121" in Path(f"/proc/{child}/cmdline").read_text().replace("\0", " ")
+            pilot.send_signal(signal.SIGKILL)
+            pilot.wait(timeout=10)
+            _wait_gone(task, "task")
+            _wait_gone(child, "the task's own child")
+            _wait_gone(guardian, "the guardian")
     finally:
-        if pilot.poll() is None:
-            pilot.kill()
-            pilot.wait()
-        if pilot.stdout is not None:
-            pilot.stdout.close()
-        for pid in pids:
+        for pid in pids:  # left by a failed check above
             if running(pid):
                 os.kill(pid, signal.SIGKILL)
 
@@ -105,29 +113,19 @@ def test_task_dies_with_a_sigkilled_pilot(way: str, tmp_path: Path) -> None:
     if way == "setpriv" and setpriv_pdeathsig() is None:
         pytest.skip("no setpriv with --pdeathsig here")
     pid_file = tmp_path / "task.pid"
-    pilot = subprocess.Popen(
-        [sys.executable, "-c", PILOT, str(pid_file), way],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
     try:
-        assert pilot.stdout is not None
-        program, no_preexec = pilot.stdout.readline().split()
-        assert (program.endswith("setpriv"), no_preexec) == (
-            (True, "True") if way == "setpriv" else (False, "False")
-        )
-        task = _wait_for_pid(pid_file)
-        assert running(task)
-        pilot.send_signal(signal.SIGKILL)
-        pilot.wait(timeout=10)
-        _wait_gone(task, "task")
+        with _stand_in(PILOT, str(pid_file), way, cwd=tmp_path) as pilot:
+            assert pilot.stdout is not None
+            program, no_preexec = pilot.stdout.readline().split()
+            assert (program.endswith("setpriv"), no_preexec) == (
+                (True, "True") if way == "setpriv" else (False, "False")
+            )
+            task = _wait_for_pid(pid_file)
+            assert running(task)
+            pilot.send_signal(signal.SIGKILL)
+            pilot.wait(timeout=10)
+            _wait_gone(task, "task")
     finally:
-        if pilot.poll() is None:
-            pilot.kill()
-            pilot.wait()
-        if pilot.stdout is not None:
-            pilot.stdout.close()
         if pid_file.exists() and pid_file.read_text() and running(int(pid_file.read_text())):
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
 

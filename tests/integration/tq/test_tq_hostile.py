@@ -33,7 +33,7 @@ MB = 2**20
 def test_bad_requests_are_422_and_the_tq_restarts_on_its_database(
     tq_server: Callable[..., TqServer],
 ) -> None:
-    """Item 1: the two requests seen storing rows that kept `tq serve` from restarting."""
+    """The two requests seen storing rows that kept `tq serve` from restarting."""
     server = tq_server()
     task = {"name": "t", "command": "true", "max_runtime": 10**30}
     code, text = post_json(server.url, "/api/v1/workflows", {"tasks": [task]}, OPERATOR)
@@ -51,7 +51,7 @@ def test_bad_requests_are_422_and_the_tq_restarts_on_its_database(
 def test_a_second_producer_of_an_lfn_is_refused_in_one_line(
     tq_server: Callable[..., TqServer],
 ) -> None:
-    """Item 5 through the API: the second workflow is refused naming both tasks and workflows."""
+    """Through the API: the second workflow is refused naming both tasks and workflows."""
     client = tq_server().operator()
     client.submit({"name": "one", "tasks": [{"name": "a", "command": "true", "outputs": ["/o"]}]})
     with pytest.raises(TaskQueueRequestError) as info:
@@ -70,7 +70,7 @@ def test_a_task_with_unusable_lfns_fails_and_the_pilot_goes_on(
     pilots: Any,
     wait_until: Callable[..., Any],
 ) -> None:
-    """Item 2: LFNs an older TQ accepted (NUL, a 300-byte component) reach a pilot; each attempt
+    """LFNs an older TQ accepted (NUL, a 300-byte component) reach a pilot; each attempt
     fails as the task's (max_retries applies), the pilot runs the next task and stays up."""
     directory = tmp_path / "tq"
     settings = TqSettings(database=str(directory / "tq.sqlite"))
@@ -171,7 +171,7 @@ def _send_raw(url: str, head: bytes, size: int) -> bytes:
 def test_big_bodies_cost_nothing_without_a_token_and_are_capped_with_one(
     tq_server: Callable[..., TqServer],
 ) -> None:
-    """Item 6: a 150 MB unauthenticated POST is answered 401 unread; an authenticated body over the
+    """A 150 MB unauthenticated POST is answered 401 unread; an authenticated body over the
     limit is 413 (by Content-Length, or as it streams); the server stays responsive and small."""
     server = tq_server(max_request_bytes=str(4 * MB))
     assert server.process is not None
