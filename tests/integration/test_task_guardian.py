@@ -31,6 +31,13 @@ def _gone_soon(process: subprocess.Popen[bytes]) -> bool:
     return True
 
 
+def _ignored(pid: int) -> set[int]:
+    """The signals ``pid`` ignores (its SigIgn mask in /proc)."""
+    with open(f"/proc/{pid}/status") as status:
+        mask = next(int(line.split()[1], 16) for line in status if line.startswith("SigIgn:"))
+    return {number for number in range(1, 65) if mask & (1 << (number - 1))}
+
+
 @pytest.fixture
 def guardian() -> Iterator[TaskGuardian]:
     made = TaskGuardian(*guardian_command())
@@ -66,7 +73,11 @@ def test_signals_to_the_pilots_group_leave_the_guardian_watching(
     assert guardian.watch(sleeps[0].pid)
     pid = guardian.pid
     assert pid is not None
-    time.sleep(0.3)  # past its start-up, its handlers set
+    ignoring = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+    deadline = time.monotonic() + 30
+    while not ignoring <= _ignored(pid):  # past its start-up: its dispositions are set
+        assert time.monotonic() < deadline, "the guardian never ignored the signals"
+        time.sleep(0.02)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         os.kill(pid, sig)
     time.sleep(0.3)
