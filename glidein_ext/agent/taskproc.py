@@ -15,7 +15,7 @@ Where no guardian can be started (or one died and three starts have been spent),
 asks the kernel for SIGKILL when its parent dies (``prctl(PR_SET_PDEATHSIG)``), which the kernel
 sends when the *thread* that started the task ends (prctl(2)), so the agent starts each task
 from its pilot's thread, which lives as long as the pilot.  Two ways to set it
-(:func:`task_start`): where util-linux ``setpriv --pdeathsig`` is found, the task's command is
+(:func:`deathsig_start`): where util-linux ``setpriv --pdeathsig`` is found, the task's command is
 run under it (setpriv sets the signal, then execs the command: it survives execve(2) unless the
 command is set-user-ID, set-group-ID or has capabilities, prctl(2)), with no ``preexec_fn``; else
 through ctypes in a ``preexec_fn`` between fork and exec (:func:`die_with_parent`), which copies
@@ -114,7 +114,7 @@ def _resolvable(program: str, cwd: Path, env: Mapping[str, str]) -> bool:
     return shutil.which(program, path=env.get("PATH", os.defpath)) is not None
 
 
-def task_start(
+def deathsig_start(
     argv: Sequence[str], cwd: Path, env: Mapping[str, str]
 ) -> tuple[list[str], Callable[[], None] | None]:
     """The command line and ``preexec_fn`` that start ``argv`` so that it gets SIGKILL when the
@@ -265,14 +265,14 @@ def start_task(
 ) -> subprocess.Popen[bytes]:
     """Start a task as its own process group, stdout and stderr into ``output``, so that it
     dies with this process: watched by the task guardian where one runs, else the
-    :func:`task_start` way."""
+    :func:`deathsig_start` way."""
     guardian = process_guardian()
     if guardian is not None and guardian.available():
         preexec: Callable[[], None] | None = None
         command = list(argv)
     else:
         guardian = None
-        command, preexec = task_start(argv, cwd, env)
+        command, preexec = deathsig_start(argv, cwd, env)
     process = subprocess.Popen(
         command,
         cwd=cwd,

@@ -1,7 +1,7 @@
 """A task dies when the pilot that started it is SIGKILLed, every way ``agent.taskproc`` has:
 watched by the pilot's task guardian (``start_task``; with what the task started in its group),
 and, where no guardian runs, under ``setpriv --pdeathsig`` (no ``preexec_fn``) and with the
-``preexec_fn`` (``task_start``)."""
+``preexec_fn`` (``deathsig_start``)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from glidein_ext.agent.taskproc import setpriv_pdeathsig, task_start
+from glidein_ext.agent.taskproc import deathsig_start, setpriv_pdeathsig
 from tests.support.procs import running
 
-# A stand-in pilot: starts `sleep 120` the way the runner does, says its pid, then waits.
+# A stand-in pilot: starts `sleep 120` the parent-death-signal way (deathsig_start), says its
+# pid, then waits.
 PILOT = textwrap.dedent(
     """
     import os, subprocess, sys, time
@@ -28,7 +29,7 @@ PILOT = textwrap.dedent(
     from glidein_ext.agent import taskproc
     if sys.argv[2] == "preexec":
         taskproc.setpriv_pdeathsig = lambda: None
-    argv, preexec = taskproc.task_start(["sleep", "120"], Path.cwd(), os.environ)
+    argv, preexec = taskproc.deathsig_start(["sleep", "120"], Path.cwd(), os.environ)
     print(argv[0], preexec is None, flush=True)
     task = subprocess.Popen(argv, start_new_session=True, preexec_fn=preexec)
     Path(sys.argv[1]).write_text(str(task.pid))
@@ -131,7 +132,7 @@ def test_task_dies_with_a_sigkilled_pilot(way: str, tmp_path: Path) -> None:
 
 
 def test_a_program_not_found_fails_in_popen_as_before(tmp_path: Path) -> None:
-    argv, preexec = task_start(["no-such-command-here", "x"], tmp_path, {"PATH": "/usr/bin"})
+    argv, preexec = deathsig_start(["no-such-command-here", "x"], tmp_path, {"PATH": "/usr/bin"})
     assert argv == ["no-such-command-here", "x"]
     with pytest.raises(FileNotFoundError):
         subprocess.Popen(argv, cwd=tmp_path, env={"PATH": "/usr/bin"}, preexec_fn=preexec)  # noqa: PLW1509
@@ -141,7 +142,7 @@ def test_a_relative_script_is_found_from_the_task_directory(tmp_path: Path) -> N
     script = tmp_path / "run.sh"
     script.write_text("#!/bin/sh\necho ok\n")
     script.chmod(0o755)
-    argv, preexec = task_start(["./run.sh"], tmp_path, {"PATH": "/usr/bin:/bin"})
+    argv, preexec = deathsig_start(["./run.sh"], tmp_path, {"PATH": "/usr/bin:/bin"})
     assert argv[-1] == "./run.sh"
     out = subprocess.run(
         argv,

@@ -1,6 +1,6 @@
 """The pilot's task guardian as real processes (``agent.taskproc.TaskGuardian``): it outlives
 the signals a pilot's process group gets, kills what is registered when its pipe closes, is
-started again with every group when it dies, and tasks fall back to ``task_start``'s way when
+started again with every group when it dies, and tasks fall back to ``deathsig_start``'s way when
 none can run."""
 
 from __future__ import annotations
@@ -116,14 +116,14 @@ def test_without_a_guardian_a_task_starts_the_task_start_way(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ways: list[list[str]] = []
-    real = taskproc.task_start
+    real = taskproc.deathsig_start
 
     def recorded(argv: list[str], cwd: Path, env: dict[str, str]) -> object:
         ways.append(list(argv))
         return real(argv, cwd, env)
 
     monkeypatch.setattr(taskproc, "process_guardian", lambda: TaskGuardian(["/nonexistent"], {}))
-    monkeypatch.setattr(taskproc, "task_start", recorded)
+    monkeypatch.setattr(taskproc, "deathsig_start", recorded)
     with open(tmp_path / "task.log", "wb") as log:
         process = start_task(["sh", "-c", "echo started"], tmp_path, dict(os.environ), log)
     try:
