@@ -153,6 +153,24 @@ def _attributes(value: Any, task: str) -> tuple[tuple[str, classads.Scalar], ...
 _Exact = tuple[MatchSpec, tuple[str, ...]]
 
 
+# shlex's quotes and escape: a printable command without them is its words joined by spaces,
+# each one printable (what ``_check_words`` checks of any other)
+_QUOTING = frozenset("'\"\\")
+
+
+def _check_words(command: str, name: str) -> None:
+    """WorkflowError unless the command splits into words (POSIX shell rules), each printable:
+    each word goes into a job ad (a glidein's Cmd and Arguments), one attribute a line."""
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        raise WorkflowError(f"cannot be split into words: {exc}", name, "command") from None
+    for word in words:
+        problem = printable_problem(word)
+        if problem is not None:
+            raise WorkflowError(f"a word {problem}", name, "command")
+
+
 def _task(
     raw: Any, index: int, defaults: Mapping[str, Any], specs: dict[_Exact, MatchSpec]
 ) -> TaskDef:
@@ -173,14 +191,8 @@ def _task(
     problem = text_problem(command)
     if problem is not None or not isinstance(command, str) or not command.strip():
         raise WorkflowError(problem or "must be a non-empty string", name, "command")
-    try:
-        words = shlex.split(command)
-    except ValueError as exc:
-        raise WorkflowError(f"cannot be split into words: {exc}", name, "command") from None
-    for word in words:  # each word goes into a job ad (a glidein's Cmd and Arguments)
-        problem = printable_problem(word)
-        if problem is not None:
-            raise WorkflowError(f"a word {problem}", name, "command")
+    if not (command.isprintable() and _QUOTING.isdisjoint(command)):
+        _check_words(command, name)
     ints = {key: _int(merged[key], name, key) for key in _INT_FIELDS if key in merged}
     spec = MatchSpec(
         requirements=_expr(merged.get("requirements", "true"), name, "requirements"),

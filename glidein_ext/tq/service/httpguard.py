@@ -2,7 +2,8 @@
 
 - **Deadlines** (``deadline_protocol``): a request's headers must arrive within
   ``http_header_timeout`` seconds of its first byte (or of the connection), and its body within
-  ``http_body_timeout`` of its headers; past either, the connection is closed.  uvicorn itself
+  ``http_body_timeout`` of its headers; past either, the connection is closed (a timer runs only
+  while a request is incomplete after a read: none for one that arrives whole).  uvicorn itself
   closes only idle keep-alive connections: one that trickles a header line every few seconds
   would be held for ever (the slowloris attack).  A deadline, not a timeout per read.
 - **Concurrency** (``limit_concurrency``): beyond ``http_max_connections`` connections (or
@@ -65,9 +66,11 @@ def deadline_protocol(header_timeout: float, body_timeout: float) -> type[asynci
 
 
 class _Deadlines(HttpToolsProtocol):
-    """One timer per connection: armed for the headers when the connection is made or a new
-    request's first bytes arrive, then for the body once the headers are in, cleared when the
-    request is complete (the answer may take as long as the call needs: a long poll)."""
+    """One timer per connection, armed only while a request is incomplete once the bytes
+    received so far are handled: for its headers from its first bytes (or from the connection),
+    then for its body from its headers; cleared when the request is complete (the answer may take
+    as long as the call needs: a long poll).  A request that arrives whole in one read, as a
+    pilot's call does, arms no timer at all."""
 
     header_timeout: float = 10.0
     body_timeout: float = 60.0
@@ -75,21 +78,31 @@ class _Deadlines(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
+        self._armed: str | None = None  # what the timer waits for: "headers" or "body"
+        self._waiting: str | None = None  # what the request being received lacks
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(Coalesced(transport, self.loop))  # type: ignore[arg-type]
-        self._arm(self.header_timeout)
+        self._waiting = "headers"
+        self._arm()
 
     def data_received(self, data: bytes) -> None:
-        if self._deadline is None and (self.cycle is None or self.cycle.response_complete):
-            self._arm(self.header_timeout)  # the next request on a kept-alive connection
         super().data_received(data)
+        transport = self.transport
+        lacking = self._waiting is not None and self._waiting != self._armed
+        if lacking and transport is not None and not transport.is_closing():
+            self._arm()
+
+    def on_message_begin(self) -> None:
+        self._waiting = "headers"  # a request's first bytes (on a kept-alive connection too)
+        super().on_message_begin()
 
     def on_headers_complete(self) -> None:
-        self._arm(self.body_timeout)
+        self._waiting = "body"
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
+        self._waiting = None
         self._disarm()
         super().on_message_complete()
 
@@ -97,17 +110,21 @@ class _Deadlines(HttpToolsProtocol):
         self._disarm()
         super().connection_lost(exc)
 
-    def _arm(self, seconds: float) -> None:
+    def _arm(self) -> None:
         self._disarm()
+        seconds = self.header_timeout if self._waiting == "headers" else self.body_timeout
         self._deadline = self.loop.call_later(seconds, self._expired)
+        self._armed = self._waiting
 
     def _disarm(self) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
+        self._armed = None
 
     def _expired(self) -> None:
         self._deadline = None
+        self._armed = None
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 

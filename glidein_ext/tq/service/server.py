@@ -48,6 +48,7 @@ from glidein_ext.tq.models import Architecture
 from glidein_ext.tq.service import httpguard
 from glidein_ext.tq.service.api.access import operator_access
 from glidein_ext.tq.service.api.app import create_app
+from glidein_ext.tq.service.api.fastpath import TaskQueueApp
 from glidein_ext.tq.service.api.wlcg_tokens import load_verifier
 from glidein_ext.tq.service.db import (
     instance_name,
@@ -201,7 +202,7 @@ def build_app(
     monitor: PilotMonitorService | None = None,
     pool: PoolListener | None = None,  # tq.service.pool.notify, imported only for a pool
     courier: OfferBoard | None = None,
-) -> FastAPI:
+) -> TaskQueueApp:
     """The API plus a lifespan that owns the reaper's, the PilotMonitor's and (in a pool) the
     listener's and the resync's tasks."""
     reaper = WatchedLoop(
@@ -493,6 +494,9 @@ def serve(
         # no "server: uvicorn" line: it names the software to a scanner, and each pilot's
         # http.client parses every header line of every answer (RFC 9110's Date stays)
         server_header=False,
+        # clients are not behind a proxy whose X-Forwarded-* the service would trust (nothing
+        # reads the client's address), so no middleware rewrites it on every request
+        proxy_headers=False,
         **tls_options,
     )
     try:

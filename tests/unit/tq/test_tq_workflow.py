@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from glidein_ext.cli import cli
 from glidein_ext.errors import WorkflowError
@@ -145,3 +148,27 @@ def test_a_bad_expression_is_refused_every_time_it_is_met() -> None:
             parse_workflow(
                 {"tasks": [{"name": name, "command": "true", "requirements": "TARGET.Cpus >"}]}
             )
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.text(
+        st.sampled_from([" ", "a", "/", "'", '"', "\\", "\t", "\n", "\x0b", "\xa0", "\u2028", "é"]),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_a_command_is_taken_exactly_when_its_shell_words_are_printable(command: str) -> None:
+    """The check of a command's words (each goes into a job ad) decides as shlex's split does,
+    whether or not the command has quotes (a plain one is not split: its words are its parts)."""
+    try:
+        words: list[str] | None = shlex.split(command)
+    except ValueError:
+        words = None
+    expected = bool(command.strip()) and words is not None and all(map(str.isprintable, words))
+    try:
+        parse_workflow({"tasks": [{"name": "t", "command": command}]})
+        taken = True
+    except WorkflowError:
+        taken = False
+    assert taken == expected

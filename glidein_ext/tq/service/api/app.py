@@ -47,7 +47,7 @@ from glidein_ext.tq.service.api import schemas as s
 from glidein_ext.tq.service.api.access import Pilot, operator_access
 from glidein_ext.tq.service.api.auth import Authenticator, Principal, check_pilot, check_register
 from glidein_ext.tq.service.api.credentials import install as install_credentials
-from glidein_ext.tq.service.api.fastpath import FastCall, PilotFastPath
+from glidein_ext.tq.service.api.fastpath import FastCall, PilotFastPath, TaskQueueApp
 from glidein_ext.tq.service.api.guard import RequestGuard
 from glidein_ext.tq.service.api.large_submit import LARGE, SubmissionParser, workflow_of
 from glidein_ext.tq.service.api.sites import install as install_sites
@@ -285,12 +285,12 @@ def create_app(
     settings: TqSettings,
     loops: Sequence[WatchedLoop] = (),
     courier: OfferBoard | None = None,
-) -> FastAPI:
+) -> TaskQueueApp:
     """The application over ``store``; ``loops`` are the service's background loops (watched by
     ``/healthz``); ``courier``: the idle pilots' standing offers (``app.state.courier``: whoever
     learns of urgent tasks, another instance's included, may push to it); nothing starts until a
     server runs it."""
-    app = FastAPI(
+    app = TaskQueueApp(
         title="glidein-ext Task Queue",
         version="1",
         description="Pull-based task queue with cache-aware matching (Hasham 2011, section IV).",
@@ -321,22 +321,8 @@ def create_app(
     _translate_errors(app)
 
     # The pilots' hot calls, run by the FastAPI routes below and, when well formed, by the
-    # fast path (api.fastpath), inside the guard (added before it): caller known, body read
+    # fast path (api.fastpath) ahead of everything else: with the guard's token and bound
     calls = _PilotCalls(store, settings, costly, board, owners)
-    app.add_middleware(
-        PilotFastPath,
-        prefix=API,
-        calls={
-            "": FastCall(s.RegisterRequest, calls.register),
-            "request": FastCall(s.TaskRequest, calls.take),
-            "complete": FastCall(s.CompleteRequest, calls.complete),
-            "complete-and-request": FastCall(
-                s.CompleteAndRequestRequest, calls.complete_and_request
-            ),
-        },
-        owns=owners.owns,
-        answer_error=error_answer,
-    )
     tokens = load_verifier(settings.token_issuers) if settings.token_issuers else None
     authenticator = Authenticator(
         settings.operator_token, settings.pilot_token, store, tokens=tokens
@@ -346,6 +332,22 @@ def create_app(
         identify=authenticator.identify,
         max_body=settings.max_request_bytes,
         prefix=API,
+    )
+    app.fast_path = PilotFastPath(
+        app.behind,
+        prefix=API,
+        calls={
+            "": FastCall(s.RegisterRequest, calls.register),
+            "request": FastCall(s.TaskRequest, calls.take),
+            "complete": FastCall(s.CompleteRequest, calls.complete),
+            "complete-and-request": FastCall(
+                s.CompleteAndRequestRequest, calls.complete_and_request
+            ),
+        },
+        identify=authenticator.identify,
+        max_body=settings.max_request_bytes,
+        owns=owners.owns,
+        answer_error=error_answer,
     )
 
     @app.get("/healthz")

@@ -1,37 +1,46 @@
-"""The pilots' hot calls without FastAPI's routing and dependency resolution (ASGI middleware).
+"""The pilots' hot calls served ahead of the application's middleware, routing and dependency
+resolution.
 
-A burst of pilots makes three calls each: register, request a task, report its end.  FastAPI
-resolves each call's dependencies (the caller, the pilot's owner, the path, the body) through a
-general machinery that costs a good part of what the call costs (measured: ``bench/tq_bench.py``).
-This middleware, inside the guard (``tq.service.api.guard``: the token is checked and the body read
-already), serves those calls (and a busy pilot's ``complete-and-request``, which is one call
-for the last two) when they are well formed: the caller is a pilot, the pilot in
-the path is the caller's own, the body is JSON that the call's own pydantic model
-(``tq.service.api.schemas``) accepts.  It then runs the very handler the FastAPI route runs, and
-answers a store's error as the application's error handlers do.  Anything else (a bad token
-kind, a foreign pilot, a body the model refuses, another method or path) goes on to FastAPI
-unchanged, body included, so that every refusal keeps its status and its message, and the
-OpenAPI description stays the routes'.
+A burst of pilots makes three calls each: register, request a task, report its end; a busy
+pilot one, ``complete-and-request``.  FastAPI resolves each call's dependencies (the caller, the
+pilot's owner, the path, the body) through a general machinery, and every call crosses the
+middleware stack (Starlette's error and exception layers, the request metrics and counters, the
+guard), each layer an ASGI call with its own wrapped ``send``: together a good part of what the
+call costs the service (``bench/tq_call_cost_bench.py``).  :class:`TaskQueueApp` is FastAPI with a
+front door: :class:`PilotFastPath` serves such a call itself when it is well formed, and hands
+everything else to the application unchanged, body included, so that every refusal keeps its
+status and message and the OpenAPI description stays the routes'.
+
+Well formed is what the guard (``tq.service.api.guard``) and the route would accept: a ``POST``
+of one of the calls' paths, a bearer token that identifies a pilot, a declared
+``application/json`` body of a declared ``Content-Length`` within the guard's bound, the pilot in
+the path the caller's own, a body that the call's own pydantic model
+(``tq.service.api.schemas``) accepts.  The fast path then runs the very handler the FastAPI route
+runs, answers a store's error as the application's error handlers do, and tells each served call
+to its observers (the request metrics and the run's counters: what the middleware it skipped
+would have recorded).
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Awaitable, Callable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fastapi import FastAPI
 from pydantic import BaseModel
 from starlette.responses import Response
 
 from glidein_ext.errors import TaskQueueError
 from glidein_ext.tq.client.limits import INT64_MAX
-from glidein_ext.tq.service.api.auth import Principal
-from glidein_ext.tq.service.api.guard import PRINCIPAL, Asgi, Receive, Scope, Send, replay
+from glidein_ext.tq.service.api.auth import Principal, Refusal
+from glidein_ext.tq.service.api.guard import Asgi, Receive, Scope, Send, identified, replay
 
 # handler(caller, pilot id or None, validated body) -> the answer
 Handler = Callable[[Principal, "int | None", Any], Awaitable[Response]]
+# observer(method, path, status, seconds): a call the fast path served
+Observer = Callable[[str, str, int, float], None]
 
 
 @dataclass(frozen=True)
@@ -44,28 +53,39 @@ class FastCall:
 
 class PilotFastPath:
     """Serves ``POST {prefix}/pilots`` (``calls[""]``) and ``POST {prefix}/pilots/ID/NAME``
-    (``calls[NAME]``) when well formed (see the module); ``owns(caller, pilot_id)``: whether the
-    pilot is the caller's (False, or an error: left to FastAPI, which refuses it);
-    ``answer_error``: a store's error as the application answers it."""
+    (``calls[NAME]``) when well formed (see the module), everything else by ``app``.
+    ``identify``: a bearer token's principal (the guard's); ``max_body``: the guard's bound;
+    ``owns(caller, pilot_id)``: whether the pilot is the caller's (False, or an error: left to
+    the application, which refuses it); ``answer_error``: a store's error as the application
+    answers it; ``observers``: told of each call served here."""
 
     def __init__(
         self,
         app: Asgi,
         prefix: str,
         calls: Mapping[str, FastCall],
+        identify: Callable[[bytes], Principal | Refusal],
+        max_body: int,
         owns: Callable[[Principal, int], bool],
         answer_error: Callable[[Exception], Response],
+        observers: Sequence[Observer] = (),
     ) -> None:
         self.app = app
         self.calls = dict(calls)
+        self.identify = identify
+        self.max_body = max_body
         self.owns = owns
         self.answer_error = answer_error
-        names = "|".join(re.escape(name) for name in self.calls if name)
-        self._path = re.compile(
-            rf"{re.escape(prefix)}/pilots(?:/([1-9][0-9]{{0,18}})/({names}))?", re.ASCII
-        )
+        self.observers = list(observers)
+        self._register = f"{prefix}/pilots"
+        self._pilot = f"{prefix}/pilots/"
+
+    def observe(self, observer: Observer) -> None:
+        """``observer`` is told of every call served here from now on."""
+        self.observers.append(observer)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        start = time.perf_counter()
         call, pilot_id, who = self._route(scope)
         if call is None or who is None:
             await self.app(scope, receive, send)
@@ -73,7 +93,7 @@ class PilotFastPath:
         body = await _whole_body(receive)
         if body is None:  # the client left
             return
-        parsed = _validated(call.model, body)
+        parsed = _validated(call.model, body) if len(body) <= self.max_body else None
         if parsed is None:
             await self.app(scope, replay(body, receive), send)
             return
@@ -82,44 +102,93 @@ class PilotFastPath:
         except (TaskQueueError, RecursionError) as exc:
             answer = self.answer_error(exc)
         await answer(scope, receive, send)
+        seconds = time.perf_counter() - start
+        for observer in self.observers:
+            observer("POST", scope["path"], answer.status_code, seconds)
 
     def _route(self, scope: Scope) -> tuple[FastCall | None, int | None, Principal | None]:
         """The call, the pilot in its path and the caller, when this path may serve it."""
         if scope["type"] != "http" or scope["method"] != "POST":
             return None, None, None
-        found = self._path.fullmatch(scope["path"])
-        if found is None:
-            return None, None, None
-        who = scope.get(PRINCIPAL)
-        if not isinstance(who, Principal) or not who.pilot or not _json_body(scope):
-            return None, None, None
-        if found.group(1) is None:
-            return self.calls.get(""), None, who
-        pilot_id = int(found.group(1))
-        if pilot_id > INT64_MAX:
-            return None, None, None
-        try:
-            if not self.owns(who, pilot_id):
+        path: str = scope["path"]
+        if path == self._register:
+            call, pilot_id = self.calls.get(""), None
+        elif path.startswith(self._pilot):
+            number, _, name = path[len(self._pilot) :].partition("/")
+            call = self.calls.get(name) if name else None
+            if call is None or not _pilot_number(number):
                 return None, None, None
-        except TaskQueueError:  # no such pilot, or not the caller's: FastAPI says so
+            pilot_id = int(number)
+        else:
             return None, None, None
-        return self.calls.get(found.group(2)), pilot_id, who
+        if call is None:
+            return None, None, None
+        who = self._pilot_caller(scope.get("headers", ()))
+        if who is None:
+            return None, None, None
+        if pilot_id is not None:
+            try:
+                if not self.owns(who, pilot_id):
+                    return None, None, None
+            except TaskQueueError:  # no such pilot, or not the caller's: FastAPI says so
+                return None, None, None
+        return call, pilot_id, who
+
+    def _pilot_caller(self, headers: Sequence[tuple[bytes, bytes]]) -> Principal | None:
+        """The caller, when a pilot's, with a JSON body of a length within the bound; else None
+        (the guard or the route answers)."""
+        declared = json_body = None  # each the first such header, as the guard and FastAPI read
+        for name, value in headers:
+            lowered = name.lower()
+            if lowered == b"content-length" and declared is None:
+                declared = value
+            elif lowered == b"content-type" and json_body is None:
+                json_body = value.lower() == b"application/json"
+        if not json_body or declared is None or not declared.isdigit():
+            return None
+        if int(declared) > self.max_body:
+            return None
+        who = identified(self.identify, headers)
+        if isinstance(who, Refusal) or not who.pilot:
+            return None
+        return who
 
 
-def _json_body(scope: Scope) -> bool:
-    """The body is declared JSON (FastAPI parses it as JSON then, as here)."""
-    for name, value in scope.get("headers", ()):
-        if name.lower() == b"content-type":
-            return bool(value.lower() == b"application/json")
-    return False
+class TaskQueueApp(FastAPI):
+    """FastAPI whose pilots' hot calls are served by ``fast_path`` (when set) before anything
+    else: its middleware stack, its routing, its dependencies."""
+
+    fast_path: PilotFastPath | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.fast_path is None:
+            await super().__call__(scope, receive, send)
+        else:
+            await self.fast_path(scope, receive, send)
+
+    async def behind(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The application as the fast path hands a call on to it."""
+        await super().__call__(scope, receive, send)
+
+
+def _pilot_number(text: str) -> bool:
+    """A pilot id as the routes take it: decimal, no leading zero, within int64."""
+    return (
+        0 < len(text) <= 19
+        and text.isascii()
+        and text.isdigit()
+        and text[0] != "0"
+        and int(text) <= INT64_MAX
+    )
 
 
 def _validated(model: type[BaseModel], body: bytes) -> BaseModel | None:
-    """The body as ``model`` accepts it, parsed as FastAPI parses it; None when refused."""
+    """The body as ``model`` accepts it, parsed and checked by pydantic in one pass; None when
+    refused (the route, which parses it with ``json`` first, then answers for it)."""
     if not body:
         return None
     try:
-        return model.model_validate(json.loads(body))
+        return model.model_validate_json(body)
     except (ValueError, RecursionError):  # ValidationError is a ValueError
         return None
 

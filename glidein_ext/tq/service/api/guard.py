@@ -43,6 +43,23 @@ async def _answer(
     await send({"type": "http.response.body", "body": body})
 
 
+def identified(
+    identify: Callable[[bytes], Principal | Refusal], headers: Sequence[tuple[bytes, bytes]]
+) -> Principal | Refusal:
+    """Who the request's bearer token stands for (``identify``), or why it is refused."""
+    given = b""
+    for name, value in headers:
+        if name.lower() == b"authorization":
+            scheme, _, credentials = value.partition(b" ")
+            if scheme.lower() == b"bearer":
+                given = credentials.strip()
+    try:
+        return identify(given)
+    except TaskQueueError as exc:  # the credentials' table cannot be read
+        log.warning("cannot check a token: %s", exc)
+        return Refusal(503, "the Task Queue cannot check tokens now (database)")
+
+
 @dataclass
 class RequestGuard:
     """Token first, then the body within ``max_body`` bytes, for every path under ``prefix``."""
@@ -52,25 +69,12 @@ class RequestGuard:
     max_body: int
     prefix: str
 
-    def _caller(self, headers: Sequence[tuple[bytes, bytes]]) -> Principal | Refusal:
-        given = b""
-        for name, value in headers:
-            if name.lower() == b"authorization":
-                scheme, _, credentials = value.partition(b" ")
-                if scheme.lower() == b"bearer":
-                    given = credentials.strip()
-        try:
-            return self.identify(given)
-        except TaskQueueError as exc:  # the credentials' table cannot be read
-            log.warning("cannot check a token: %s", exc)
-            return Refusal(503, "the Task Queue cannot check tokens now (database)")
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith(self.prefix):
             await self.app(scope, receive, send)
             return
         headers: Sequence[tuple[bytes, bytes]] = scope.get("headers", [])
-        caller = self._caller(headers)
+        caller = identified(self.identify, headers)
         if isinstance(caller, Refusal):
             extra = [(b"www-authenticate", b"Bearer")] if caller.status == 401 else []
             await _answer(send, caller.status, caller.detail, extra)

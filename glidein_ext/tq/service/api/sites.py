@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import FastAPI, Path
+from fastapi import Path
 from fastapi.params import Depends
 from fastapi.responses import Response
 from fastapi.types import DecoratedCallable
@@ -49,6 +49,7 @@ from glidein_ext.tq.client.protocol import (
 )
 from glidein_ext.tq.service.api.access import Pilot
 from glidein_ext.tq.service.api.auth import Principal, check_pilot, check_site
+from glidein_ext.tq.service.api.fastpath import Observer, TaskQueueApp
 from glidein_ext.tq.service.api.schemas import (
     IDENTIFIER_PATTERN,
     CompleteRequest,
@@ -137,7 +138,8 @@ else:
 
 class RequestCounter:
     """ASGI middleware: counts every pilot request by kind as it arrives
-    (``tq.service.counters``)."""
+    (``tq.service.counters``); ``served`` counts one the fast path served
+    (``tq.service.api.fastpath``), which never crosses the middleware."""
 
     def __init__(self, app: ASGIApp, counters: RunCounters) -> None:
         self.app = app
@@ -145,10 +147,24 @@ class RequestCounter:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            kind = request_kind(scope["method"], scope["path"])
-            if kind is not None:
-                self.counters.on_request(kind)
+            count(self.counters, scope["method"], scope["path"])
         await self.app(scope, receive, send)
+
+
+def count(counters: RunCounters, method: str, path: str) -> None:
+    """A pilot's request of this method and path counted by its kind; anything else not."""
+    kind = request_kind(method, path)
+    if kind is not None:
+        counters.on_request(kind)
+
+
+def _served_counter(counters: RunCounters) -> Observer:
+    """``count`` for the calls the fast path serves."""
+
+    def served(method: str, path: str, _status: int, _seconds: float) -> None:
+        count(counters, method, path)
+
+    return served
 
 
 def acts_for(
@@ -168,7 +184,7 @@ def acts_for(
 
 
 def install(
-    app: FastAPI,
+    app: TaskQueueApp,
     store: Store,
     operator: Sequence[Depends],
     costly: CostlyEvaluator,
@@ -180,6 +196,8 @@ def install(
     pilot's credential (``acts_for``)."""
 
     app.add_middleware(RequestCounter, counters=store.counters)
+    if app.fast_path is not None:
+        app.fast_path.observe(_served_counter(store.counters))
     waits = app.state.site_waits = SiteWaits()  # the masters' long polls
     store.matcher.on_queued = waits.queued
 

@@ -1,7 +1,8 @@
 """``/metrics``: the Task Queue in the Prometheus text format (``prometheus_client``), and the
 request log.
 
-Per call, one ASGI middleware (:class:`RequestMetrics`) classifies the request by kind without a
+Per call, one ASGI middleware (:class:`RequestMetrics`, or the pilots' fast path for the calls it
+serves: :class:`RequestRecord`) classifies the request by kind without a
 regular expression, takes two clock readings, increments one counter and observes one histogram
 (children cached per label set), and writes a DEBUG line on ``glidein_ext.tq.requests`` only when
 that logger is enabled (``tq serve --log-level debug``).  Everything else is read at scrape time
@@ -76,16 +77,39 @@ NAMES = (
 )
 
 
-class RequestMetrics:
-    """ASGI middleware: every HTTP request counted by kind and status, its duration observed,
-    and (logger enabled) one DEBUG line: ``METHOD PATH STATUS MS``."""
+class RequestRecord:
+    """Every HTTP request counted by kind and status, its duration observed, and (logger
+    enabled) one DEBUG line: ``METHOD PATH STATUS MS``; called by :class:`RequestMetrics` and by
+    the pilots' fast path (``tq.service.api.fastpath``) for the calls it serves."""
 
-    def __init__(self, app: ASGIApp, requests: Counter, durations: Histogram) -> None:
-        self.app = app
+    def __init__(self, requests: Counter, durations: Histogram) -> None:
         self.requests = requests
         self.durations = durations
         self._counted: dict[tuple[str, int], Any] = {}
         self._timed: dict[str, Any] = {}
+
+    def __call__(self, method: str, path: str, status: int, seconds: float) -> None:
+        kind = call_kind(method, path)
+        counted = self._counted.get((kind, status))
+        if counted is None:
+            counted = self._counted[(kind, status)] = self.requests.labels(kind, str(status))
+        counted.inc()
+        timed = self._timed.get(kind)
+        if timed is None:
+            timed = self._timed[kind] = self.durations.labels(kind)
+        timed.observe(seconds)
+        if request_log.isEnabledFor(logging.DEBUG):
+            request_log.debug(
+                "%s %s %d %.1f ms", shown(method), shown(path), status, seconds * 1000
+            )
+
+
+class RequestMetrics:
+    """ASGI middleware: each HTTP request's status and duration, told to ``record``."""
+
+    def __init__(self, app: ASGIApp, record: RequestRecord) -> None:
+        self.app = app
+        self.record = record
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -103,22 +127,7 @@ class RequestMetrics:
         try:
             await self.app(scope, receive, sending)
         finally:
-            self._record(scope["method"], scope["path"], status, time.perf_counter() - start)
-
-    def _record(self, method: str, path: str, status: int, seconds: float) -> None:
-        kind = call_kind(method, path)
-        counted = self._counted.get((kind, status))
-        if counted is None:
-            counted = self._counted[(kind, status)] = self.requests.labels(kind, str(status))
-        counted.inc()
-        timed = self._timed.get(kind)
-        if timed is None:
-            timed = self._timed[kind] = self.durations.labels(kind)
-        timed.observe(seconds)
-        if request_log.isEnabledFor(logging.DEBUG):
-            request_log.debug(
-                "%s %s %d %.1f ms", shown(method), shown(path), status, seconds * 1000
-            )
+            self.record(scope["method"], scope["path"], status, time.perf_counter() - start)
 
 
 @dataclass(eq=False)

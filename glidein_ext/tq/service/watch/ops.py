@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Path, Query
+from fastapi import Depends, Path, Query
 from fastapi.responses import Response
 
 from glidein_ext.escape import shown
@@ -31,12 +31,18 @@ from glidein_ext.tq.client.limits import INT64_MAX
 from glidein_ext.tq.client.protocol import API
 from glidein_ext.tq.models import TaskState
 from glidein_ext.tq.service.api.access import operator_access
+from glidein_ext.tq.service.api.fastpath import TaskQueueApp
 from glidein_ext.tq.service.loops import WatchedLoop
 from glidein_ext.tq.service.matching.costly import CostlyEvaluator
 from glidein_ext.tq.service.settings import TqSettings
 from glidein_ext.tq.service.store import Store
 from glidein_ext.tq.service.watch import insight
-from glidein_ext.tq.service.watch.metrics import Metrics, RequestMetrics, StateCollector
+from glidein_ext.tq.service.watch.metrics import (
+    Metrics,
+    RequestMetrics,
+    RequestRecord,
+    StateCollector,
+)
 from glidein_ext.tq.service.watch.stuck import StuckDetector, Thresholds, cleared, new_warnings
 
 log = logging.getLogger("glidein_ext.tq.stuck")
@@ -88,7 +94,7 @@ class StuckWatch:
 
 
 def install(
-    app: FastAPI,
+    app: TaskQueueApp,
     store: Store,
     settings: TqSettings,
     loops: Sequence[WatchedLoop],
@@ -110,7 +116,10 @@ def install(
             watch.detector if watch is not None else None,
         )
     )
-    app.add_middleware(RequestMetrics, requests=metrics.requests, durations=metrics.durations)
+    record = RequestRecord(metrics.requests, metrics.durations)
+    app.add_middleware(RequestMetrics, record=record)
+    if app.fast_path is not None:
+        app.fast_path.observe(record)
     guarded = [Depends(operator_access)]
 
     @app.get("/metrics", include_in_schema=False)

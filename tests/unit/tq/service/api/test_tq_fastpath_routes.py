@@ -11,12 +11,11 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from glidein_ext.tq.service.api.fastpath import PilotFastPath
+from glidein_ext.tq.service.api.fastpath import PilotFastPath, TaskQueueApp
 from glidein_ext.tq.service.server import build_app, open_store
 from glidein_ext.tq.service.settings import TqSettings
 from glidein_ext.tq.workflow import generate
@@ -87,15 +86,10 @@ def _same_shape(answer: Any) -> Any:
     return answer
 
 
-def _without_fast_path(app: FastAPI) -> FastAPI:
-    """The application as FastAPI's routes alone serve it (the middleware stack is built at the
-    first call, so removing the middleware before then is enough)."""
-    app.user_middleware = [m for m in app.user_middleware if not _is_fast_path(m)]
+def _without_fast_path(app: TaskQueueApp) -> TaskQueueApp:
+    """The application as FastAPI's routes alone serve it."""
+    app.fast_path = None
     return app
-
-
-def _is_fast_path(middleware: Any) -> bool:
-    return middleware.cls is PilotFastPath
 
 
 @contextmanager
@@ -154,11 +148,57 @@ def test_the_fast_path_answers_as_the_routes_do(
 def test_the_fast_path_is_in_the_application_and_out_of_the_other() -> None:
     """What the property compares: the application as built has the fast path, the other not."""
     with _clients() as (fast, routes):
-        assert any(_is_fast_path(m) for m in _app(fast).user_middleware)
-        assert not any(_is_fast_path(m) for m in _app(routes).user_middleware)
+        assert isinstance(_app(fast).fast_path, PilotFastPath)
+        assert _app(routes).fast_path is None
 
 
-def _app(client: TestClient) -> FastAPI:
+def test_the_calls_it_serves_are_counted_and_measured_as_the_routes_count_them() -> None:
+    """The metrics (requests by kind and status) and the run's counters (pilot requests by kind)
+    after the same calls, served and refused, are the same with the fast path and without."""
+    sequence = [
+        *REGISTER,
+        ("/api/v1/pilots/1/request", "pilot", {}, True),
+        ("/api/v1/pilots/2/request", "pilot", {"cached": ["/store/a"]}, True),
+        ("/api/v1/pilots/1/request", "pilot", {"cached": [7]}, True),  # refused: 422
+        ("/api/v1/pilots/2/request", "bad", {}, True),  # refused: 401
+        ("/api/v1/pilots/9/request", "pilot", {}, True),  # no such pilot: 404
+    ]
+    with _clients() as (fast, routes):
+        for client in (fast, routes):
+            for call in sequence:
+                _send(client, call)
+            task = client.post(
+                "/api/v1/pilots/1/request", json={}, headers={"Authorization": "Bearer pi"}
+            ).json()["task"]
+            done = {"task_id": task["task_id"], "attempt": task["attempt"], "exit_code": 0}
+            for path, body in (("complete", done), ("complete-and-request", {"completion": done})):
+                client.post(
+                    f"/api/v1/pilots/1/{path}", json=body, headers={"Authorization": "Bearer pi"}
+                )
+        counted = [_requests(client) for client in (fast, routes)]
+        assert counted[0] == counted[1]
+        metrics, counters = counted[0]
+        assert metrics[("request", "200")] == 3
+        assert metrics[("request", "422")] == metrics[("request", "404")] == 1
+        assert metrics[("complete", "200")] == metrics[("complete-and-request", "200")] == 1
+        assert counters["register"] == 2
+        assert counters["complete-and-request"] == 1
+
+
+def _requests(client: TestClient) -> tuple[dict[tuple[str, str], float], dict[str, float]]:
+    """The requests counted by /metrics (by kind and status) and by the run's counters."""
+    operator = {"Authorization": "Bearer op"}
+    metrics: dict[tuple[str, str], float] = {}
+    for line in client.get("/metrics", headers=operator).text.splitlines():
+        if line.startswith("glidein_ext_tq_requests_total{"):
+            labels, value = line[len("glidein_ext_tq_requests_total{") :].split("} ")
+            found = dict(item.split("=") for item in labels.split(","))
+            metrics[(found["kind"].strip('"'), found["status"].strip('"'))] = float(value)
+    counters = client.get("/api/v1/counters", headers=operator).json()["overall"]["requests"]
+    return metrics, counters
+
+
+def _app(client: TestClient) -> TaskQueueApp:
     app = client.app
-    assert isinstance(app, FastAPI)
+    assert isinstance(app, TaskQueueApp)
     return app
