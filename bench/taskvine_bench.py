@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/taskvine_bench.py [--quick] [--tasks 2000] [--workers 8]
         [--producers 40] [--fan-in 4] [--mib 10] [--architectures pre-dht,centralized,distributed]
-        [--pilot-processes P] [--pull]
+        [--pilot-processes P] [--pull] [--repeat 3]
 
 Must run as root: TaskVine comes from Debian trixie's packages (coop-computing-tools 7.14.5,
 python3-workqueue's ``ndcctools.taskvine``, python3-cloudpickle) in a chroot of its own, which
@@ -15,7 +15,8 @@ Without root, or when the setup fails, the TaskVine lines are left out and the o
 Workloads, both systems, ``--workers`` single-core workers:
   trivial  ``--tasks`` tasks of ``/bin/true``: tasks per second from the first submit to the last
            task done, and the central service's CPU per task (TaskVine: the manager process, the
-           library runs in it; ours: the ``tq serve`` process, from /proc).
+           library runs in it; ours: the ``tq serve`` process, from /proc).  ``--repeat`` rounds,
+           each system once a round; a line is the median of its runs (the range in its note).
   data     ``--producers`` tasks each write a ``--mib`` MiB intermediate file, then producers /
            fan-in merges each read ``--fan-in`` of them: the turnaround, and the bytes moved worker
            to worker and through the centre.  TaskVine: temp files (``declare_temp``) with peer
@@ -41,14 +42,13 @@ Each of our lines says whether the goal "ahead of TaskVine" is met: more tasks/s
 CPU per task (trivial), a shorter turnaround and no more bytes through the centre (data).  A
 trivial line of ours also says how many calls the Task Queue answered per task, by kind (a busy
 pulling pilot makes one, ``complete-and-request``).
-``--quick``: 500 tasks, 10 producers.
+``--quick``: 500 tasks, 10 producers, one round.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import math
 import os
@@ -68,6 +68,7 @@ from glidein_ext.testbed.vine_compare import (
     TASKVINE,
     Line,
     data_workflow,
+    median_line,
     ours_moved,
     table,
     taskvine_moved,
@@ -312,6 +313,35 @@ def _calls(counters: dict[str, Any]) -> str:
     return f"{sum(requests.values()) / tasks:.2f} calls/task: {kinds}"
 
 
+def _trivial_lines(
+    args: argparse.Namespace, architectures: Sequence[str], taskvine: bool
+) -> list[Line]:
+    """The trivial runs in ``args.repeat`` rounds, each system once a round (the machine's
+    state drifts between runs: one run each flipped the CPU verdict between runs of the same
+    tree); each line is the median of its runs' tasks/s and of their CPU per task."""
+    trivial: dict[tuple[str, str], list[Line]] = {}
+    notes: dict[str, str] = {}
+    for _ in range(args.repeat):
+        if taskvine:
+            line = taskvine_line("trivial", (args.tasks,), args.workers)
+            trivial.setdefault((line.system, line.architecture), []).append(line)
+        for arch in architectures:
+            line, counters = ours_line(
+                arch,
+                "trivial",
+                trivial_workflow("trivial", args.tasks),
+                args.workers,
+                processes=args.pilot_processes,
+                push=not args.pull,
+            )
+            trivial.setdefault((line.system, line.architecture), []).append(line)
+            notes[arch] = _calls(counters)
+    return [
+        median_line(runs, notes.get(arch, "") if system == OURS else "")
+        for (system, arch), runs in trivial.items()
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="500 tasks, 10 producers")
@@ -321,6 +351,9 @@ def main() -> None:
     parser.add_argument("--fan-in", type=int, default=4)
     parser.add_argument("--mib", type=int, default=10)
     parser.add_argument("--architectures", default=",".join(ARCHITECTURES))
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="rounds of the trivial runs (medians; --quick: 1)"
+    )
     parser.add_argument(
         "--pull", action="store_true", help="our pilots only pull (no standing offers, no push)"
     )
@@ -333,7 +366,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.quick:
-        args.tasks, args.producers = 500, 10
+        args.tasks, args.producers, args.repeat = 500, 10, 1
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     if args.pilot_processes is None:
         args.pilot_processes = max(1, min(args.workers, os.cpu_count() or 1))
     if not 1 <= args.pilot_processes <= args.workers:
@@ -348,19 +383,9 @@ def main() -> None:
     started = time.monotonic()
     lines: list[Line] = []
     missing = taskvine_ready()
+    lines.extend(_trivial_lines(args, architectures, taskvine=missing is None))
     if missing is None:
-        lines.append(taskvine_line("trivial", (args.tasks,), args.workers))
         lines.append(taskvine_line("data", data_numbers, args.workers))
-    for arch in architectures:
-        line, counters = ours_line(
-            arch,
-            "trivial",
-            trivial_workflow("trivial", args.tasks),
-            args.workers,
-            processes=args.pilot_processes,
-            push=not args.pull,
-        )
-        lines.append(dataclasses.replace(line, note=_calls(counters)))
     data_runs = [(arch, True) for arch in architectures]
     data_runs += [(arch, False) for arch in architectures if arch != "pre-dht"]
     for arch, with_se in data_runs:

@@ -11,7 +11,9 @@ header calls it ``size_in_mb``; 7.14 writes bytes).
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -127,6 +129,32 @@ class Line:
     @property
     def cpu_ms_per_task(self) -> float:
         return 1000 * self.cpu / self.tasks if self.tasks else math.nan
+
+
+def median_line(runs: Sequence[Line], note: str = "") -> Line:
+    """One line for several runs of the same system: the median of their tasks/s and of their
+    CPU per task (each taken alone), the range of both in the note."""
+    if len(runs) == 1:
+        return dataclasses.replace(runs[0], note=note)
+    rate = statistics.median(line.rate for line in runs)
+    cpu = statistics.median(line.cpu_ms_per_task for line in runs)
+    tasks = runs[0].tasks
+    rates = sorted(line.rate for line in runs)
+    cpus = sorted(line.cpu_ms_per_task for line in runs)
+    spread = (
+        f"median of {len(runs)} runs: {rates[0]:.0f}-{rates[-1]:.0f} tasks/s, "
+        f"{cpus[0]:.2f}-{cpus[-1]:.2f} ms/task"
+    )
+    return Line(
+        runs[0].system,
+        runs[0].architecture,
+        runs[0].workload,
+        tasks,
+        max(line.failed for line in runs),
+        tasks / rate,
+        cpu * tasks / 1000,
+        note=f"{spread}; {note}" if note else spread,
+    )
 
 
 def goal(line: Line, taskvine: Line | None) -> str:

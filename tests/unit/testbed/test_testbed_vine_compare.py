@@ -3,6 +3,8 @@ bytes moved, the workloads as workflows, the goal's verdict and the table."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from glidein_ext.testbed.vine_compare import (
     MIB,
     OURS,
@@ -11,6 +13,7 @@ from glidein_ext.testbed.vine_compare import (
     Moved,
     data_workflow,
     goal,
+    median_line,
     ours_moved,
     table,
     taskvine_moved,
@@ -103,3 +106,18 @@ def test_table_has_a_row_per_line_with_its_verdict() -> None:
     assert rows[2].endswith("MISSED (tasks/s 0.50x, CPU/task 4.00x)  [pre-DHT]")
     assert rows[3].split()[6:9] == ["4.0", "30", "0"]
     assert rows[4].endswith("met")
+
+
+def test_a_line_of_several_runs_takes_the_median_of_each_figure() -> None:
+    runs = [
+        Line(OURS, "pre-dht", "trivial", 2000, 0, seconds, cpu)
+        for seconds, cpu in ((4.0, 1.8), (5.0, 1.5), (2.5, 1.7))  # 500, 400, 800 tasks/s
+    ]
+    line = median_line(runs, "calls")
+    assert (line.tasks, line.failed) == (2000, 0)
+    assert round(line.rate) == 500
+    assert round(line.cpu_ms_per_task, 3) == 0.85  # the median of 0.90, 0.75 and 0.85 ms
+    assert line.note == "median of 3 runs: 400-800 tasks/s, 0.75-0.90 ms/task; calls"
+    failing = median_line([runs[0], dataclasses.replace(runs[1], failed=3)])
+    assert failing.failed == 3  # a run with failed tasks is not hidden by the others
+    assert median_line(runs[:1], "calls") == dataclasses.replace(runs[0], note="calls")
