@@ -17,8 +17,8 @@ of one of the calls' paths, a bearer token that identifies a pilot, a declared
 the path the caller's own, a body that the call's own pydantic model
 (``tq.service.api.schemas``) accepts.  The fast path then runs the very handler the FastAPI route
 runs, answers a store's error as the application's error handlers do, and tells each served call
-to its observers (the request metrics and the run's counters: what the middleware it skipped
-would have recorded).
+to the run's counters as it arrives and to the request metrics once answered (what the
+middleware it skipped would have recorded).
 """
 
 from __future__ import annotations
@@ -39,7 +39,9 @@ from glidein_ext.tq.service.api.guard import Asgi, Receive, Scope, Send, identif
 
 # handler(caller, pilot id or None, validated body) -> the answer
 Handler = Callable[[Principal, "int | None", Any], Awaitable[Response]]
-# observer(method, path, status, seconds): a call the fast path served
+# arrival(method, path): a call the fast path is to serve, as it arrives
+Arrival = Callable[[str, str], None]
+# observer(method, path, status, seconds): a call the fast path served, once answered
 Observer = Callable[[str, str, int, float], None]
 
 
@@ -77,12 +79,19 @@ class PilotFastPath:
         self.owns = owns
         self.answer_error = answer_error
         self.observers = list(observers)
+        self.arrivals: list[Arrival] = []
         self._register = f"{prefix}/pilots"
         self._pilot = f"{prefix}/pilots/"
 
     def observe(self, observer: Observer) -> None:
-        """``observer`` is told of every call served here from now on."""
+        """``observer`` is told of every call served here from now on, once answered."""
         self.observers.append(observer)
+
+    def count_arrivals(self, arrival: Arrival) -> None:
+        """``arrival`` is told of every call served here from now on, before it runs (the
+        run's counters count a request as it arrives: the call that finishes a workflow
+        counts in it)."""
+        self.arrivals.append(arrival)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         start = time.perf_counter()
@@ -97,6 +106,8 @@ class PilotFastPath:
         if parsed is None:
             await self.app(scope, replay(body, receive), send)
             return
+        for arrival in self.arrivals:
+            arrival("POST", scope["path"])
         try:
             answer = await call.handler(who, pilot_id, parsed)
         except (TaskQueueError, RecursionError) as exc:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
@@ -49,7 +50,7 @@ from glidein_ext.tq.client.protocol import (
 )
 from glidein_ext.tq.service.api.access import Pilot
 from glidein_ext.tq.service.api.auth import Principal, check_pilot, check_site
-from glidein_ext.tq.service.api.fastpath import Observer, TaskQueueApp
+from glidein_ext.tq.service.api.fastpath import TaskQueueApp
 from glidein_ext.tq.service.api.schemas import (
     IDENTIFIER_PATTERN,
     CompleteRequest,
@@ -138,7 +139,7 @@ else:
 
 class RequestCounter:
     """ASGI middleware: counts every pilot request by kind as it arrives
-    (``tq.service.counters``); ``served`` counts one the fast path served
+    (``tq.service.counters``); ``count`` counts one the fast path serves
     (``tq.service.api.fastpath``), which never crosses the middleware."""
 
     def __init__(self, app: ASGIApp, counters: RunCounters) -> None:
@@ -156,15 +157,6 @@ def count(counters: RunCounters, method: str, path: str) -> None:
     kind = request_kind(method, path)
     if kind is not None:
         counters.on_request(kind)
-
-
-def _served_counter(counters: RunCounters) -> Observer:
-    """``count`` for the calls the fast path serves."""
-
-    def served(method: str, path: str, _status: int, _seconds: float) -> None:
-        count(counters, method, path)
-
-    return served
 
 
 def acts_for(
@@ -197,7 +189,7 @@ def install(
 
     app.add_middleware(RequestCounter, counters=store.counters)
     if app.fast_path is not None:
-        app.fast_path.observe(_served_counter(store.counters))
+        app.fast_path.count_arrivals(functools.partial(count, store.counters))
     waits = app.state.site_waits = SiteWaits()  # the masters' long polls
     store.matcher.on_queued = waits.queued
 

@@ -52,6 +52,8 @@ def _path(
         if fail:
             raise TaskQueueNotFound("no task 7")
         calls.append((pilot_id, body.n))
+        if seen is not None:
+            seen.append(("handler", -1))
         return Response(b"fast", status_code=200)
 
     app = Recorder()
@@ -65,6 +67,7 @@ def _path(
         answer_error=lambda exc: JSONResponse({"detail": str(exc)}, status_code=404),
     )
     if seen is not None:
+        fast.count_arrivals(lambda method, path: seen.append((path, 0)))
         fast.observe(lambda method, path, status, _seconds: seen.append((path, status)))
     return fast, app
 
@@ -102,7 +105,15 @@ def test_well_formed_calls_are_served_by_the_handler_and_observed() -> None:
     assert _call(fast, "/api/v1/pilots/5/request", b'{"n": 4}') == (200, b"fast")
     assert calls == [(None, 3), (5, 4)]
     assert app.bodies == []
-    assert seen == [("/api/v1/pilots", 200), ("/api/v1/pilots/5/request", 200)]
+    # each counted as it arrives (0), before its handler runs, and observed once answered
+    assert seen == [
+        ("/api/v1/pilots", 0),
+        ("handler", -1),
+        ("/api/v1/pilots", 200),
+        ("/api/v1/pilots/5/request", 0),
+        ("handler", -1),
+        ("/api/v1/pilots/5/request", 200),
+    ]
 
 
 def test_everything_else_reaches_the_application_with_its_body() -> None:
