@@ -59,7 +59,8 @@ class PilotFastPath:
     ``identify``: a bearer token's principal (the guard's); ``max_body``: the guard's bound;
     ``owns(caller, pilot_id)``: whether the pilot is the caller's (False, or an error: left to
     the application, which refuses it); ``answer_error``: a store's error as the application
-    answers it; ``observers``: told of each call served here."""
+    answers it.  Who counts or measures the calls served here says so (``count_arrivals``,
+    ``observe``)."""
 
     def __init__(
         self,
@@ -70,7 +71,6 @@ class PilotFastPath:
         max_body: int,
         owns: Callable[[Principal, int], bool],
         answer_error: Callable[[Exception], Response],
-        observers: Sequence[Observer] = (),
     ) -> None:
         self.app = app
         self.calls = dict(calls)
@@ -78,7 +78,7 @@ class PilotFastPath:
         self.max_body = max_body
         self.owns = owns
         self.answer_error = answer_error
-        self.observers = list(observers)
+        self.observers: list[Observer] = []
         self.arrivals: list[Arrival] = []
         self._register = f"{prefix}/pilots"
         self._pilot = f"{prefix}/pilots/"
@@ -108,14 +108,18 @@ class PilotFastPath:
             return
         for arrival in self.arrivals:
             arrival("POST", scope["path"])
+        status = 500  # unless answered: a bug's exception goes on to the server, which says 500
         try:
-            answer = await call.handler(who, pilot_id, parsed)
-        except (TaskQueueError, RecursionError) as exc:
-            answer = self.answer_error(exc)
-        await answer(scope, receive, send)
-        seconds = time.perf_counter() - start
-        for observer in self.observers:
-            observer("POST", scope["path"], answer.status_code, seconds)
+            try:
+                answer = await call.handler(who, pilot_id, parsed)
+            except (TaskQueueError, RecursionError) as exc:
+                answer = self.answer_error(exc)
+            await answer(scope, receive, send)
+            status = answer.status_code
+        finally:
+            seconds = time.perf_counter() - start
+            for observer in self.observers:
+                observer("POST", scope["path"], status, seconds)
 
     def _route(self, scope: Scope) -> tuple[FastCall | None, int | None, Principal | None]:
         """The call, the pilot in its path and the caller, when this path may serve it."""

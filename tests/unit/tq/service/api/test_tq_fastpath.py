@@ -9,6 +9,7 @@ import json
 from collections.abc import MutableMapping
 from typing import Any
 
+import pytest
 from pydantic import BaseModel, Field
 from starlette.responses import JSONResponse, Response
 
@@ -151,3 +152,16 @@ def test_a_store_error_is_answered_as_the_application_answers_it() -> None:
     status, body = _call(fast, "/api/v1/pilots/5/request", b'{"n": 1}')
     assert (status, json.loads(body)) == (404, {"detail": "no task 7"})
     assert app.bodies == []
+
+
+def test_a_bug_in_a_handler_goes_on_to_the_server_and_is_measured_as_a_500() -> None:
+    seen: list[tuple[str, int]] = []
+
+    async def broken(_who: Principal, _pilot_id: int | None, _body: Any) -> Response:
+        raise RuntimeError("a bug")
+
+    fast, _ = _path([], seen=seen)
+    fast.calls["request"] = FastCall(Body, broken)
+    with pytest.raises(RuntimeError, match="a bug"):
+        _call(fast, "/api/v1/pilots/5/request", b'{"n": 1}')
+    assert seen == [("/api/v1/pilots/5/request", 0), ("/api/v1/pilots/5/request", 500)]
