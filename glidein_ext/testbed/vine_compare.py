@@ -136,11 +136,9 @@ def median_line(runs: Sequence[Line], note: str = "") -> Line:
     CPU per task (each taken alone), the range of both in the note."""
     if len(runs) == 1:
         return dataclasses.replace(runs[0], note=note)
-    rate = statistics.median(line.rate for line in runs)
-    cpu = statistics.median(line.cpu_ms_per_task for line in runs)
-    tasks = runs[0].tasks
     rates = sorted(line.rate for line in runs)
     cpus = sorted(line.cpu_ms_per_task for line in runs)
+    rate, cpu, tasks = statistics.median(rates), statistics.median(cpus), runs[0].tasks
     spread = (
         f"median of {len(runs)} runs: {rates[0]:.0f}-{rates[-1]:.0f} tasks/s, "
         f"{cpus[0]:.2f}-{cpus[-1]:.2f} ms/task"
