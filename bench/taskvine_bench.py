@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/taskvine_bench.py [--quick] [--tasks 2000] [--workers 8]
         [--producers 40] [--fan-in 4] [--mib 10] [--architectures pre-dht,centralized,distributed]
-        [--pilot-processes P] [--pull] [--repeat 3]
+        [--pilot-processes P] [--pull] [--one-report-per-request] [--repeat 3]
 
 Must run as root: TaskVine comes from Debian trixie's packages (coop-computing-tools 7.14.5,
 python3-workqueue's ``ndcctools.taskvine``, python3-cloudpickle) in a chroot of its own, which
@@ -37,6 +37,9 @@ such offers (``courier_priority`` 0: Lee 2003's courier, as TaskVine's manager s
 its connected workers); ``--pull``: they only pull, every 0.5 s (at most 1 s) while idle, the
 service's default.  At a distributed site the master runs in that
 pilot process and its CPU is not in the column (the Task Queue's is).
+The pilots of a process send their reports that are ready at once in one request
+(``--batch-reports``: the Task Queue serves each as alone, and commits them together);
+``--one-report-per-request``: each its own.
 
 Each of our lines says whether the goal "ahead of TaskVine" is met: more tasks/s and less central
 CPU per task (trivial), a shorter turnaround and no more bytes through the centre (data).  A
@@ -259,17 +262,21 @@ def ours_line(
     with_se: bool = True,
     processes: int = 1,
     push: bool = True,
+    batch: bool = True,
 ) -> tuple[Line, dict[str, Any]]:
     """One run of ours: its line and the workflow's counters.  Its files are removed right after
     it, as TaskVine's run directory is: left in place, the kernel writes them back to disk
     during the runs that follow (measured: a no-SE data run after two others, 3.4-4.0 s; with
     each run's files removed, 2.4-2.6 s).  ``push``: idle pilots leave standing offers and the
-    Task Queue pushes every task to them (``PUSH_OFFER_WAIT``)."""
+    Task Queue pushes every task to them (``PUSH_OFFER_WAIT``); ``batch``: a process's pilots
+    send the reports ready at once together (``pilot run --batch-reports``)."""
     from glidein_ext.testbed.site_runs import SiteRun
 
     pilot_args = ["--poll", "0.5", "--poll-max", "1", "--cache-max-space", "2G"]
     if push:
         pilot_args += ["--offer-wait", str(PUSH_OFFER_WAIT)]
+    if batch:
+        pilot_args.append("--batch-reports")
 
     with (
         tempfile.TemporaryDirectory(prefix=f"taskvine-bench-{architecture}-") as tmp,
@@ -281,6 +288,7 @@ def ours_line(
             pilot_args=pilot_args,
             tq_settings={"courier_priority": "0"} if push else {},
             with_se=with_se,
+            verbose=False,  # as TaskVine's workers, no line per task (warnings still)
         ) as site,
     ):
         assert site.server is not None and site.server.process is not None
@@ -333,6 +341,7 @@ def _trivial_lines(
                 args.workers,
                 processes=args.pilot_processes,
                 push=not args.pull,
+                batch=not args.one_report_per_request,
             )
             trivial.setdefault((line.system, line.architecture), []).append(line)
             notes[arch] = _calls(counters)
@@ -356,6 +365,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--pull", action="store_true", help="our pilots only pull (no standing offers, no push)"
+    )
+    parser.add_argument(
+        "--one-report-per-request",
+        action="store_true",
+        help="our pilots send each report alone (not --batch-reports)",
     )
     parser.add_argument(
         "--pilot-processes",
@@ -397,6 +411,7 @@ def main() -> None:
             with_se,
             args.pilot_processes,
             push=not args.pull,
+            batch=not args.one_report_per_request,
         )
         origins = counters.get("inputs") or {}
         stage_outs = args.producers if with_se else 0
@@ -417,6 +432,11 @@ def main() -> None:
             )
         )
     how = "only pull" if args.pull else "take every task pushed to their standing offers"
+    how += (
+        "; each report alone"
+        if args.one_report_per_request
+        else "; reports ready at once sent together"
+    )
     print(
         f"{args.workers} single-core workers; trivial: {args.tasks} tasks of /bin/true; data: "
         f"{args.producers} producers of {args.mib} MiB, {merges} merges reading {args.fan_in} "

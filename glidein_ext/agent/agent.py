@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 from glidein_ext.agent.executor import SubprocessExecutor, TaskExecutor
 from glidein_ext.agent.loopthread import LoopThread
 from glidein_ext.agent.pilot_cache import PilotCache
+from glidein_ext.agent.report_batcher import ReportBatcher
 from glidein_ext.agent.settings import AgentSettings
 from glidein_ext.agent.sitenet import SiteNetwork
 from glidein_ext.cache.need import NeededFiles, needed_files
@@ -121,9 +122,12 @@ class PilotAgent:
         stop: threading.Event | None = None,
         loop: LoopThread | None = None,
         executor: TaskExecutor | None = None,
+        batcher: ReportBatcher | None = None,
     ) -> None:
         """``loop``: the process's event loop for the site DHT (several pilots of one process
-        share it; one is started for this pilot otherwise); ``executor``: how tasks run."""
+        share it; one is started for this pilot otherwise); ``executor``: how tasks run;
+        ``batcher``: sends this pilot's reports with those of the process's other pilots (when
+        the Task Queue takes them so)."""
         self.config = config
         self.client = TqClient(config.url, config.token, ca_file=config.settings.ca_file or None)
         self.stop = stop or threading.Event()
@@ -140,6 +144,7 @@ class PilotAgent:
         self._loop_thread = loop
         self._own_loop = loop is None
         self._executor = executor
+        self._batcher = batcher
         self._report_lock = threading.Lock()
         # Its cached files that tasks still to run read (CACHED_INPUT_NEEDED_MB, ``cache.need``):
         # from the heartbeat's answer (pulling) or the TaskList (distributed).
@@ -531,12 +536,13 @@ class PilotAgent:
                 return None
             cache = self.open_cache()
             cached = cache.lfns() if self._sends_cache() else None
+            send = self.client.complete_and_request
+            batcher, answered = self._batcher, self.answer
+            if batcher is not None and answered is not None and answered.batched_reports:
+                send = batcher.complete_and_request  # with the other pilots' reports
             try:
                 answer = self._retry(
-                    "complete",
-                    functools.partial(
-                        self.client.complete_and_request, pilot_id, completion, cached
-                    ),
+                    "complete", functools.partial(send, pilot_id, completion, cached)
                 )
             finally:
                 self.executor.asked()

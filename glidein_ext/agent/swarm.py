@@ -20,7 +20,9 @@ from pathlib import Path
 
 from glidein_ext.agent.agent import AgentConfig, PilotAgent
 from glidein_ext.agent.loopthread import LoopThread
+from glidein_ext.agent.report_batcher import ReportBatcher
 from glidein_ext.errors import GlideinExtError
+from glidein_ext.tq.client.client import TqClient
 
 log = logging.getLogger("glidein_ext.agent")
 
@@ -41,10 +43,17 @@ def swarm_configs(
 
 
 class Swarm:
-    """Run pilots in threads over one event loop; ``run()`` returns the tasks each ran."""
+    """Run pilots in threads over one event loop; ``run()`` returns the tasks each ran.
+    ``batch_reports``: the pilots' reports ready at once go in one request
+    (``agent.report_batcher``)."""
 
-    def __init__(self, configs: Sequence[AgentConfig]) -> None:
+    def __init__(self, configs: Sequence[AgentConfig], batch_reports: bool = False) -> None:
         self.configs = list(configs)
+        self.batcher: ReportBatcher | None = None
+        if batch_reports and self.configs:
+            first = self.configs[0]  # the swarm's pilots share its Task Queue and token
+            client = TqClient(first.url, first.token, ca_file=first.settings.ca_file or None)
+            self.batcher = ReportBatcher(client.reports)
         self.stops = [threading.Event() for _ in self.configs]
         self.agents: list[PilotAgent] = []
         self.ran = [0] * len(self.configs)
@@ -81,7 +90,7 @@ class Swarm:
         threads = []
         try:
             for index, config in enumerate(self.configs):
-                agent = PilotAgent(config, self.stops[index], loop=loop)
+                agent = PilotAgent(config, self.stops[index], loop=loop, batcher=self.batcher)
                 self.agents.append(agent)
                 thread = threading.Thread(
                     target=self._one, args=(index, agent), name=f"pilot-{index}"

@@ -152,6 +152,11 @@ def pilot() -> None:
 @_pilot_count(
     "--pilots-per-host", "With --pilots: pilots per simulated host (HOST-0000, ...; caches shared)."
 )
+@click.option(
+    "--batch-reports",
+    is_flag=True,
+    help="With --pilots N: the pilots' reports ready at once go in one request (one pilot: none).",
+)
 @click.option("--dht-bind", default=None, help="Address of the DHT node and file server.")
 @click.option(
     "--assignment",
@@ -241,7 +246,8 @@ def run(**opts: Any) -> None:
     stop = threading.Event()
     swarm = None
     if opts["pilots"] > 1:
-        swarm = Swarm(swarm_configs(config, opts["pilots"], opts["pilots_per_host"]))
+        configs = swarm_configs(config, opts["pilots"], opts["pilots_per_host"])
+        swarm = Swarm(configs, batch_reports=opts["batch_reports"])
     stopper = swarm.stop if swarm is not None else stop.set
     with _stopping_on_signals(stopper):
         ran = PilotAgent(config, stop).run() if swarm is None else sum(swarm.run())
@@ -249,6 +255,9 @@ def run(**opts: Any) -> None:
         click.echo(f"pilot ran {ran} task(s)", err=True)
         return
     click.echo(f"{len(swarm.configs)} pilots ran {ran} task(s); {swarm.failed} failed", err=True)
+    if swarm.batcher is not None and swarm.batcher.requests:
+        batcher = swarm.batcher
+        click.echo(f"{batcher.reports} reports in {batcher.requests} request(s)", err=True)
     if swarm.failed == len(swarm.configs):
         reasons = sorted(swarm.reasons.items(), key=lambda item: -item[1])
         first = f": {reasons[0][0]}" if reasons else " (see the log)"

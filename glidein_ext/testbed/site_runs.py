@@ -50,6 +50,7 @@ class SiteRun(Running):
     sites: Sequence[str] = (SITE,)
     register_timeout: float = 120.0
     with_se: bool = True
+    verbose: bool = True  # the pilots log each task's start (LocalSite.verbose)
     server: TqServer | None = None
     local_site: LocalSite | None = None
 
@@ -91,6 +92,7 @@ class SiteRun(Running):
             register_timeout=self.register_timeout,
             kill_after=30,
             explain=self.logs,
+            verbose=self.verbose,
         )
         try:
             self.local_site.start()

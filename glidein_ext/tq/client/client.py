@@ -60,8 +60,12 @@ from glidein_ext.tq.client.protocol import (
     CompletionAnswer,
     Heartbeat,
     HeartbeatAnswer,
+    PilotReport,
     RegisterAnswer,
     Registration,
+    ReportOutcome,
+    Reports,
+    ReportsAnswer,
     SiteAssign,
     SiteAssignAnswer,
     SiteSync,
@@ -344,6 +348,37 @@ class TqClient:
         path = f"{API}/pilots/{pilot_id}/complete-and-request"
         body = to_json(CompleteAndRequest(completion, _listed(cached)))
         return self._post(path, body, CompleteAndRequestAnswer)
+
+    def reports(
+        self, reports: Sequence[PilotReport]
+    ) -> list[CompleteAndRequestAnswer | TaskQueueError]:
+        """Several pilots' ``complete_and_request`` in one request, to a Task Queue whose
+        registration answer says it takes them (``RegisterAnswer.batched_reports``): each
+        report's answer, or in its place the error the call alone would raise (by its status,
+        as ``call`` raises them; 5xx a TaskQueueError, which a pilot retries).  Repeatable as
+        each call is.  The request's own failure (no instance answered) is raised."""
+        path = f"{API}/pilots/reports"
+        answer = self._post(path, to_json(Reports(tuple(reports))), ReportsAnswer)
+        if len(answer.outcomes) != len(reports):
+            raise TaskQueueError(
+                f"{self.url}{path}: malformed answer: {len(answer.outcomes)} outcomes "
+                f"for {len(reports)} reports"
+            )
+        return [self._outcome(path, outcome) for outcome in answer.outcomes]
+
+    def _outcome(
+        self, path: str, outcome: ReportOutcome
+    ) -> CompleteAndRequestAnswer | TaskQueueError:
+        if outcome.status == 200:
+            if outcome.answer is None:
+                return TaskQueueError(
+                    f"{self.url}{path}: malformed answer: an outcome without answer"
+                )
+            return outcome.answer
+        kind = tq_error_for_status(outcome.status)
+        if kind is not None:
+            return kind(outcome.detail)
+        return TaskQueueError(f"{self.url}{path}: HTTP {outcome.status}: {outcome.detail}")
 
     def deregister(self, pilot_id: int) -> None:
         self.call("DELETE", f"{API}/pilots/{pilot_id}")

@@ -24,6 +24,7 @@ MAX_LFN_BYTES = 1024  # the database's column
 MAX_COMPONENT_BYTES = 255  # NAME_MAX of Linux file systems
 MAX_ATTRIBUTE_CHARS = 100
 TEN_YEARS = 10 * 365 * 24 * 3600
+MAX_REPORTS = 64  # pilots' reports in one request (protocol.Reports)
 MAX_OFFER_WAIT = 3600  # seconds a pilot's task request may stand as an offer (Lee 2003 §4.2.3)
 
 # Sane ranges of the integers a task or a pilot declares, inclusive (seconds, MB, counts).

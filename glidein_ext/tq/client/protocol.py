@@ -85,6 +85,9 @@ class RegisterAnswer:
     # The service answers ``complete-and-request`` (``CompleteAndRequest``): a busy pilot makes
     # one call per task.  False from a service that does not say: the two calls.
     complete_and_request: bool = False
+    # The service takes several pilots' ``complete-and-request`` in one request (``Reports``):
+    # the pilots of one process may send theirs together.  False: each its own request.
+    batched_reports: bool = False
 
 
 @dataclass(frozen=True)
@@ -182,6 +185,42 @@ class CompleteAndRequestAnswer:
 
     result: CompletionAnswer
     task: TaskAssignment | None = None
+
+
+@dataclass(frozen=True)
+class PilotReport:
+    """One pilot's ``CompleteAndRequest`` among several sent together (``Reports``)."""
+
+    pilot_id: int
+    completion: Completion
+    cached: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Reports:
+    """The ``complete-and-request`` calls of several pilots of one process (a glidein's slots,
+    ``pilot run --pilots N``), sent in one request when they are ready at once.  Each is served
+    as it would be alone: its own transaction, its own answer or error (``ReportOutcome``), in
+    the order given; one pilot's refusal never touches another's call."""
+
+    reports: tuple[PilotReport, ...]
+
+
+@dataclass(frozen=True)
+class ReportOutcome:
+    """One report's fate: ``status`` 200 and ``answer``; or the status and the one-line
+    ``detail`` the call alone would have been answered with (403, 404, 422, 503)."""
+
+    status: int
+    answer: CompleteAndRequestAnswer | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ReportsAnswer:
+    """The outcome of each of ``Reports.reports``, in their order."""
+
+    outcomes: tuple[ReportOutcome, ...]
 
 
 @dataclass(frozen=True)
@@ -523,6 +562,9 @@ _READERS: dict[str, Callable[[Any], Any]] = {
     "Completion": _message(Completion),
     "CompletionAnswer": _message(CompletionAnswer),
     "TaskAssignment | None": _optional(_message(TaskAssignment)),
+    "CompleteAndRequestAnswer | None": _optional(_message(CompleteAndRequestAnswer)),
+    "tuple[PilotReport, ...]": _tuple_of(_message(PilotReport)),
+    "tuple[ReportOutcome, ...]": _tuple_of(_message(ReportOutcome)),
     "RoundReport": _message(RoundReport),
     "tuple[SitePilot, ...]": _tuple_of(_message(SitePilot)),
     "tuple[PilotKey, ...]": _tuple_of(_message(PilotKey)),

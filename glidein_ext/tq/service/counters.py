@@ -61,6 +61,7 @@ PILOT_CALLS = {
     "heartbeat": "POST",
     "complete": "POST",
     "complete-and-request": "POST",  # a busy pilot's one call per task: one request
+    "reports": "POST",  # several pilots' complete-and-request in one request: one request
     "deregister": "DELETE",
     "claim": "POST",
     "sync": "POST",
@@ -91,8 +92,9 @@ _CALLS = API + "/"  # every call of the API but /metrics and /healthz
 
 def call_kind(method: str, path: str) -> str:
     """A request's kind for the metrics: the pilot protocol's calls (``register``, ``request``,
-    ``heartbeat``, ``complete``, ``deregister``), the master's (``claim``, ``sync``,
-    ``assign``), the operators' (``submit``, ``status``, ``tasks``, ...), ``metrics``,
+    ``heartbeat``, ``complete``, ``complete-and-request``, ``reports``, ``deregister``), the
+    master's (``claim``, ``sync``, ``assign``), the operators' (``submit``, ``status``,
+    ``tasks``, ...), ``metrics``,
     ``healthz``, else ``other``.  A few string operations, no regular expression."""
     if not path.startswith(_CALLS):
         if path == "/metrics":
@@ -106,6 +108,8 @@ def call_kind(method: str, path: str) -> str:
         if len(parts) == 1 or (len(parts) == 2 and not parts[1]):
             return "register" if method == "POST" else "other"
         if len(parts) == 2:
+            if method == "POST" and parts[1] == "reports":
+                return "reports"
             return "deregister" if method == "DELETE" else "other"
         if len(parts) == 3:
             return _PILOT_VERBS.get(parts[2], "other")

@@ -248,8 +248,9 @@ class _PilotCalls:
         check_register(who, registration.site, registration.batch_id)
         answer = await unblocked(self.store, self.store.register, registration, who.credential_id)
         self.owners.remember(answer.pilot_id, who.credential_id)
-        # this service answers ``complete-and-request`` (a pilot of before asks twice still)
-        return s.wire(dataclasses.replace(answer, complete_and_request=True))
+        # this service answers ``complete-and-request`` (a pilot of before asks twice still),
+        # also several pilots' in one request (``reports``)
+        return s.wire(dataclasses.replace(answer, complete_and_request=True, batched_reports=True))
 
     async def take(self, _who: Principal, pilot_id: int | None, body: Any) -> Response:
         assert pilot_id is not None
@@ -278,6 +279,41 @@ class _PilotCalls:
         store = self.store
         await self.costly.settle(pilot_id, store.clock())
         return s.wire(await unblocked(store, store.complete_and_request, pilot_id, call))
+
+    async def reports(self, who: Principal, _pilot_id: int | None, body: Any) -> Response:
+        """Several pilots' ``complete-and-request``, each served as alone (``p.Reports``): a
+        pilot not the caller's, or unknown, is refused in its place (403, 404), the others'
+        calls run in order (``Store.complete_and_request_each``: one transaction for all, unless
+        one fails)."""
+        batch = s.message(body, p.Reports)
+        outcomes: list[p.ReportOutcome | None] = [None] * len(batch.reports)
+        served: list[int] = []
+        for index, report in enumerate(batch.reports):
+            try:
+                check_pilot(who, report.pilot_id, self.owners.owner(report.pilot_id))
+            except TaskQueueError as exc:
+                outcomes[index] = _refused(exc)
+            else:
+                served.append(index)
+        store = self.store
+        calls = []
+        for index in served:
+            report = batch.reports[index]
+            await self.costly.settle(report.pilot_id, store.clock())
+            calls.append((report.pilot_id, CompleteAndRequest(report.completion, report.cached)))
+        results = await unblocked(store, store.complete_and_request_each, calls)
+        for index, result in zip(served, results, strict=True):
+            outcomes[index] = (
+                _refused(result)
+                if isinstance(result, TaskQueueError)
+                else p.ReportOutcome(200, result)
+            )
+        return s.wire(p.ReportsAnswer(tuple(o for o in outcomes if o is not None)))
+
+
+def _refused(exc: TaskQueueError) -> p.ReportOutcome:
+    """A report's error as the call alone would have been answered (``error_answer``)."""
+    return p.ReportOutcome(tq_http_status(exc), None, _one_line(str(exc)))
 
 
 def create_app(
@@ -344,6 +380,7 @@ def create_app(
                 s.CompleteAndRequestRequest, calls.complete_and_request
             ),
         },
+        pilots_calls={"reports": FastCall(s.ReportsRequest, calls.reports)},
         identify=authenticator.identify,
         max_body=settings.max_request_bytes,
         owns=owners.owns,
@@ -396,6 +433,14 @@ def create_app(
         whose answer carries the completion's fate and the next task (null when nothing fits
         now: the pilot then asks with ``request``)."""
         return await calls.complete_and_request(Principal(pilot=True), pilot_id, body)
+
+    @app.post(f"{API}/pilots/reports", responses=errors, response_model=s.ReportsResponse)
+    async def reports(body: s.ReportsRequest, who: Pilot) -> Response:
+        """Several pilots' ``complete-and-request`` in one request (the pilots of one process
+        whose reports are ready at once): each served as it would be alone, in order, its
+        outcome in its place (status 200 and the answer, or the status and the line the call
+        alone would get: a pilot not the caller's 403, unknown 404)."""
+        return await calls.reports(who, None, body)
 
     @app.delete(f"{API}/pilots/{{pilot_id}}", dependencies=mine, responses=errors)
     async def deregister(pilot_id: PilotId) -> dict[str, bool]:

@@ -14,7 +14,8 @@ status and message and the OpenAPI description stays the routes'.
 Well formed is what the guard (``tq.service.api.guard``) and the route would accept: a ``POST``
 of one of the calls' paths, a bearer token that identifies a pilot, a declared
 ``application/json`` body of a declared ``Content-Length`` within the guard's bound, the pilot in
-the path the caller's own, a body that the call's own pydantic model
+the path the caller's own (a call for several pilots, ``reports``, checks each pilot's owner
+itself), a body that the call's own pydantic model
 (``tq.service.api.schemas``) accepts.  The fast path then runs the very handler the FastAPI route
 runs, answers a store's error as the application's error handlers do, and tells each served call
 to the run's counters as it arrives and to the request metrics once answered (what the
@@ -54,8 +55,10 @@ class FastCall:
 
 
 class PilotFastPath:
-    """Serves ``POST {prefix}/pilots`` (``calls[""]``) and ``POST {prefix}/pilots/ID/NAME``
-    (``calls[NAME]``) when well formed (see the module), everything else by ``app``.
+    """Serves ``POST {prefix}/pilots`` (``calls[""]``), ``POST {prefix}/pilots/ID/NAME``
+    (``calls[NAME]``) and ``POST {prefix}/pilots/NAME`` (``pilots_calls[NAME]``: calls for
+    several pilots, whose handler checks each pilot's owner) when well formed (see the module),
+    everything else by ``app``.
     ``identify``: a bearer token's principal (the guard's); ``max_body``: the guard's bound;
     ``owns(caller, pilot_id)``: whether the pilot is the caller's (False, or an error: left to
     the application, which refuses it); ``answer_error``: a store's error as the application
@@ -71,9 +74,11 @@ class PilotFastPath:
         max_body: int,
         owns: Callable[[Principal, int], bool],
         answer_error: Callable[[Exception], Response],
+        pilots_calls: Mapping[str, FastCall] | None = None,
     ) -> None:
         self.app = app
         self.calls = dict(calls)
+        self.pilots_calls = dict(pilots_calls or {})
         self.identify = identify
         self.max_body = max_body
         self.owns = owns
@@ -129,11 +134,14 @@ class PilotFastPath:
         if path == self._register:
             call, pilot_id = self.calls.get(""), None
         elif path.startswith(self._pilot):
-            number, _, name = path[len(self._pilot) :].partition("/")
-            call = self.calls.get(name) if name else None
-            if call is None or not _pilot_number(number):
-                return None, None, None
-            pilot_id = int(number)
+            number, slash, name = path[len(self._pilot) :].partition("/")
+            if not slash:
+                call, pilot_id = self.pilots_calls.get(number), None
+            else:
+                call = self.calls.get(name) if name else None
+                if call is None or not _pilot_number(number):
+                    return None, None, None
+                pilot_id = int(number)
         else:
             return None, None, None
         if call is None:

@@ -23,9 +23,11 @@ from pydantic import AfterValidator, BaseModel, Field, create_model
 from glidein_ext.tq.client import protocol as p
 from glidein_ext.tq.client.limits import (
     BOUNDS,
+    INT64_MAX,
     MAX_LFN_BYTES,
     MAX_NAME_CHARS,
     MAX_OFFER_WAIT,
+    MAX_REPORTS,
     attribute_name_problem,
     expr_problem,
     scalar_problem,
@@ -150,6 +152,11 @@ def _message(value: Any) -> Any:
     return value
 
 
+def _one_to(most: int, item: Any) -> Any:
+    """A list of 1 to ``most`` ``item``s."""
+    return Annotated[tuple[item, ...], Field(min_length=1, max_length=most)]
+
+
 Limited = Annotated[float, Field(ge=0, le=1e11)]
 _register = request_model(
     "RegisterRequest",
@@ -220,6 +227,21 @@ _complete_and_request = request_model(
     p.CompleteAndRequest,
     {"completion": _complete, "cached": Cached},
 )
+# The reports of several pilots of one process, sent together: each a pilot's complete-and-request.
+_pilot_report = request_model(
+    "PilotReport",
+    p.PilotReport,
+    {
+        "pilot_id": Annotated[int, Field(ge=1, le=INT64_MAX)],
+        "completion": _complete,
+        "cached": Cached,
+    },
+)
+_reports = request_model(
+    "ReportsRequest",
+    p.Reports,
+    {"reports": _one_to(MAX_REPORTS, _pilot_report)},
+)
 
 if TYPE_CHECKING:  # mypy takes a derived model for what it is: a pydantic model
     RegisterRequest = BaseModel
@@ -227,10 +249,12 @@ if TYPE_CHECKING:  # mypy takes a derived model for what it is: a pydantic model
     TaskRequest = BaseModel
     HeartbeatRequest = BaseModel
     CompleteAndRequestRequest = BaseModel
+    ReportsRequest = BaseModel
 else:
     RegisterRequest, CompleteRequest = _register, _complete
     TaskRequest, HeartbeatRequest = _request, _heartbeat
     CompleteAndRequestRequest = _complete_and_request
+    ReportsRequest = _reports
 
 
 class TaskResponse(BaseModel):
@@ -246,6 +270,7 @@ RegisterResponse = p.RegisterAnswer
 HeartbeatResponse = p.HeartbeatAnswer
 CompleteResponse = p.CompletionAnswer
 CompleteAndRequestResponse = p.CompleteAndRequestAnswer
+ReportsResponse = p.ReportsAnswer
 SubmitResponse = p.SubmitAnswer
 WorkflowStatus = p.WorkflowStatus
 StatusResponse = p.Status

@@ -65,11 +65,14 @@ class SkippedRow:
 
 class Tx:
     """One transaction's connection, and what the matcher and the counters learn once it has
-    committed (``after_commit``: run in order, under the store's lock; never if it rolled back)."""
+    committed (``after_commit``: run in order, under the store's lock; never if it rolled back).
+    ``taken``: the tasks it assigned, which the matcher still offers until then (a second
+    request in the same transaction passes them by)."""
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self._after: list[Callable[[], None]] = []
+        self.taken: set[int] = set()
 
     def after_commit(self, action: Callable[[], None]) -> None:
         self._after.append(action)

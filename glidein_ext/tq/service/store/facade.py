@@ -12,12 +12,14 @@ notification leaves something to re-read).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Engine
 
+from glidein_ext.errors import TaskQueueError
 from glidein_ext.tq.client import protocol as p
 from glidein_ext.tq.client.credentials import CredentialInfo, IssuedCredential
 from glidein_ext.tq.manager.monitor import SiteView
@@ -28,7 +30,7 @@ from glidein_ext.tq.service.store.bookkeeping import MonitorBookkeeping
 from glidein_ext.tq.service.store.claim import MasterClaim
 from glidein_ext.tq.service.store.complete_and_request import CompletionThenRequest
 from glidein_ext.tq.service.store.completions import Completions
-from glidein_ext.tq.service.store.core import CoreOptions, SkippedRow, StoreCore
+from glidein_ext.tq.service.store.core import CoreOptions, SkippedRow, StoreCore, Tx
 from glidein_ext.tq.service.store.credentials import CredentialStore
 from glidein_ext.tq.service.store.master import MasterCalls
 from glidein_ext.tq.service.store.pilots import PilotProtocol
@@ -152,6 +154,34 @@ class Store:
         """``complete`` and then ``request`` in one transaction: a busy pilot's one call per
         task (``complete_and_request``)."""
         return self._core.write(lambda tx: self._next.complete_and_request(tx, pilot_id, call))
+
+    def complete_and_request_each(
+        self, calls: Sequence[tuple[int, p.CompleteAndRequest]]
+    ) -> list[p.CompleteAndRequestAnswer | TaskQueueError]:
+        """``complete_and_request`` for each (pilot, call), in order, under one hold of the
+        lock: the answers each call alone would get one after the other.  One transaction for
+        all, committed once (each call sees the ones before it, as the next transaction would:
+        the tasks they took are passed by, ``Tx.taken``); should one call fail, it is rolled
+        back whole and each call runs in its own transaction, a call's TaskQueueError in its
+        place, never stopping the calls after it."""
+        results: list[p.CompleteAndRequestAnswer | TaskQueueError] = []
+        with self._core.lock:
+            if len(calls) > 1:
+                try:
+                    return list(self._core.write(functools.partial(self._together, calls)))
+                except TaskQueueError:
+                    pass  # rolled back: each alone now, so that the failure is one call's
+            for pilot_id, call in calls:
+                try:
+                    results.append(self.complete_and_request(pilot_id, call))
+                except TaskQueueError as exc:
+                    results.append(exc)
+        return results
+
+    def _together(
+        self, calls: Sequence[tuple[int, p.CompleteAndRequest]], tx: Tx
+    ) -> list[p.CompleteAndRequestAnswer]:
+        return [self._next.complete_and_request(tx, pilot_id, call) for pilot_id, call in calls]
 
     def deregister(self, pilot_id: int) -> None:
         """The pilot leaves (on exit or SIGTERM); a task it still held goes back to the queue."""

@@ -150,8 +150,11 @@ class PilotProtocol:
         # A pool's instances hold the same queue: offer the take several candidates, so
         # that one another instance is taking at this moment costs no second round.
         several = TAKE_CANDIDATES if conn.dialect.name == "postgresql" else 1
+        held = tx.taken  # by this transaction's earlier requests: not offered again
         while True:
-            choices = self.core.matcher.choose_several(pilot_id, now, several)
+            choices = self.core.matcher.choose_several(pilot_id, now, several + len(held))
+            if held:
+                choices = [c for c in choices if c.task_id not in held][:several]
             if not choices:
                 values.update(state=PilotState.IDLE.value, task_id=None)
                 update_row(conn, t.pilots, pilot_id, values)
@@ -167,6 +170,7 @@ class PilotProtocol:
                 self.core.matcher.remove_task(lost.task_id)
         values.update(state=PilotState.BUSY.value, task_id=choice.task_id)
         update_row(conn, t.pilots, pilot_id, values)
+        held.add(choice.task_id)
 
         def taken() -> None:
             self.core.matcher.remove_task(choice.task_id)

@@ -7,15 +7,20 @@ from typing import Any
 
 import pytest
 
-from glidein_ext.errors import TaskQueueError
+from glidein_ext.errors import TaskQueueError, TaskQueueForbidden, TaskQueueNotFound
 from glidein_ext.tq.client.client import TqClient
 from glidein_ext.tq.client.protocol import (
+    CompleteAndRequestAnswer,
+    Completion,
     CompletionAnswer,
     HeartbeatAnswer,
     Neighbour,
+    PilotReport,
     Placed,
     RegisterAnswer,
     Registration,
+    ReportOutcome,
+    ReportsAnswer,
     Status,
     TaskAssignment,
     TaskOffer,
@@ -93,3 +98,31 @@ def test_a_placed_pairs_successors_travel_with_what_each_still_needs() -> None:
     assert parse(Placed, {"task_id": 10, "pilot_id": 2, "attempt": 1}).needs == ()  # older TQ
     with pytest.raises(ValueError, match="needs"):
         parse(Placed, {**to_json(placed), "needs": [["11"]]})
+
+
+def test_reports_outcomes_become_each_reports_answer_or_its_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``TqClient.reports``: each outcome in its place, an error by its status as the call alone
+    would raise it; an answer with a wrong number of outcomes is malformed."""
+    done = CompleteAndRequestAnswer(CompletionAnswer(True, False, "done"), None)
+    outcomes = (
+        ReportOutcome(200, done),
+        ReportOutcome(404, None, "pilot 9 is not registered"),
+        ReportOutcome(403, None, "pilot 8 is not a pilot of credential 2"),
+        ReportOutcome(503, None, "database unavailable"),
+        ReportOutcome(200, None),  # an answer missing
+    )
+    answer = to_json(ReportsAnswer(outcomes))
+    assert parse(ReportsAnswer, answer) == ReportsAnswer(outcomes)
+    client = TqClient("http://127.0.0.1:1", "pi")
+    monkeypatch.setattr(client, "call", lambda *args: answer)
+    reports = [PilotReport(i, Completion(i, 1, 0)) for i in range(1, 6)]
+    found = client.reports(reports)
+    assert found[0] == done
+    assert isinstance(found[1], TaskQueueNotFound) and "pilot 9" in str(found[1])
+    assert isinstance(found[2], TaskQueueForbidden)
+    assert type(found[3]) is TaskQueueError and "HTTP 503" in str(found[3])
+    assert type(found[4]) is TaskQueueError and "malformed" in str(found[4])
+    with pytest.raises(TaskQueueError, match="5 outcomes for 4 reports"):
+        client.reports(reports[:4])

@@ -111,7 +111,9 @@ def test_the_wire_parses_back_into_what_the_store_returned(tmp_path: Path) -> No
         http.post("/api/v1/workflows", json=generate("w1", scale=1 / 80), headers=OP)
         first = Registration(site="S", host="wn", cache_dir="/c1", cached=("/a",), ttl=3600)
         reg = http.post("/api/v1/pilots", json=to_json(first), headers=PI).json()
-        assert parse(RegisterAnswer, reg) == RegisterAnswer(1, 9, complete_and_request=True)
+        assert parse(RegisterAnswer, reg) == RegisterAnswer(
+            1, 9, complete_and_request=True, batched_reports=True
+        )
         second = to_json(Registration(site="S", host="wn", cache_dir="/c2"))
         answer = http.post("/api/v1/pilots", json=second, headers=PI).json()
         assert parse(RegisterAnswer, answer).others == (Neighbour(1, "/c1"),)

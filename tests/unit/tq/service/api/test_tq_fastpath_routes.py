@@ -56,20 +56,34 @@ combined = st.fixed_dictionaries(
     {"completion": completions | json_values},
     optional={"cached": st.lists(st.sampled_from(["/store/a", 7]), max_size=2)},
 )
+# several pilots' reports in one request: pilots that exist or not, bodies well formed or not
+one_report = st.fixed_dictionaries(
+    {
+        "pilot_id": st.sampled_from([1, 2, 9, 0, 2**64]),
+        "completion": completions | json_values,
+    },
+    optional={"cached": st.lists(st.sampled_from(["/store/a", 7]), max_size=2)},
+)
+reports = st.fixed_dictionaries({"reports": st.lists(one_report | json_values, max_size=3)})
 bodies = {
     "": registrations,
     "request": requests,
     "complete": completions,
     "complete-and-request": combined,
+    "reports": reports,
 }
 
 
 @st.composite
 def calls(draw: st.DrawFn) -> tuple[str, str, Any, bool]:
     """(path, token, body, whether the body is declared JSON)."""
-    name = draw(st.sampled_from(["", "request", "complete", "complete-and-request"]))
+    name = draw(st.sampled_from(["", "request", "complete", "complete-and-request", "reports"]))
     pilot = draw(st.sampled_from(["1", "1", "2", "2", "9", "0", "01", "x", str(2**64)]))
-    path = "/api/v1/pilots" + (f"/{pilot}/{name}" if name else draw(st.sampled_from(["", "/"])))
+    if name == "reports":
+        path = "/api/v1/pilots/reports"
+    else:
+        in_path = f"/{pilot}/{name}" if name else draw(st.sampled_from(["", "/"]))
+        path = "/api/v1/pilots" + in_path
     body = draw(st.one_of(bodies[name], bodies[name], bodies[name], json_values))
     token = draw(st.sampled_from(["pilot", "pilot", "pilot", "operator", "none", "bad"]))
     return path, token, body, draw(st.sampled_from([True, True, True, False]))
@@ -171,9 +185,14 @@ def test_the_calls_it_serves_are_counted_and_measured_as_the_routes_count_them()
                 "/api/v1/pilots/1/request", json={}, headers={"Authorization": "Bearer pi"}
             ).json()["task"]
             done = {"task_id": task["task_id"], "attempt": task["attempt"], "exit_code": 0}
-            for path, body in (("complete", done), ("complete-and-request", {"completion": done})):
+            for path, body in (
+                ("1/complete", done),
+                ("1/complete-and-request", {"completion": done}),
+                ("reports", {"reports": [{"pilot_id": 1, "completion": done}]}),
+                ("reports", {"reports": []}),  # refused: 422
+            ):
                 client.post(
-                    f"/api/v1/pilots/1/{path}", json=body, headers={"Authorization": "Bearer pi"}
+                    f"/api/v1/pilots/{path}", json=body, headers={"Authorization": "Bearer pi"}
                 )
         counted = [_requests(client) for client in (fast, routes)]
         assert counted[0] == counted[1]
@@ -181,8 +200,10 @@ def test_the_calls_it_serves_are_counted_and_measured_as_the_routes_count_them()
         assert metrics[("request", "200")] == 3
         assert metrics[("request", "422")] == metrics[("request", "404")] == 1
         assert metrics[("complete", "200")] == metrics[("complete-and-request", "200")] == 1
+        assert metrics[("reports", "200")] == metrics[("reports", "422")] == 1
         assert counters["register"] == 2
         assert counters["complete-and-request"] == 1
+        assert counters["reports"] == 2  # a pilot's request, refused or not
 
 
 def _requests(client: TestClient) -> tuple[dict[tuple[str, str], float], dict[str, float]]:

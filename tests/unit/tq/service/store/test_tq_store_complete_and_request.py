@@ -22,7 +22,7 @@ from glidein_ext.tq.models import Architecture
 from glidein_ext.tq.service import tables
 from glidein_ext.tq.service.db import make_engine, migrate
 from glidein_ext.tq.service.store import Store
-from glidein_ext.tq.workflow import parse_workflow
+from glidein_ext.tq.workflow import generate, parse_workflow
 from tests.support.clock import Clock
 
 
@@ -155,3 +155,119 @@ def test_a_lost_pilot_s_stale_report_gets_no_task(tmp_path: Path) -> None:
     assert store.reap() == [pilot]
     answer = store.complete_and_request(pilot, _done(task))
     assert answer.result.accepted is False and answer.task is None
+
+
+def test_each_call_of_several_is_its_own_transaction_and_error(tmp_path: Path) -> None:
+    """``complete_and_request_each``: in order, each as alone; an error stands in its place (its
+    transaction rolled back) and the calls after it are served."""
+    store = _store(tmp_path)
+    store.submit(_tasks(5))
+    pilots = [store.register(Registration(site="S", host=f"h{i}")).pilot_id for i in range(2)]
+    held = [task for task in map(store.request, pilots) if task is not None]
+    assert len(held) == 2
+    calls = [
+        (pilots[0], _done(held[0])),
+        (pilots[1], CompleteAndRequest(Completion(999, 1, 0))),  # no such task
+        (pilots[1], _done(held[1])),
+    ]
+    first, refused, third = store.complete_and_request_each(calls)
+    assert isinstance(first, CompleteAndRequestAnswer) and first.result.accepted
+    assert isinstance(refused, TaskQueueNotFound)
+    assert isinstance(third, CompleteAndRequestAnswer) and third.result.accepted
+    assert first.task is not None and third.task is not None
+    assert first.task.task_id != third.task.task_id  # the second saw the first's take
+    assert store.status().completions == 2
+    for pilot, task in ((pilots[0], first.task), (pilots[1], third.task)):
+        row = _pilot_row(store, pilot)
+        assert (row.state, row.task_id) == ("busy", task.task_id)
+
+
+def _commits(store: Store) -> list[int]:
+    """How many transactions committed on the store's engine from now on (a list of one)."""
+    count = [0]
+    sa.event.listen(store.engine, "commit", lambda _conn: count.__setitem__(0, count[0] + 1))
+    return count
+
+
+def test_several_calls_that_all_succeed_commit_once(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.submit(_tasks(8))
+    pilots = [store.register(Registration(site="S", host=f"h{i}")).pilot_id for i in range(3)]
+    held = [task for task in map(store.request, pilots) if task is not None]
+    commits = _commits(store)
+    answers = store.complete_and_request_each(
+        [(pilot, _done(task)) for pilot, task in zip(pilots, held, strict=True)]
+    )
+    assert commits == [1]
+    nexts = [a.task.task_id for a in answers if isinstance(a, CompleteAndRequestAnswer) and a.task]
+    # each took its own task: the earlier calls' takes were passed by in the transaction
+    assert len(set(nexts)) == 3 and not set(nexts) & {t.task_id for t in held}
+    assert store.status().completions == 3
+    # one call failing: rolled back whole, then each call in its own transaction
+    calls = [(pilots[0], CompleteAndRequest(Completion(999, 1, 0)))]
+    calls += [(pilot, _done(task)) for pilot, task in zip(pilots[1:], _held(answers[1:]))]
+    commits[0] = 0
+    refused, *served = store.complete_and_request_each(calls)
+    assert isinstance(refused, TaskQueueNotFound)
+    assert all(isinstance(a, CompleteAndRequestAnswer) and a.result.accepted for a in served)
+    assert commits == [2]  # the two that succeeded, each its own
+    assert store.status().completions == 5
+
+
+def _held(answers: Any) -> list[TaskAssignment]:
+    return [a.task for a in answers if a.task is not None]
+
+
+def _workflow(kind: str) -> Any:
+    return _tasks(16) if kind == "trivial" else parse_workflow(generate(kind, scale=6 / 80))
+
+
+@pytest.mark.parametrize("kind", ["trivial", "w1", "w2", "w3"])
+@pytest.mark.parametrize("architecture", [Architecture.PRE_DHT, Architecture.CENTRALIZED])
+def test_calls_together_get_the_answers_they_get_one_after_the_other(
+    tmp_path: Path, kind: str, architecture: Architecture
+) -> None:
+    """Two stores in the same state run a workflow (independent tasks, or chained ones: inputs,
+    outputs, the cache-aware choice and released tasks), one calling ``complete_and_request`` for each pilot
+    in turn, the other ``complete_and_request_each`` with all of them: the same answers, every
+    round, to the end.  Every other round ends with a call that fails (the calls together are
+    rolled back, then run each alone): still the same answers, and no task is left behind."""
+    for name in ("one", "all"):
+        (tmp_path / name).mkdir()
+    stores = [_store(tmp_path / name, default_architecture=architecture) for name in ("one", "all")]
+    held: list[dict[int, TaskAssignment | None]] = []
+    for store in stores:
+        store.submit(_workflow(kind))
+        pilots = [store.register(Registration(site="S", host=f"h{i}")).pilot_id for i in range(4)]
+        held.append({pilot: store.request(pilot, ("/cache/p",)) for pilot in pilots})
+    assert held[0] == held[1]
+    rounds = 0
+    while any(held[0].values()):
+        rounds += 1
+        busy = [(pilot, task) for pilot, task in held[0].items() if task is not None]
+        calls = [(pilot, _done(task)) for pilot, task in busy]
+        if rounds % 2:
+            calls.append((busy[0][0], CompleteAndRequest(Completion(999, 1, 0))))
+        alone = [_answer_or_error(stores[0], pilot, call) for pilot, call in calls]
+        together = stores[1].complete_and_request_each(calls)
+        assert [_shown(a) for a in together] == [_shown(a) for a in alone], rounds
+        for index, (pilot, _task) in enumerate(busy):
+            for store, answers, tasks in zip(stores, (alone, together), held, strict=True):
+                answer = answers[index]
+                assert isinstance(answer, CompleteAndRequestAnswer)
+                tasks[pilot] = answer.task or store.request(pilot)  # released: asks again
+        assert held[0] == held[1], rounds
+    for store in stores:  # every task ran: none was lost to the matcher by a rollback
+        assert store.status().completions == len(_workflow(kind).tasks)
+    assert rounds > 2
+
+
+def _answer_or_error(store: Store, pilot: int, call: CompleteAndRequest) -> Any:
+    try:
+        return store.complete_and_request(pilot, call)
+    except TaskQueueNotFound as exc:
+        return exc
+
+
+def _shown(answer: Any) -> Any:
+    return (type(answer), str(answer)) if isinstance(answer, Exception) else answer

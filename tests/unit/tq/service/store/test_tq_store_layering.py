@@ -109,6 +109,9 @@ def test_every_public_method_is_one_transaction(tmp_path: Path) -> None:
     repeated = Completion(mine.task_id, mine.attempt, 0, mine.outputs)
     both = call("complete_and_request", answers[3].pilot_id, CompleteAndRequest(repeated))
     assert both.result.duplicate
+    # several pilots' calls together (here the same one twice): one transaction for all
+    twice = [(answers[3].pilot_id, CompleteAndRequest(repeated))] * 2
+    assert [a.result.duplicate for a in call("complete_and_request_each", twice)] == [True, True]
     clock.now += 6  # the master is silent past its timeout
     claim = call("claim_master", "S", Claim(answers[1].pilot_id))
     assert claim.granted  # and the old master was lost, in the same transaction
