@@ -32,21 +32,28 @@ MAX_BATCH_BYTES = 4 * 2**20  # a batch's estimated size: far below the Task Queu
 
 
 class _Pending:
-    """One pilot's report, waiting for its outcome."""
+    """One pilot's report, waiting for its outcome; ``wake`` is held until its thread is to
+    return (``done``) or to send the reports that wait (its own first)."""
 
-    __slots__ = ("done", "outcome", "report", "size")
+    __slots__ = ("done", "outcome", "report", "size", "wake")
 
     def __init__(self, report: PilotReport) -> None:
         self.report = report
         self.size = _size(report)
         self.done = False
         self.outcome: Outcome | BaseException | None = None
+        self.wake = threading.Lock()
+        self.wake.acquire()
 
 
 class ReportBatcher:
     """``complete_and_request`` for the pilots of one process, from their threads: each call
     blocks until its report's outcome is known.  ``send``: the request (``TqClient.reports``);
-    ``max_reports``, ``max_bytes``: a batch's bounds (one report larger goes alone)."""
+    ``max_reports``, ``max_bytes``: a batch's bounds (one report larger goes alone).
+
+    One thread at a time sends (the leader); the others wait each on its own report, woken
+    once: when its outcome is known, or to lead in turn when the reports waiting behind the
+    leader's request include its own first."""
 
     def __init__(
         self,
@@ -61,7 +68,7 @@ class ReportBatcher:
         self.max_bytes = max_bytes
         self._queue: list[_Pending] = []
         self._sending = False
-        self._ready = threading.Condition()
+        self._lock = threading.Lock()
         self.requests = 0  # requests sent
         self.reports = 0  # reports they carried
 
@@ -75,22 +82,29 @@ class ReportBatcher:
         (or the request's) as that call would."""
         listed = None if cached is None else tuple(cached)
         mine = _Pending(PilotReport(pilot_id, completion, listed))
-        with self._ready:
+        with self._lock:
             self._queue.append(mine)
-        while True:
-            with self._ready:
-                while self._sending and not mine.done:
-                    self._ready.wait()
-                if mine.done:
-                    return _result(mine.outcome)
-                self._sending = True  # this thread sends what waits, its own report first
+            lead = not self._sending
+            self._sending = True
+        if not lead:
+            mine.wake.acquire()  # its outcome is known, or it leads now
+            if mine.done:
+                return _result(mine.outcome)
+        while True:  # the leader: its own report is the first waiting
+            with self._lock:
                 batch = self._take()
-            try:
-                self._send(batch)
-            finally:
-                with self._ready:
+            self._send(batch)
+            with self._lock:
+                following = self._queue[0] if self._queue else None
+                if following is None:
                     self._sending = False
-                    self._ready.notify_all()
+            for pending in batch:
+                if pending is not mine:
+                    pending.wake.release()
+            if mine.done:
+                if following is not None:
+                    following.wake.release()  # the next report's thread leads
+                return _result(mine.outcome)
 
     def _take(self) -> list[_Pending]:
         """The reports that wait, in their order, within the bounds (at least one)."""

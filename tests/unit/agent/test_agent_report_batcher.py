@@ -3,7 +3,9 @@ each pilot gets its own answer or error, a request's failure reaches every pilot
 
 from __future__ import annotations
 
+import random
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -74,7 +76,7 @@ def _start(batcher: ReportBatcher, ids: Sequence[int], results: dict[int, Any]) 
 def _queued(batcher: ReportBatcher, count: int) -> None:
     """Wait until ``count`` reports wait behind the request under way."""
     for _ in range(1000):
-        with batcher._ready:
+        with batcher._lock:
             if len(batcher._queue) == count:
                 return
         threading.Event().wait(0.005)
@@ -189,3 +191,34 @@ def test_bounds_out_of_range_are_refused() -> None:
         ReportBatcher(lambda reports: [], max_reports=0)
     with pytest.raises(ValueError, match="max_reports"):
         ReportBatcher(lambda reports: [], max_reports=65)
+
+
+def test_many_pilots_reporting_at_random_each_get_their_own_answers() -> None:
+    """16 threads, 40 reports each, a Task Queue that answers after a random moment: every
+    report answered once, with its own pilot's answer; nothing left waiting."""
+    rng = random.Random(7)
+    sent: list[int] = []
+
+    def send(reports: Sequence[PilotReport]) -> list[Any]:
+        sent.append(len(reports))
+        time.sleep(rng.random() / 2000)
+        return [_answer(r) for r in reports]
+
+    batcher = ReportBatcher(send, max_reports=5)
+    wrong: list[Any] = []
+
+    def pilot(pilot_id: int) -> None:
+        for _ in range(40):
+            answer = batcher.complete_and_request(pilot_id, Completion(pilot_id, 1, 0))
+            if answer.task is None or answer.task.task_id != pilot_id:
+                wrong.append(answer)
+
+    threads = [threading.Thread(target=pilot, args=(i,), daemon=True) for i in range(1, 17)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads)
+    assert not wrong
+    assert sum(sent) == batcher.reports == 16 * 40
+    assert max(sent) <= 5 and batcher.requests == len(sent) < 16 * 40

@@ -205,7 +205,8 @@ def test_several_calls_that_all_succeed_commit_once(tmp_path: Path) -> None:
     assert store.status().completions == 3
     # one call failing: rolled back whole, then each call in its own transaction
     calls = [(pilots[0], CompleteAndRequest(Completion(999, 1, 0)))]
-    calls += [(pilot, _done(task)) for pilot, task in zip(pilots[1:], _held(answers[1:]))]
+    rest = zip(pilots[1:], _held(answers[1:]), strict=True)
+    calls += [(pilot, _done(task)) for pilot, task in rest]
     commits[0] = 0
     refused, *served = store.complete_and_request_each(calls)
     assert isinstance(refused, TaskQueueNotFound)
@@ -228,10 +229,11 @@ def test_calls_together_get_the_answers_they_get_one_after_the_other(
     tmp_path: Path, kind: str, architecture: Architecture
 ) -> None:
     """Two stores in the same state run a workflow (independent tasks, or chained ones: inputs,
-    outputs, the cache-aware choice and released tasks), one calling ``complete_and_request`` for each pilot
-    in turn, the other ``complete_and_request_each`` with all of them: the same answers, every
-    round, to the end.  Every other round ends with a call that fails (the calls together are
-    rolled back, then run each alone): still the same answers, and no task is left behind."""
+    outputs, the cache-aware choice and released tasks), one calling ``complete_and_request``
+    for each pilot in turn, the other ``complete_and_request_each`` with all of them: the same
+    answers, every round, to the end.  Every other round ends with a call that fails (the calls
+    together are rolled back, then run each alone): still the same answers, and no task is left
+    behind."""
     for name in ("one", "all"):
         (tmp_path / name).mkdir()
     stores = [_store(tmp_path / name, default_architecture=architecture) for name in ("one", "all")]
