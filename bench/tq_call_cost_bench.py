@@ -16,7 +16,10 @@ median of ``--repeat`` runs, each row in turn within a repetition:
   JSON), its store's ``complete_and_request`` answered by a stub;
 - **store alone**: ``Store.complete_and_request`` in-process on a SQLite file (its statements,
   the commit, the matcher's choice);
-- **submission, per task**: ``tq serve``'s CPU for a 2,000-task workflow of ``/bin/true``.
+- **submission, per task**: ``tq serve``'s CPU for a 2,000-task workflow of ``/bin/true``;
+- **reports, 2, 4, 8 in a request**: the whole call's setting, the pilots' calls sent that many
+  at a time in one ``POST /api/v1/pilots/reports`` (``pilot run --batch-reports``), per call;
+  with the one-call row, what a request costs and what each call in it costs.
 
 The parts add up to about the whole; the table says by how much.  This is a decomposition, not
 a comparison: ``bench/taskvine_bench.py`` runs TaskVine beside us.  ``--quick``: 1,000 calls,
@@ -222,7 +225,9 @@ def _served(directory: Path) -> TqServer:
     ).start()
 
 
-def whole_call(calls: int) -> float:
+def whole_call(calls: int, together: int = 1) -> float:
+    """The service's CPU per call; ``together`` > 1: the pilots' calls that many at a time in
+    one ``reports`` request (the pilots of one process, ``pilot run --batch-reports``)."""
     with tempfile.TemporaryDirectory() as tmp:
         server = _served(Path(tmp))
         try:
@@ -237,10 +242,35 @@ def whole_call(calls: int) -> float:
             def call(pilot_id: int, task: p.TaskAssignment) -> p.TaskAssignment | None:
                 return pilot.complete_and_request(pilot_id, _completion(task).completion).task
 
-            done = _in_turn(held, call, calls)
+            done = (
+                _in_turn(held, call, calls)
+                if together == 1
+                else _together(pilot, held, calls, together)
+            )
             return (_cpu(server.process.pid) - before) / done
         finally:
             server.stop()
+
+
+def _together(
+    pilot: TqClient, held: dict[int, p.TaskAssignment | None], calls: int, size: int
+) -> int:
+    """``calls`` calls, the pilots' ``size`` at a time in one ``reports`` request; how many."""
+    done = 0
+    ids = list(held)
+    while done < calls and any(held.values()):
+        for start in range(0, len(ids), size):
+            tasks = {i: held[i] for i in ids[start : start + size]}
+            group = {i: task for i, task in tasks.items() if task is not None}
+            if not group:
+                continue
+            reports = [p.PilotReport(i, _completion(task).completion) for i, task in group.items()]
+            for pilot_id, outcome in zip(group, pilot.reports(reports), strict=True):
+                if not isinstance(outcome, p.CompleteAndRequestAnswer):
+                    raise outcome
+                held[pilot_id] = outcome.task
+            done += len(group)
+    return done
 
 
 def submission(tasks: int = 2000) -> float:
@@ -272,6 +302,9 @@ def main() -> None:
         ("  application without the store (in-process)", lambda: app_without_store(calls)),
         ("  store alone (in-process, SQLite)", lambda: store_alone(calls)),
         ("submission, per task (2,000 tasks)", submission),
+        ("reports, 2 in a request (tq serve, per report)", lambda: whole_call(calls, 2)),
+        ("reports, 4 in a request", lambda: whole_call(calls, 4)),
+        ("reports, 8 in a request", lambda: whole_call(calls, 8)),
     ]
     load = os.getloadavg()
     print(f"load average before: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; {calls} calls")
@@ -288,6 +321,13 @@ def main() -> None:
     parts = sum(median[name] for name, _ in rows[1:4])
     print(f"{'  sum of the three parts':<48} {parts:>11.3f}  ({parts / whole:.0%} of the whole)")
     print(f"{'whole call + submission, per task':<48} {whole + median[rows[4][0]]:>11.3f}")
+    # cost(k) = per request / k + per report, from one report a request and eight
+    eight = median[rows[7][0]]
+    per_request = (whole - eight) * 8 / 7
+    print(
+        f"{'  per request / per report (from 1 and 8)':<48} {per_request:>11.3f}"
+        f" / {whole - per_request:.3f}"
+    )
     load = os.getloadavg()
     print(f"load average after: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
 
