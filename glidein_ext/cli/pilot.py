@@ -152,11 +152,7 @@ def pilot() -> None:
 @_pilot_count(
     "--pilots-per-host", "With --pilots: pilots per simulated host (HOST-0000, ...; caches shared)."
 )
-@click.option(
-    "--batch-reports",
-    is_flag=True,
-    help="With --pilots N: the pilots' reports ready at once go in one request (one pilot: none).",
-)
+@click.option("--batch-reports", is_flag=True, help="With --pilots: reports ready at once, 1 call.")
 @click.option("--dht-bind", default=None, help="Address of the DHT node and file server.")
 @click.option(
     "--assignment",

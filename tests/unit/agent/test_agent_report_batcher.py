@@ -83,6 +83,22 @@ def _queued(batcher: ReportBatcher, count: int) -> None:
     raise AssertionError(f"never {count} reports queued")
 
 
+def _behind_the_first(
+    batcher: ReportBatcher, tq: FakeTaskQueue, others: Sequence[int]
+) -> dict[int, Any]:
+    """Pilot 1 reports, and while its request is held ``others`` report; then the Task Queue
+    answers.  Each pilot's answer or error."""
+    results: dict[int, Any] = {}
+    threads = _start(batcher, [1], results)
+    assert tq.first_sent.wait(5)
+    threads += _start(batcher, others, results)
+    _queued(batcher, len(others))
+    tq.release.set()
+    for thread in threads:
+        thread.join(5)
+    return results
+
+
 def test_a_lone_report_goes_at_once_and_gets_its_answer() -> None:
     tq = FakeTaskQueue(hold_first=False)
     batcher = ReportBatcher(tq.send)
@@ -95,14 +111,7 @@ def test_a_lone_report_goes_at_once_and_gets_its_answer() -> None:
 def test_reports_ready_during_a_request_go_together_in_the_next() -> None:
     tq = FakeTaskQueue()
     batcher = ReportBatcher(tq.send)
-    results: dict[int, Any] = {}
-    first = _start(batcher, [1], results)
-    assert tq.first_sent.wait(5)
-    others = _start(batcher, [2, 3, 4, 5], results)
-    _queued(batcher, 4)
-    tq.release.set()
-    for thread in first + others:
-        thread.join(5)
+    results = _behind_the_first(batcher, tq, [2, 3, 4, 5])
     assert tq.requests[0] == [1]
     assert sorted(tq.requests[1]) == [2, 3, 4, 5]
     assert len(tq.requests) == 2
@@ -115,15 +124,7 @@ def test_reports_ready_during_a_request_go_together_in_the_next() -> None:
 def test_a_reports_error_reaches_its_pilot_only() -> None:
     tq = FakeTaskQueue()
     tq.refuse.add(3)
-    batcher = ReportBatcher(tq.send)
-    results: dict[int, Any] = {}
-    threads = _start(batcher, [1], results)
-    assert tq.first_sent.wait(5)
-    threads += _start(batcher, [2, 3, 4], results)
-    _queued(batcher, 3)
-    tq.release.set()
-    for thread in threads:
-        thread.join(5)
+    results = _behind_the_first(ReportBatcher(tq.send), tq, [2, 3, 4])
     assert isinstance(results[3], TaskQueueNotFound)
     assert "pilot 3 is gone" in str(results[3])
     for pilot_id in (1, 2, 4):
@@ -133,15 +134,8 @@ def test_a_reports_error_reaches_its_pilot_only() -> None:
 def test_a_failed_request_reaches_every_pilot_it_carried_and_the_next_goes_on() -> None:
     tq = FakeTaskQueue()
     batcher = ReportBatcher(tq.send)
-    results: dict[int, Any] = {}
-    threads = _start(batcher, [1], results)
-    assert tq.first_sent.wait(5)
-    threads += _start(batcher, [2, 3], results)
-    _queued(batcher, 2)
-    tq.fail_next = TaskQueueError("cannot reach the Task Queue")
-    tq.release.set()
-    for thread in threads:
-        thread.join(5)
+    tq.fail_next = TaskQueueError("cannot reach the Task Queue")  # the first request's
+    results = _behind_the_first(batcher, tq, [2, 3])
     assert isinstance(results[1], TaskQueueError)  # the first request failed
     assert results[2].task.task_id == 2 and results[3].task.task_id == 3  # the second did not
     # a pilot retries its own call: the batcher serves it again
@@ -150,15 +144,7 @@ def test_a_failed_request_reaches_every_pilot_it_carried_and_the_next_goes_on() 
 
 def test_a_batch_keeps_to_its_bounds() -> None:
     tq = FakeTaskQueue()
-    batcher = ReportBatcher(tq.send, max_reports=2)
-    results: dict[int, Any] = {}
-    threads = _start(batcher, [1], results)
-    assert tq.first_sent.wait(5)
-    threads += _start(batcher, [2, 3, 4, 5, 6], results)
-    _queued(batcher, 5)
-    tq.release.set()
-    for thread in threads:
-        thread.join(5)
+    _behind_the_first(ReportBatcher(tq.send, max_reports=2), tq, [2, 3, 4, 5, 6])
     assert [len(ids) for ids in tq.requests] == [1, 2, 2, 1]
     assert sorted(i for ids in tq.requests for i in ids) == [1, 2, 3, 4, 5, 6]
 

@@ -434,7 +434,7 @@ def create_app(
         now: the pilot then asks with ``request``)."""
         return await calls.complete_and_request(Principal(pilot=True), pilot_id, body)
 
-    @app.post(f"{API}/pilots/reports", responses=errors, response_model=s.ReportsResponse)
+    @app.post(f"{API}/pilots/reports", responses=errors, response_model=p.ReportsAnswer)
     async def reports(body: s.ReportsRequest, who: Pilot) -> Response:
         """Several pilots' ``complete-and-request`` in one request (the pilots of one process
         whose reports are ready at once): each served as it would be alone, in order, its

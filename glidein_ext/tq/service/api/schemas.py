@@ -263,20 +263,12 @@ class TaskResponse(BaseModel):
     task: TaskAssignment | None
 
 
-# The answers: the protocol's dataclasses (one definition of each shape).
-Neighbour = p.Neighbour
-MasterInfo = p.MasterInfo
+# The pilots' answers: the protocol's dataclasses (one definition of each shape; the other
+# routes name theirs from ``tq.client.protocol`` directly).
 RegisterResponse = p.RegisterAnswer
 HeartbeatResponse = p.HeartbeatAnswer
 CompleteResponse = p.CompletionAnswer
 CompleteAndRequestResponse = p.CompleteAndRequestAnswer
-ReportsResponse = p.ReportsAnswer
-SubmitResponse = p.SubmitAnswer
-WorkflowStatus = p.WorkflowStatus
-StatusResponse = p.Status
-ClaimResponse = p.ClaimAnswer
-SyncResponse = p.SiteSyncAnswer
-AssignResponse = p.SiteAssignAnswer
 
 
 def wire(message: Any) -> Response:
