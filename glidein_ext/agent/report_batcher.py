@@ -5,7 +5,8 @@ A busy pilot reports each task's end with ``complete-and-request``, whose answer
 (Hasham 2011 §IV-E: the report asks for it, late binding kept).  Pilots of one process whose
 reports are ready at the same moment send them in one request (``TqClient.reports``): the Task
 Queue reads one HTTP request, its headers and token once for all of them, and serves each report
-as it would serve it alone (its own transaction, its own answer or error).  No report waits for
+as it would serve it alone (its own answer or error; one transaction for the batch unless one
+report fails).  No report waits for
 others to come: a report goes at once when no request of the batcher is under way, else with
 those that arrived meanwhile as soon as that request returns; like a database's group commit,
 batches grow with the load and a quiet process sends its reports one by one.

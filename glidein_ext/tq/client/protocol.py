@@ -200,8 +200,8 @@ class PilotReport:
 class Reports:
     """The ``complete-and-request`` calls of several pilots of one process (a glidein's slots,
     ``pilot run --pilots N``), sent in one request when they are ready at once.  Each is served
-    as it would be alone: its own transaction, its own answer or error (``ReportOutcome``), in
-    the order given; one pilot's refusal never touches another's call."""
+    as it would be alone, in the order given: its own answer or error (``ReportOutcome``); one
+    pilot's refusal never touches another's call."""
 
     reports: tuple[PilotReport, ...]
 
