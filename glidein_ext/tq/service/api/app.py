@@ -286,20 +286,18 @@ class _PilotCalls:
         calls run in order (``Store.complete_and_request_each``: one transaction for all, unless
         one fails)."""
         batch = s.message(body, p.Reports)
+        store = self.store
         outcomes: list[p.ReportOutcome | None] = [None] * len(batch.reports)
         served: list[int] = []
+        calls = []
         for index, report in enumerate(batch.reports):
             try:
                 check_pilot(who, report.pilot_id, self.owners.owner(report.pilot_id))
             except TaskQueueError as exc:
                 outcomes[index] = _refused(exc)
-            else:
-                served.append(index)
-        store = self.store
-        calls = []
-        for index in served:
-            report = batch.reports[index]
+                continue
             await self.costly.settle(report.pilot_id, store.clock())
+            served.append(index)
             calls.append((report.pilot_id, CompleteAndRequest(report.completion, report.cached)))
         results = await unblocked(store, store.complete_and_request_each, calls)
         for index, result in zip(served, results, strict=True):
