@@ -278,12 +278,7 @@ class TqClient:
                 ) as answer:
                     raw = answer.read()
         except urllib.error.HTTPError as exc:
-            detail = _detail(exc)
-            kind = tq_error_for_status(exc.code)
-            if kind is not None:  # an auth error names the instance that refused the token
-                shown = f"{base}: {detail}" if issubclass(kind, TaskQueueAuthError) else detail
-                raise kind(shown) from None
-            error = TaskQueueError(f"{base}{path}: HTTP {exc.code}: {detail}")
+            error = _status_error(base, path, exc.code, _detail(exc))
             if exc.code >= 500 or exc.code == 429:  # the instance's trouble: fail over
                 raise _Unavailable(error, undone=True) from None  # it answered: nothing done
             raise error from None
@@ -375,10 +370,7 @@ class TqClient:
                     f"{self.url}{path}: malformed answer: an outcome without answer"
                 )
             return outcome.answer
-        kind = tq_error_for_status(outcome.status)
-        if kind is not None:
-            return kind(outcome.detail)
-        return TaskQueueError(f"{self.url}{path}: HTTP {outcome.status}: {outcome.detail}")
+        return _status_error(self.url, path, outcome.status, outcome.detail)
 
     def deregister(self, pilot_id: int) -> None:
         self.call("DELETE", f"{API}/pilots/{pilot_id}")
@@ -488,6 +480,16 @@ def _quoted(site: str) -> str:
 
 def _listed(cached: Sequence[str] | None) -> tuple[str, ...] | None:
     return None if cached is None else tuple(cached)
+
+
+def _status_error(base: str, path: str, status: int, detail: str) -> TaskQueueError:
+    """The error for a call to ``base + path`` answered ``status`` with ``detail``: its kind
+    from ``TQ_HTTP_STATUS`` (an auth error names the instance that refused the token), else a
+    TaskQueueError naming the call and its status."""
+    kind = tq_error_for_status(status)
+    if kind is None:
+        return TaskQueueError(f"{base}{path}: HTTP {status}: {detail}")
+    return kind(f"{base}: {detail}" if issubclass(kind, TaskQueueAuthError) else detail)
 
 
 def _detail(exc: urllib.error.HTTPError) -> str:

@@ -121,7 +121,8 @@ def test_reports_outcomes_become_each_reports_answer_or_its_error(
     found = client.reports(reports)
     assert found[0] == done
     assert isinstance(found[1], TaskQueueNotFound) and "pilot 9" in str(found[1])
-    assert isinstance(found[2], TaskQueueForbidden)
+    assert isinstance(found[2], TaskQueueForbidden)  # named by the instance, as the call alone
+    assert str(found[2]) == "http://127.0.0.1:1: pilot 8 is not a pilot of credential 2"
     assert type(found[3]) is TaskQueueError and "HTTP 503" in str(found[3])
     assert type(found[4]) is TaskQueueError and "malformed" in str(found[4])
     with pytest.raises(TaskQueueError, match="5 outcomes for 4 reports"):
