@@ -260,8 +260,7 @@ def _together(
     ids = list(held)
     while done < calls and any(held.values()):
         for start in range(0, len(ids), size):
-            tasks = {i: held[i] for i in ids[start : start + size]}
-            group = {i: task for i, task in tasks.items() if task is not None}
+            group = {i: task for i in ids[start : start + size] if (task := held[i]) is not None}
             if not group:
                 continue
             reports = [p.PilotReport(i, _completion(task).completion) for i, task in group.items()]
